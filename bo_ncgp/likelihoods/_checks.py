@@ -1,0 +1,44 @@
+"""Target checks shared by the count and label likelihoods."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+
+def _examples(values: Tensor, k: int = 5) -> str:
+    vals = torch.unique(values.detach().flatten().cpu())[:k]
+    return ", ".join(f"{float(v):g}" for v in vals)
+
+
+def check_integer(name: str, y: Tensor, what: str = "counts") -> Tensor:
+    """Float copy of ``y`` after checking every entry is a whole number."""
+    yf = y.to(torch.get_default_dtype()) if not y.is_floating_point() else y
+    if not torch.isfinite(yf).all():
+        raise ValueError(f"{name}: {what} contain inf")
+    bad = yf != torch.round(yf)
+    if bad.any():
+        raise ValueError(
+            f"{name}: {what} must be integers; found non-integer value(s) {_examples(yf[bad])}"
+        )
+    return yf
+
+
+def check_range(name: str, y: Tensor, low: float, high: float | Tensor | None, what: str) -> None:
+    """Raise if any entry of ``y`` lies outside ``[low, high]``."""
+    bad = y < low
+    if high is not None:
+        bad = bad | (y > high)
+    if bad.any():
+        hi = (
+            "inf"
+            if high is None
+            else (
+                f"{float(high):g}"
+                if not isinstance(high, Tensor) or high.numel() == 1
+                else "num_trials"
+            )
+        )
+        raise ValueError(
+            f"{name}: {what} out of range [{low:g}, {hi}]; found value(s) {_examples(y[bad])}"
+        )

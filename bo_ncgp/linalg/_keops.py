@@ -1,0 +1,137 @@
+"""Translation of GPyTorch kernels into KeOps LazyTensor formulas.
+
+Supported (the kernels KeOps evaluates symbolically): ``RBFKernel``, ``MaternKernel`` with
+``nu`` in {1/2, 3/2, 5/2} (also GPyTorch's own ``gpytorch.kernels.keops`` variants), ARD or
+shared lengthscales, ``ScaleKernel`` around a supported kernel, and ``AdditiveKernel`` of
+supported kernels; ``active_dims`` are honoured. Batched kernels (``batch_shape``) work.
+
+Gradients: inputs are divided by the lengthscale in torch before entering KeOps, and the
+output scale multiplies the KeOps result in torch, so autograd reaches every hyperparameter
+and the inputs through pykeops' own backward formulas.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import warnings
+
+import gpytorch
+import torch
+from torch import Tensor
+
+__all__ = ["keops_available", "keops_matmul", "keops_supports"]
+
+_RBF = (gpytorch.kernels.RBFKernel,)
+_MATERN = (gpytorch.kernels.MaternKernel,)
+try:  # GPyTorch's KeOps kernels share the hyperparameters but not the class hierarchy
+    from gpytorch.kernels import keops as _gk
+
+    _RBF = (*_RBF, _gk.RBFKernel)
+    _MATERN = (*_MATERN, _gk.MaternKernel)
+except Exception:  # pragma: no cover - depends on the gpytorch build
+    pass
+
+_BROKEN = False
+
+
+@functools.lru_cache(maxsize=1)
+def _import_keops():
+    import pykeops
+
+    try:
+        pykeops.set_verbose(False)
+    except Exception:  # pragma: no cover
+        pass
+    from pykeops.torch import LazyTensor
+
+    return LazyTensor
+
+
+def keops_available() -> bool:
+    """True when pykeops imports and no earlier KeOps call in this process has failed."""
+    if _BROKEN:
+        return False
+    try:
+        _import_keops()
+    except Exception:
+        return False
+    return True
+
+
+def mark_keops_broken(err: BaseException) -> None:
+    """Disable KeOps for the rest of the process after a failure, with a single warning."""
+    global _BROKEN
+    if not _BROKEN:
+        warnings.warn(
+            f"KeOps failed ({type(err).__name__}: {err}); falling back to the chunked torch "
+            "backend for the rest of this process",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+    _BROKEN = True
+
+
+def keops_supports(kernel: gpytorch.kernels.Kernel) -> bool:
+    """Whether :func:`keops_matmul` can evaluate ``kernel`` symbolically."""
+    if isinstance(kernel, gpytorch.kernels.ScaleKernel):
+        return keops_supports(kernel.base_kernel)
+    if isinstance(kernel, gpytorch.kernels.AdditiveKernel):
+        return all(keops_supports(k) for k in kernel.kernels)
+    if isinstance(kernel, _MATERN):
+        return float(kernel.nu) in (0.5, 1.5, 2.5)
+    return isinstance(kernel, _RBF)
+
+
+def _select(kernel: gpytorch.kernels.Kernel, X: Tensor) -> Tensor:
+    ad = getattr(kernel, "active_dims", None)
+    if ad is None:
+        return X
+    return X.index_select(-1, ad.to(X.device))
+
+
+def _formula(kernel: gpytorch.kernels.Kernel, X1: Tensor, X2: Tensor, LazyTensor):
+    """Returns ``(lazy_K, scale)`` pairs: the kernel is ``sum(scale * lazy_K)``."""
+    X1 = _select(kernel, X1)
+    X2 = _select(kernel, X2)
+    if isinstance(kernel, gpytorch.kernels.ScaleKernel):
+        terms = _formula(kernel.base_kernel, X1, X2, LazyTensor)
+        s = kernel.outputscale
+        return [(K, s if sc is None else s * sc) for K, sc in terms]
+    if isinstance(kernel, gpytorch.kernels.AdditiveKernel):
+        return [t for k in kernel.kernels for t in _formula(k, X1, X2, LazyTensor)]
+    ell = kernel.lengthscale  # (*batch, 1, d or 1)
+    x1 = LazyTensor((X1 / ell).unsqueeze(-2))  # (..., n1, 1, d)
+    x2 = LazyTensor((X2 / ell).unsqueeze(-3))  # (..., 1, n2, d)
+    d2 = ((x1 - x2) ** 2).sum(-1)
+    if isinstance(kernel, _RBF):
+        return [((-0.5 * d2).exp(), None)]
+    nu = float(kernel.nu)
+    # tiny offset keeps the gradient of sqrt finite at r = 0 (where its true limit is 0)
+    r = (d2 + torch.finfo(X1.dtype).tiny * 1e4).sqrt()
+    if nu == 0.5:
+        K = (-r).exp()
+    elif nu == 1.5:
+        c = math.sqrt(3.0)
+        K = (1.0 + c * r) * (-c * r).exp()
+    else:
+        c = math.sqrt(5.0)
+        K = (1.0 + c * r + (5.0 / 3.0) * d2) * (-c * r).exp()
+    return [(K, None)]
+
+
+def keops_matmul(kernel: gpytorch.kernels.Kernel, X1: Tensor, X2: Tensor, V: Tensor) -> Tensor:
+    """``K(X1, X2) @ V`` evaluated by KeOps, never forming ``K``.
+
+    Args:
+        kernel: a kernel for which :func:`keops_supports` is true.
+        X1: ``(..., n1, d)``; X2: ``(..., n2, d)``; V: ``(..., n2, k)``.
+    """
+    LazyTensor = _import_keops()
+    out = None
+    for K, scale in _formula(kernel, X1, X2, LazyTensor):
+        term = K @ V.contiguous()
+        if scale is not None:
+            term = scale.reshape(*scale.shape, 1, 1) * term
+        out = term if out is None else out + term
+    return out

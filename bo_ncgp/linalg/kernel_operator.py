@@ -1,0 +1,214 @@
+"""Matrix-free products with kernel matrices.
+
+:class:`KernelOperator` is how every model in bo_ncgp touches a large kernel matrix: it
+computes ``K(X1, X2) @ V`` with one of three backends
+
+* ``"dense"``   forms ``K`` with GPyTorch and multiplies (fastest for small n);
+* ``"chunked"`` forms row blocks of ``K`` so that peak memory stays below
+  ``max_memory_bytes``; under autograd each block is recomputed in the backward pass
+  (activation checkpointing), so gradients also stay within the budget;
+* ``"keops"``   evaluates the kernel symbolically with pykeops LazyTensors (RBF, Matern
+  1/2, 3/2, 5/2, scaled and summed kernels; see :mod:`bo_ncgp.linalg._keops`);
+
+and ``"auto"`` (the default) chooses ``dense`` when ``K`` fits in ``dense_threshold_bytes``,
+otherwise ``keops`` when pykeops works and the kernel is supported, otherwise ``chunked``.
+A broken KeOps install (import or compile error) falls back to ``chunked`` with one warning.
+
+All backends keep gradients with respect to the kernel hyperparameters, the inputs and ``V``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import gpytorch
+import torch
+from torch import Tensor
+from torch.utils.checkpoint import checkpoint
+
+from bo_ncgp.linalg import _keops
+
+__all__ = ["Backend", "KernelOperator"]
+
+Backend = Literal["auto", "dense", "chunked", "keops"]
+
+
+class KernelOperator:
+    """Lazy kernel matrix ``K(X1, X2)`` supporting ``K @ V`` without forming ``K``.
+
+    Args:
+        kernel: a GPyTorch kernel (may have a ``batch_shape``).
+        X1: ``(..., n1, d)`` inputs of the rows.
+        X2: ``(..., n2, d)`` inputs of the columns (``X1`` when omitted: a square, symmetric
+            operator that also offers :meth:`diagonal` and :meth:`rows`).
+        backend: ``"auto" | "dense" | "chunked" | "keops"``.
+        max_memory_bytes: memory budget of one kernel block of the chunked backend.
+        dense_threshold_bytes: ``auto`` forms ``K`` densely when it needs at most this.
+
+    Example:
+        >>> k = gpytorch.kernels.RBFKernel()
+        >>> X = torch.rand(100, 2)
+        >>> op = KernelOperator(k, X, backend="chunked", max_memory_bytes=8_000)
+        >>> torch.allclose(op @ torch.ones(100, 1), k(X).to_dense() @ torch.ones(100, 1),
+        ...                atol=1e-5)
+        True
+    """
+
+    def __init__(
+        self,
+        kernel: gpytorch.kernels.Kernel,
+        X1: Tensor,
+        X2: Tensor | None = None,
+        backend: Backend = "auto",
+        max_memory_bytes: int = 256 * 2**20,
+        dense_threshold_bytes: int = 128 * 2**20,
+    ) -> None:
+        if backend not in ("auto", "dense", "chunked", "keops"):
+            raise ValueError(
+                f"KernelOperator: unknown backend {backend!r}; use 'auto', 'dense', "
+                "'chunked' or 'keops'"
+            )
+        if X1.dim() < 2:
+            raise ValueError(f"KernelOperator: X1 must be (..., n, d), got shape {tuple(X1.shape)}")
+        if X2 is not None and (X2.dim() < 2 or X2.shape[-1] != X1.shape[-1]):
+            raise ValueError(
+                f"KernelOperator: X2 must be (..., n2, {X1.shape[-1]}), got {tuple(X2.shape)}"
+            )
+        self.kernel = kernel
+        self.X1 = X1
+        self.X2 = X1 if X2 is None else X2
+        self.symmetric = X2 is None
+        self.max_memory_bytes = int(max_memory_bytes)
+        self.dense_threshold_bytes = int(dense_threshold_bytes)
+        self.requested_backend = backend
+        self._dense_cache: tuple[tuple, Tensor] | None = None
+
+    # ------------------------------------------------------------------ shape
+    @property
+    def batch_shape(self) -> torch.Size:
+        return torch.broadcast_shapes(
+            self.X1.shape[:-2], self.X2.shape[:-2], tuple(self.kernel.batch_shape)
+        )
+
+    @property
+    def shape(self) -> torch.Size:
+        return torch.Size((*self.batch_shape, self.X1.shape[-2], self.X2.shape[-2]))
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.X1.dtype
+
+    @property
+    def device(self) -> torch.device:
+        return self.X1.device
+
+    def _bytes(self) -> int:
+        return self.shape.numel() * self.X1.element_size()
+
+    @property
+    def backend(self) -> str:
+        """The backend :meth:`matmul` uses (``auto`` resolved)."""
+        b = self.requested_backend
+        if b == "keops" and not (_keops.keops_available() and _keops.keops_supports(self.kernel)):
+            return "chunked"
+        if b != "auto":
+            return b
+        if self._bytes() <= self.dense_threshold_bytes:
+            return "dense"
+        if _keops.keops_available() and _keops.keops_supports(self.kernel):
+            return "keops"
+        return "chunked"
+
+    # ---------------------------------------------------------------- products
+    def matmul(self, V: Tensor) -> Tensor:
+        """``K @ V`` for ``V`` of shape ``(n2,)`` or ``(..., n2, k)``."""
+        vector = V.dim() == 1
+        if vector:
+            V = V.unsqueeze(-1)
+        if V.shape[-2] != self.X2.shape[-2]:
+            raise ValueError(
+                f"KernelOperator.matmul: V has {V.shape[-2]} rows, the operator has "
+                f"{self.X2.shape[-2]} columns (shape {tuple(self.shape)})"
+            )
+        backend = self.backend
+        if backend == "keops":
+            try:
+                out = _keops.keops_matmul(self.kernel, self.X1, self.X2, V)
+            except Exception as err:  # broken install / compiler: warn once, fall back
+                _keops.mark_keops_broken(err)
+                out = self._chunked_matmul(V)
+        elif backend == "dense":
+            out = self.to_dense() @ V
+        else:
+            out = self._chunked_matmul(V)
+        return out.squeeze(-1) if vector else out
+
+    __matmul__ = matmul
+
+    def _chunk_rows(self, k: int) -> int:
+        per_row = (
+            max(1, self.X2.shape[-2]) * max(1, self.batch_shape.numel()) * self.X1.element_size()
+        )
+        # GPyTorch materialises a few temporaries of the block's size (distances, exp, ...)
+        return max(1, self.max_memory_bytes // (4 * per_row))
+
+    def _chunked_matmul(self, V: Tensor) -> Tensor:
+        rows = self._chunk_rows(V.shape[-1])
+        n1 = self.X1.shape[-2]
+        kernel = self.kernel
+
+        def block(x1: Tensor, x2: Tensor, v: Tensor) -> Tensor:
+            return kernel(x1, x2).to_dense() @ v
+
+        use_ckpt = torch.is_grad_enabled() and (
+            self.X1.requires_grad
+            or self.X2.requires_grad
+            or V.requires_grad
+            or any(p.requires_grad for p in kernel.parameters())
+        )
+        outs = []
+        for s in range(0, n1, rows):
+            x1 = self.X1[..., s : s + rows, :]
+            if use_ckpt:
+                outs.append(checkpoint(block, x1, self.X2, V, use_reentrant=False))
+            else:
+                outs.append(block(x1, self.X2, V))
+        return torch.cat(outs, dim=-2)
+
+    # ------------------------------------------------------------ row access
+    def _state_key(self) -> tuple:
+        # in-place updates (optimiser steps, initialize) bump a tensor's _version counter
+        tensors = (self.X1, self.X2, *self.kernel.parameters())
+        return (torch.is_grad_enabled(), *((id(t), t._version) for t in tensors))
+
+    def to_dense(self) -> Tensor:
+        """The full matrix ``K(X1, X2)`` (O(n1 n2) memory).
+
+        The matrix is cached until the inputs or the kernel's parameters change in place
+        (e.g. an optimiser step), so repeated products with the dense backend cost one
+        evaluation of the kernel.
+        """
+        key = self._state_key()
+        if self._dense_cache is not None and self._dense_cache[0] == key:
+            return self._dense_cache[1]
+        K = self.kernel(self.X1, self.X2).to_dense()
+        K = K.expand(self.shape) if K.shape != self.shape else K
+        self._dense_cache = (key, K)
+        return K
+
+    def diagonal(self) -> Tensor:
+        """``diag K`` of a square operator, ``(..., n)``, without forming ``K``."""
+        if not self.symmetric and self.X1 is not self.X2:
+            raise ValueError("KernelOperator.diagonal: only defined for square K(X, X)")
+        return self.kernel(self.X1, self.X1, diag=True)
+
+    def rows(self, idx: Tensor) -> Tensor:
+        """Rows ``K[..., idx, :]`` of shape ``(..., len(idx), n2)``."""
+        idx = torch.as_tensor(idx, device=self.X1.device, dtype=torch.long)
+        return self.kernel(self.X1.index_select(-2, idx), self.X2).to_dense()
+
+    def __repr__(self) -> str:
+        return (
+            f"KernelOperator(shape={tuple(self.shape)}, kernel={type(self.kernel).__name__}, "
+            f"backend={self.backend!r})"
+        )

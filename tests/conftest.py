@@ -1,0 +1,42 @@
+"""Shared fixtures: float64 by default, seeded RNG, location of the shared data sets."""
+
+from __future__ import annotations
+
+import os
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def _float64_and_seed():
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    torch.manual_seed(0)
+    yield
+    torch.set_default_dtype(old)
+
+
+def shared_data_root() -> Path | None:
+    """``$BO_NCGP_DATA`` or ``../shared/data`` next to the project, if it exists."""
+    env = os.environ.get("BO_NCGP_DATA")
+    for cand in ([Path(env)] if env else []) + [ROOT.parent / "shared" / "data"]:
+        if cand.is_dir():
+            return cand
+    return None
+
+
+@pytest.fixture
+def data_root() -> Path:
+    root = shared_data_root()
+    if root is None:
+        pytest.skip("shared data folder not found (set BO_NCGP_DATA or place ../shared/data)")
+    return root
+
+
+def pytest_configure(config):
+    warnings.filterwarnings("ignore", message=".*CUDA libraries not found.*")

@@ -1,0 +1,51 @@
+import pytest
+import torch
+
+from bo_ncgp.linalg import NotPSDError, NumericalWarning, stable_cholesky
+
+
+def test_plain_spd_no_warning(recwarn):
+    A = torch.randn(6, 6)
+    A = A @ A.T + 6 * torch.eye(6)
+    L = stable_cholesky(A)
+    torch.testing.assert_close(L @ L.T, A)
+    assert not [w for w in recwarn if issubclass(w.category, NumericalWarning)]
+
+
+def test_singular_matrix_gets_jitter_with_warning():
+    X = torch.randn(10, 3)
+    A = X @ X.T  # rank 3, singular
+    with pytest.warns(NumericalWarning, match="jitter"):
+        L = stable_cholesky(A)
+    assert torch.isfinite(L).all()
+    err = (L @ L.T - A).abs().max()
+    assert err < 1e-6 * A.diagonal().mean()
+
+
+def test_batched_only_failing_element_jittered():
+    good = torch.eye(4) * 2
+    X = torch.randn(4, 1)
+    bad = X @ X.T
+    A = torch.stack([good, bad])
+    with pytest.warns(NumericalWarning, match="1 of 2"):
+        L = stable_cholesky(A)
+    torch.testing.assert_close(L[0] @ L[0].T, good)
+
+
+def test_indefinite_raises_with_eigenvalue():
+    A = torch.diag(torch.tensor([1.0, -2.0, 3.0]))
+    with pytest.raises(NotPSDError, match=r"smallest eigenvalue -2\.000e\+00"):
+        stable_cholesky(A, name="K_zz")
+
+
+def test_nan_and_shape_errors():
+    with pytest.raises(ValueError, match="NaN"):
+        stable_cholesky(torch.tensor([[1.0, float("nan")], [float("nan"), 1.0]]))
+    with pytest.raises(ValueError, match="square"):
+        stable_cholesky(torch.ones(2, 3))
+
+
+def test_gradient_matches_autograd_of_plain_cholesky():
+    X = torch.randn(5, 5)
+    A = (X @ X.T + 5 * torch.eye(5)).requires_grad_(True)
+    torch.autograd.gradcheck(lambda a: stable_cholesky(0.5 * (a + a.T)), (A,))
