@@ -1,0 +1,28 @@
+"""Loaders for the real data sets (paths from an argument or ``BO_NCGP_DATA``).
+
+Names are imported lazily so that one loader's dependencies do not burden the others.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from bo_ncgp.data._paths import DataChecksumError, data_file, resolve_root
+
+_LAZY = {
+    "load_idx": "bo_ncgp.data.mnist",
+    "load_mnist": "bo_ncgp.data.mnist",
+    "load_hotspots": "bo_ncgp.data.hotspots",
+    "load_banana": "bo_ncgp.data.streaming",
+    "load_uci": "bo_ncgp.data.streaming",
+    "load_magnetometer": "bo_ncgp.data.magnetometer",
+    "load_dust": "bo_ncgp.data.dust",
+}
+
+__all__ = sorted([*_LAZY, "DataChecksumError", "data_file", "resolve_root"])
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'bo_ncgp.data' has no attribute {name!r}")
