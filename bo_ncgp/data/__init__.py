@@ -19,7 +19,7 @@ _LAZY = {
     "load_dust": "bo_ncgp.data.dust",
 }
 
-__all__ = sorted([*_LAZY, "DataChecksumError", "data_file", "resolve_root"])
+__all__ = ["DataChecksumError", "data_file", "resolve_root", *sorted(_LAZY)]
 
 
 def __getattr__(name: str):

@@ -18,7 +18,7 @@ def test_env_var_and_checksum(tmp_path, monkeypatch):
     assert resolve_root() == tmp_path
     assert data_file("a/x.txt") == tmp_path / "a" / "x.txt"
     f.write_text("tampered\n")
-    with pytest.raises(DataChecksumError, match="x.txt"):
+    with pytest.raises(DataChecksumError, match=r"x\.txt"):
         data_file("a/x.txt", root=tmp_path / ".")
 
 
