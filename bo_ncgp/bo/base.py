@@ -1,0 +1,208 @@
+"""Base class of bo_ncgp's BoTorch model adapters.
+
+:class:`LatentGPModel` turns any bo_ncgp model that can return the joint Gaussian over its
+latent function(s) at a batch of points into a :class:`botorch.models.model.Model`: it
+handles BoTorch's input shapes (``d``, ``q x d``, ``batch x q x d``), input and outcome
+transforms, ``output_indices``, ``observation_noise`` and ``posterior_transform``, and
+builds the :class:`~botorch.posteriors.gpytorch.GPyTorchPosterior`. It also implements
+:meth:`condition_on_observations` (hence BoTorch's ``fantasize``) on top of the wrapped
+model's own conditioning.
+
+A subclass implements
+
+* :meth:`_latent_mean_cov` -- ``X (..., q, d)`` (already input-transformed) to the latent
+  mean ``(..., q, m)`` and covariance, either ``(..., m, q, q)`` (outputs independent) or
+  ``(..., m q, m q)`` (joint, output-major order);
+* :attr:`batch_shape`;
+* optionally :meth:`_observation_noise` (Gaussian noise variance, for
+  ``observation_noise=True``) and :meth:`_condition` (returns the wrapped model conditioned
+  on transformed ``(X, Y)``).
+"""
+
+from __future__ import annotations
+
+import copy
+from abc import abstractmethod
+from typing import Any
+
+import torch
+from botorch.acquisition.objective import PosteriorTransform
+from botorch.models.model import FantasizeMixin, Model
+from botorch.posteriors.gpytorch import GPyTorchPosterior
+from gpytorch.distributions import MultitaskMultivariateNormal, MultivariateNormal
+from torch import Tensor
+from torch.nn import Module
+
+__all__ = ["LatentGPModel"]
+
+
+class LatentGPModel(Model, FantasizeMixin):
+    """BoTorch ``Model`` around a bo_ncgp model with a Gaussian latent posterior.
+
+    Args:
+        model: the wrapped bo_ncgp model (a ``torch.nn.Module``).
+        num_outputs: number of latent outputs ``m`` (``C`` for a softmax classifier).
+        input_transform: optional BoTorch input transform (applied in :meth:`posterior`
+            and :meth:`condition_on_observations`; the wrapped model lives in the
+            transformed space).
+        outcome_transform: optional BoTorch outcome transform (the wrapped model lives in
+            the transformed outcome space; posteriors are untransformed).
+    """
+
+    def __init__(
+        self,
+        model: Module,
+        num_outputs: int = 1,
+        input_transform: Module | None = None,
+        outcome_transform: Module | None = None,
+    ) -> None:
+        super().__init__()
+        self.model = model
+        self._num_outputs = int(num_outputs)
+        if input_transform is not None:
+            self.input_transform = input_transform
+        if outcome_transform is not None:
+            self.outcome_transform = outcome_transform
+
+    # ------------------------------------------------------------ to implement
+    @abstractmethod
+    def _latent_mean_cov(self, X: Tensor) -> tuple[Tensor, Tensor]:
+        """Latent mean ``(..., q, m)`` and covariance ``(..., m, q, q)`` or
+        ``(..., m q, m q)`` at input-transformed ``X`` of shape ``(..., q, d)``."""
+
+    def _observation_noise(self, X: Tensor) -> Tensor | None:
+        """Observation noise variance, broadcastable to ``(..., q, m)``; ``None`` when the
+        likelihood is not Gaussian (then ``observation_noise=True`` returns the latent)."""
+        return None
+
+    def _condition(self, X: Tensor, Y: Tensor, **kwargs: Any) -> Module:
+        """Wrapped model conditioned on transformed ``X (..., n, d)`` and ``Y (..., n, m)``."""
+        raise NotImplementedError(
+            f"{type(self).__name__} does not support condition_on_observations"
+        )
+
+    # --------------------------------------------------------------- properties
+    @property
+    def likelihood(self) -> Module | None:
+        """The wrapped model's likelihood (BoTorch's ``fantasize`` inspects it)."""
+        return getattr(self.model, "likelihood", None)
+
+    def _set_transformed_inputs(self) -> None:
+        """No-op: the wrapped model already stores its data in the transformed space."""
+
+    def _revert_to_original_inputs(self) -> None:
+        """No-op (see :meth:`_set_transformed_inputs`)."""
+
+    @property
+    def num_outputs(self) -> int:
+        return self._num_outputs
+
+    @property
+    def batch_shape(self) -> torch.Size:
+        return torch.Size(getattr(self.model, "batch_shape", torch.Size()))
+
+    # ---------------------------------------------------------------- posterior
+    def posterior(
+        self,
+        X: Tensor,
+        output_indices: list[int] | None = None,
+        observation_noise: bool | Tensor = False,
+        posterior_transform: PosteriorTransform | None = None,
+        **kwargs: Any,
+    ) -> GPyTorchPosterior:
+        """Joint Gaussian posterior of the latent function(s) at ``X``.
+
+        Args:
+            X: ``d``, ``q x d`` or ``batch x q x d`` inputs (original space).
+            output_indices: subset of the ``m`` outputs.
+            observation_noise: ``True`` adds the model's Gaussian noise (only for Gaussian
+                likelihoods; for other likelihoods the latent posterior is returned
+                unchanged), or a tensor ``(..., q, m)`` of noise variances to add.
+            posterior_transform: applied last, as ``posterior_transform(posterior, X=X)``.
+
+        Returns:
+            A :class:`GPyTorchPosterior` with event shape ``q x m``.
+        """
+        self.eval()
+        if X.dim() == 1:
+            X = X.unsqueeze(0)
+        X_tf = self.transform_inputs(X)
+        mean, cov = self._latent_mean_cov(X_tf)
+        q, m = mean.shape[-2], mean.shape[-1]
+        if m != self.num_outputs:
+            raise RuntimeError(
+                f"{type(self).__name__}: _latent_mean_cov returned {m} outputs, "
+                f"expected {self.num_outputs}"
+            )
+        if m == 1 and cov.dim() == mean.dim() + 1:
+            cov = cov.squeeze(-3)  # (..., 1, q, q) -> (..., q, q)
+        # independent outputs: (..., m, q, q); joint: (..., m q, m q) in output-major order
+        independent = m == 1 or (cov.dim() == mean.dim() + 1 and cov.shape[-3] == m)
+        noise = None
+        if isinstance(observation_noise, Tensor):
+            noise = observation_noise
+        elif observation_noise:
+            noise = self._observation_noise(X_tf)
+        if noise is not None:
+            noise = torch.as_tensor(noise, dtype=mean.dtype, device=mean.device)
+            noise = noise.expand(*mean.shape[:-2], q, m).transpose(-1, -2)  # (..., m, q)
+            if m == 1:
+                cov = cov + torch.diag_embed(noise[..., 0, :])
+            elif independent:
+                cov = cov + torch.diag_embed(noise)
+            else:
+                cov = cov + torch.diag_embed(noise.reshape(*noise.shape[:-2], m * q))
+        if output_indices is not None:
+            idx = list(output_indices)
+            mean = mean[..., idx]
+            if m > 1 and independent:
+                cov = cov[..., idx, :, :]
+                if len(idx) == 1:
+                    cov = cov.squeeze(-3)
+            elif m > 1:
+                blocks = cov.reshape(*cov.shape[:-2], m, q, m, q)[..., idx, :, :, :][..., idx, :]
+                cov = blocks.reshape(*cov.shape[:-2], len(idx) * q, len(idx) * q)
+            m = len(idx)
+        posterior = GPyTorchPosterior(self._distribution(mean, cov, independent, m))
+        if hasattr(self, "outcome_transform"):
+            posterior = self.outcome_transform.untransform_posterior(posterior, X=X)
+        if posterior_transform is not None:
+            posterior = posterior_transform(posterior, X=X)
+        return posterior
+
+    @staticmethod
+    def _distribution(mean: Tensor, cov: Tensor, independent: bool, m: int):
+        if m == 1:
+            return MultivariateNormal(mean[..., 0], cov)
+        if independent:
+            mvns = [MultivariateNormal(mean[..., i], cov[..., i, :, :]) for i in range(m)]
+            return MultitaskMultivariateNormal.from_independent_mvns(mvns)
+        return MultitaskMultivariateNormal(mean, cov, interleaved=False)
+
+    # ---------------------------------------------------------------- fantasies
+    def condition_on_observations(self, X: Tensor, Y: Tensor, **kwargs: Any) -> LatentGPModel:
+        """A new adapter around the wrapped model conditioned on ``(X, Y)``.
+
+        Args:
+            X: ``batch_shape x n' x d`` inputs (original space).
+            Y: ``batch_shape' x n' x m`` observations (original outcome space), e.g. the
+                ``num_fantasies x batch x n' x m`` samples produced by ``fantasize``.
+        """
+        X_tf = self.transform_inputs(X)
+        Yvar = kwargs.pop("noise", None)
+        if hasattr(self, "outcome_transform"):
+            Y, _ = self.outcome_transform(Y=Y, Yvar=Yvar, X=X_tf)
+        new_model = self._condition(X_tf, Y, **kwargs)
+        return self._rewrap(new_model)
+
+    def _rewrap(self, new_model: Module) -> LatentGPModel:
+        """Shallow copy of this adapter around ``new_model`` (transforms copied)."""
+        new = copy.copy(self)
+        new._modules = dict(self._modules)
+        new._parameters = dict(self._parameters)
+        new._buffers = dict(self._buffers)
+        new._modules["model"] = new_model
+        for name in ("input_transform", "outcome_transform"):
+            if name in self._modules:
+                new._modules[name] = copy.deepcopy(self._modules[name])
+        return new

@@ -1,0 +1,130 @@
+"""LatentGPModel against a toy exact GP whose posterior is known in closed form."""
+
+import gpytorch
+import pytest
+import torch
+from botorch.acquisition.objective import ScalarizedPosteriorTransform
+from botorch.models.transforms import Normalize, Standardize
+from botorch.sampling import SobolQMCNormalSampler
+from torch import Tensor
+
+from bo_ncgp.bo.base import LatentGPModel
+
+
+class ExactGP(torch.nn.Module):
+    """Tiny exact GP with m independent outputs sharing one RBF kernel."""
+
+    def __init__(self, X, Y, noise=0.01):
+        super().__init__()
+        self.kernel = gpytorch.kernels.RBFKernel()
+        self.kernel.lengthscale = 0.3
+        self.X, self.Y, self.noise = X, Y, noise  # X (*b, n, d), Y (*b, n, m)
+
+    @property
+    def batch_shape(self):
+        return self.Y.shape[:-2]
+
+    def predict(self, Xs):
+        K = self.kernel(self.X).to_dense() + self.noise * torch.eye(self.X.shape[-2])
+        Ks = self.kernel(Xs, self.X).to_dense()
+        L = torch.linalg.cholesky(K)
+        A = torch.cholesky_solve(Ks.mT, L)  # (..., n, q)
+        mean = A.mT @ self.Y  # (..., q, m)
+        cov = self.kernel(Xs).to_dense() - Ks @ A
+        m = self.Y.shape[-1]
+        cov = cov.unsqueeze(-3).expand(*cov.shape[:-2], m, *cov.shape[-2:])
+        return mean, cov
+
+
+class ToyModel(LatentGPModel):
+    def _latent_mean_cov(self, X: Tensor):
+        return self.model.predict(X)
+
+    def _observation_noise(self, X):
+        return torch.tensor(self.model.noise)
+
+    def _condition(self, X, Y, **kwargs):
+        bs = torch.broadcast_shapes(X.shape[:-2], Y.shape[:-2], self.model.X.shape[:-2])
+        Xn = torch.cat(
+            [self.model.X.expand(*bs, *self.model.X.shape[-2:]), X.expand(*bs, *X.shape[-2:])], -2
+        )
+        Yn = torch.cat(
+            [self.model.Y.expand(*bs, *self.model.Y.shape[-2:]), Y.expand(*bs, *Y.shape[-2:])], -2
+        )
+        new = ExactGP(Xn, Yn, self.model.noise)
+        new.kernel = self.model.kernel
+        return new
+
+
+def make(m=1, **kw):
+    X = torch.rand(12, 2)
+    Y = torch.stack([torch.sin(5 * X[:, 0] + i) for i in range(m)], -1)
+    return ToyModel(ExactGP(X, Y), num_outputs=m, **kw), X, Y
+
+
+@pytest.mark.parametrize("shape", [(2,), (4, 2), (3, 4, 2)])
+def test_posterior_shapes_and_values(shape):
+    model, _, _ = make()
+    X = torch.rand(*shape)
+    post = model.posterior(X)
+    Xb = X.unsqueeze(0) if X.dim() == 1 else X
+    mean, cov = model.model.predict(Xb)
+    assert post.mean.shape == (*Xb.shape[:-1], 1)
+    torch.testing.assert_close(post.mean, mean)
+    torch.testing.assert_close(post.distribution.covariance_matrix, cov[..., 0, :, :])
+
+
+def test_observation_noise_and_gradients():
+    model, _, _ = make()
+    X = torch.rand(5, 2, requires_grad=True)
+    p0 = model.posterior(X)
+    p1 = model.posterior(X, observation_noise=True)
+    torch.testing.assert_close(p1.variance - p0.variance, torch.full((5, 1), 0.01))
+    p2 = model.posterior(X, observation_noise=torch.full((5, 1), 0.5))
+    torch.testing.assert_close(p2.variance - p0.variance, torch.full((5, 1), 0.5))
+    p0.mean.sum().backward()
+    assert X.grad is not None and torch.isfinite(X.grad).all() and X.grad.abs().sum() > 0
+
+
+def test_multi_output_subset_and_transform():
+    model, _, _ = make(m=3)
+    X = torch.rand(2, 4, 2)
+    post = model.posterior(X)
+    assert post.mean.shape == (2, 4, 3)
+    mean, cov = model.model.predict(X)
+    torch.testing.assert_close(post.variance, cov.diagonal(dim1=-2, dim2=-1).mT)
+    sub = model.posterior(X, output_indices=[2])
+    torch.testing.assert_close(sub.mean, mean[..., 2:])
+    sub2 = model.posterior(X, output_indices=[0, 2])
+    torch.testing.assert_close(sub2.variance, post.variance[..., [0, 2]])
+    w = torch.tensor([1.0, -2.0, 0.5])
+    scal = model.posterior(X, posterior_transform=ScalarizedPosteriorTransform(w))
+    torch.testing.assert_close(scal.mean[..., 0], mean @ w)
+
+
+def test_input_and_outcome_transforms():
+    bounds = torch.tensor([[0.0, 0.0], [10.0, 10.0]])
+    X = torch.rand(12, 2)
+    Y = torch.sin(5 * X[:, :1]) * 3 + 7
+    st = Standardize(m=1)
+    Y_tf, _ = st(Y)
+    st.eval()
+    inner = ExactGP(X, Y_tf)
+    model = ToyModel(inner, input_transform=Normalize(2, bounds=bounds), outcome_transform=st)
+    Xt = torch.rand(4, 2)
+    post = model.posterior(Xt * 10)
+    mean, _ = inner.predict(Xt)
+    torch.testing.assert_close(post.mean, mean * Y.std() + Y.mean())
+
+
+def test_condition_and_fantasize():
+    model, X, Y = make()
+    Xn, Yn = torch.rand(3, 2), torch.randn(3, 1)
+    cond = model.condition_on_observations(Xn, Yn)
+    ref = ExactGP(torch.cat([X, Xn]), torch.cat([Y, Yn]))
+    Xt = torch.rand(5, 2)
+    torch.testing.assert_close(cond.posterior(Xt).mean, ref.predict(Xt)[0])
+    assert model.model.X.shape[0] == 12  # original untouched
+    fm = model.fantasize(torch.rand(2, 2), SobolQMCNormalSampler(torch.Size([8])))
+    assert fm.batch_shape == torch.Size([8])
+    assert fm.posterior(torch.rand(4, 2)).mean.shape == (8, 4, 1)
