@@ -1,0 +1,372 @@
+"""Hierarchical Toeplitz kernel matrices on regular grids and their circulant embedding.
+
+Wu et al. (2022), "Hierarchical Inducing Point Gaussian Process for Inter-domain
+Observations", Sec. 3.2:
+
+* a stationary kernel on an evenly spaced ``M_1 x ... x M_D`` grid in C order gives a
+  hierarchical (multi-level) Toeplitz ``K_uu``, fixed by its first row;
+* ``K_uu`` is the top-left block of a (multi-level) circulant ``C`` of size
+  ``N = prod(2 M_d)`` (Eq. 16), diagonalised by the FFT, ``C = F^* diag(F c) F`` (Eq. 17), so
+  ``K_uu v`` costs ``O(N log N)``;
+* ``C^{1/2} = F^* diag(F c)^{1/2} F`` (Eq. 18); its top block row ``R`` (Eqs. 19-20) is a
+  rectangular root, ``R R^T = K_uu``;
+* the top-left block of ``C^{-1} = F^* diag(F c)^{-1} F`` (Eqs. 21-22) preconditions CG
+  solves with ``K_uu``.
+
+Vectors live on the last axis: ``(..., M)`` on the inducing grid (C order), ``(..., N)`` on
+the doubled "whitened" grid. Negative eigenvalues of the embedding (it is not always PSD)
+are clamped to zero with a :class:`~bo_ncgp.linalg.NumericalWarning` that says how much
+spectral mass was removed.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Sequence
+
+import gpytorch
+import torch
+from torch import Tensor
+
+from bo_ncgp.linalg.cg import CGResult
+from bo_ncgp.linalg.cg_solve import cg_solve
+from bo_ncgp.linalg.cholesky import NumericalWarning
+
+__all__ = ["CirculantEmbedding", "Grid", "circulant_first_row", "toeplitz_first_row"]
+
+
+class Grid:
+    """Evenly spaced grid over a box, ``M = prod(shape)`` points in C (x-major) order.
+
+    Args:
+        lower: ``(D,)`` lower corner.
+        upper: ``(D,)`` upper corner (the last grid point of each axis).
+        shape: ``(M_1, ..., M_D)`` points per axis, each at least 2.
+
+    Example:
+        >>> g = Grid([0.0, 0.0], [1.0, 2.0], (3, 5))
+        >>> g.num_points, g.spacing.tolist()
+        (15, [0.5, 0.5])
+    """
+
+    def __init__(
+        self,
+        lower: Sequence[float] | Tensor,
+        upper: Sequence[float] | Tensor,
+        shape: Sequence[int],
+        dtype: torch.dtype | None = None,
+        device: torch.device | str | None = None,
+    ) -> None:
+        dtype = dtype or torch.get_default_dtype()
+        self.lower = torch.as_tensor(lower, dtype=dtype, device=device).reshape(-1)
+        self.upper = torch.as_tensor(upper, dtype=dtype, device=device).reshape(-1)
+        self.shape = tuple(int(s) for s in shape)
+        D = len(self.shape)
+        if D == 0 or self.lower.numel() != D or self.upper.numel() != D:
+            raise ValueError(
+                f"Grid: lower, upper and shape must have the same length D >= 1, got "
+                f"{self.lower.numel()}, {self.upper.numel()} and {len(self.shape)}"
+            )
+        if min(self.shape) < 2:
+            raise ValueError(f"Grid: every axis needs at least 2 points, got shape {self.shape}")
+        if not (torch.isfinite(self.lower).all() and torch.isfinite(self.upper).all()):
+            raise ValueError("Grid: bounds contain NaN or inf")
+        if not bool((self.upper > self.lower).all()):
+            raise ValueError(
+                f"Grid: upper {self.upper.tolist()} must exceed lower {self.lower.tolist()}"
+            )
+
+    @property
+    def dim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def num_points(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def spacing(self) -> Tensor:
+        """``(D,)`` distance between neighbouring points per axis."""
+        sizes = torch.tensor(self.shape, dtype=self.lower.dtype, device=self.lower.device)
+        return (self.upper - self.lower) / (sizes - 1)
+
+    @property
+    def embedding_shape(self) -> tuple[int, ...]:
+        """Shape ``(2 M_1, ..., 2 M_D)`` of the circulant embedding (the whitened grid)."""
+        return tuple(2 * s for s in self.shape)
+
+    def axes(self) -> list[Tensor]:
+        return [
+            torch.linspace(
+                float(lo), float(hi), s, dtype=self.lower.dtype, device=self.lower.device
+            )
+            for lo, hi, s in zip(self.lower, self.upper, self.shape, strict=True)
+        ]
+
+    def points(self) -> Tensor:
+        """``(M, D)`` grid points in C order (materialised: ``O(M D)`` memory)."""
+        mesh = torch.meshgrid(*self.axes(), indexing="ij")
+        return torch.stack([m.reshape(-1) for m in mesh], dim=-1)
+
+    def to(self, dtype: torch.dtype | None = None, device=None) -> Grid:
+        return Grid(
+            self.lower.to(dtype=dtype, device=device),
+            self.upper.to(dtype=dtype, device=device),
+            self.shape,
+            dtype=dtype or self.lower.dtype,
+            device=device or self.lower.device,
+        )
+
+    def __repr__(self) -> str:
+        return f"Grid(lower={self.lower.tolist()}, upper={self.upper.tolist()}, shape={self.shape})"
+
+
+def _lags(grid: Grid, periodic: bool) -> Tensor:
+    """Lag vectors of the first row, ``(*shape', D)``; signed circulant lags if periodic."""
+    axes = []
+    for s, h in zip(grid.shape, grid.spacing, strict=True):
+        if periodic:
+            j = torch.arange(2 * s, dtype=h.dtype, device=h.device)
+            j = torch.where(j <= s, j, j - 2 * s)  # 0, 1, ..., s, -(s-1), ..., -1
+        else:
+            j = torch.arange(s, dtype=h.dtype, device=h.device)
+        axes.append(j * h)
+    mesh = torch.meshgrid(*axes, indexing="ij")
+    return torch.stack(mesh, dim=-1)
+
+
+def _kernel_at_lags(kernel: gpytorch.kernels.Kernel, lags: Tensor) -> Tensor:
+    shape = lags.shape[:-1]
+    flat = lags.reshape(-1, lags.shape[-1])
+    origin = torch.zeros(1, lags.shape[-1], dtype=lags.dtype, device=lags.device)
+    k = kernel(origin, flat).to_dense()  # (..., 1, n): k(0 - tau) = k(tau), stationary
+    return k[..., 0, :].reshape(*k.shape[:-2], *shape)
+
+
+def toeplitz_first_row(kernel: gpytorch.kernels.Kernel, grid: Grid) -> Tensor:
+    """First row of the hierarchical Toeplitz ``K_uu`` as an array of the grid's shape
+    (``k(x_0, x_j)`` for every grid point ``x_j``), differentiable in the kernel's
+    hyperparameters.
+
+    Example:
+        >>> k = gpytorch.kernels.RBFKernel()
+        >>> toeplitz_first_row(k, Grid([0.0], [1.0], (3,))).shape
+        torch.Size([3])
+    """
+    return _kernel_at_lags(kernel, _lags(grid, periodic=False))
+
+
+def circulant_first_row(kernel: gpytorch.kernels.Kernel, grid: Grid) -> Tensor:
+    """First row ``c`` of the circulant embedding ``C`` of ``K_uu`` (Eq. 16), shape
+    ``(2 M_1, ..., 2 M_D)``: the kernel at the signed lags ``(0, h, ..., M h, -(M-1) h, ...,
+    -h)`` along every axis, so that ``C``'s top-left block is ``K_uu``.
+
+    Example:
+        >>> k = gpytorch.kernels.MaternKernel(nu=2.5)
+        >>> circulant_first_row(k, Grid([0.0, 0.0], [1.0, 1.0], (4, 3))).shape
+        torch.Size([8, 6])
+    """
+    return _kernel_at_lags(kernel, _lags(grid, periodic=True))
+
+
+class CirculantEmbedding:
+    """Fast products with ``K_uu``, its rectangular root ``R`` and the circulant
+    preconditioner, from the first row ``c`` of the circulant embedding.
+
+    Args:
+        c: ``(2 M_1, ..., 2 M_D)`` first row of ``C`` (see :func:`circulant_first_row`).
+        jitter: added to ``c[0]``, i.e. to every eigenvalue of ``C`` and to the diagonal of
+            ``K_uu`` (so ``R R^T = K_uu + jitter I`` holds exactly).
+        precond_floor: relative floor on the eigenvalues inverted by the preconditioner
+            (``lambda >= precond_floor * max(lambda)``).
+        warn: warn when negative eigenvalues are clamped.
+
+    Attributes:
+        eigenvalues: real eigenvalues of ``C`` on the rFFT half-spectrum (used for exact
+            ``K_uu`` products); ``sqrt_eigenvalues`` are their square roots after clamping
+            at 0 (``R``).
+        clamped_fraction: ``sum |negative eigenvalues| / sum |eigenvalues|`` removed by the
+            clamp (0 when the embedding is PSD).
+
+    Example:
+        >>> k = gpytorch.kernels.MaternKernel(nu=1.5)
+        >>> grid = Grid([0.0], [1.0], (50,))
+        >>> emb = CirculantEmbedding(circulant_first_row(k, grid))
+        >>> K = k(grid.points()).to_dense()
+        >>> R = emb.root_dense()
+        >>> torch.allclose(R @ R.T, K, atol=1e-5)
+        True
+    """
+
+    def __init__(
+        self,
+        c: Tensor,
+        jitter: float = 0.0,
+        precond_floor: float = 1e-10,
+        warn: bool = True,
+    ) -> None:
+        if c.dim() < 1 or any(s % 2 for s in c.shape):
+            raise ValueError(
+                f"CirculantEmbedding: c must have an even size along every axis, got "
+                f"{tuple(c.shape)}"
+            )
+        if not torch.isfinite(c).all():
+            raise ValueError("CirculantEmbedding: the first row contains NaN or inf")
+        self.embedding_shape = tuple(c.shape)
+        self.grid_shape = tuple(s // 2 for s in c.shape)
+        self.D = c.dim()
+        self._fft_dims = tuple(range(-self.D, 0))
+        if jitter:
+            c = c.clone()
+            c.view(-1)[0] = c.view(-1)[0] + jitter
+        lam = torch.fft.rfftn(c, dim=self._fft_dims).real  # Eq. 17: D = diag(F c)
+        neg = lam < 0
+        # round-off negatives (|lambda| ~ eps max lambda) are clamped silently
+        tiny = 100 * torch.finfo(lam.dtype).eps * float(lam.detach().abs().max())
+        total = self._spectral_sum(lam.detach().abs())
+        removed = self._spectral_sum(torch.where(neg, -lam.detach(), torch.zeros_like(lam)))
+        self.clamped_fraction = float(removed / total) if float(total) > 0 else 0.0
+        self.num_clamped = int(neg.sum())
+        if self.num_clamped and warn and float(lam.detach().min()) < -tiny:
+            warnings.warn(
+                f"CirculantEmbedding: clamped {self.num_clamped} negative eigenvalue(s) of "
+                f"the circulant embedding to 0, removing {100 * self.clamped_fraction:.3g}% "
+                f"of the spectral mass (min eigenvalue {float(lam.detach().min()):.3g}); R R^T now "
+                "approximates K_uu -- use a shorter lengthscale or a larger grid",
+                NumericalWarning,
+                stacklevel=2,
+            )
+        # K_uu products use the raw spectrum: the top-left block of C is K_uu exactly, PSD
+        # embedding or not. Only the square root (and the preconditioner) need clamping.
+        self.eigenvalues = lam
+        self.sqrt_eigenvalues = lam.clamp_min(0.0).sqrt()  # Eq. 18
+        floor = precond_floor * lam.detach().max()
+        self.inv_eigenvalues = 1.0 / lam.detach().clamp_min(floor)  # Eq. 21
+
+    # -------------------------------------------------------------- helpers
+    def _spectral_sum(self, lam_half: Tensor) -> Tensor:
+        # the rFFT half-spectrum counts interior frequencies of the last axis twice
+        n_last = self.embedding_shape[-1]
+        w = torch.full((lam_half.shape[-1],), 2.0, dtype=lam_half.dtype, device=lam_half.device)
+        w[0] = 1.0
+        if n_last % 2 == 0:
+            w[-1] = 1.0
+        return (lam_half * w).sum()
+
+    @property
+    def num_points(self) -> int:
+        """``M``, the number of inducing points."""
+        return math.prod(self.grid_shape)
+
+    @property
+    def num_whitened(self) -> int:
+        """``N = prod(2 M_d)``, the number of whitened variables (columns of ``R``)."""
+        return math.prod(self.embedding_shape)
+
+    def _circ(self, x: Tensor, lam: Tensor) -> Tensor:
+        """Circulant product on the embedding grid, ``x`` of shape ``(..., *embedding_shape)``."""
+        X = torch.fft.rfftn(x, dim=self._fft_dims)
+        return torch.fft.irfftn(X * lam, s=self.embedding_shape, dim=self._fft_dims)
+
+    def _to_grid(self, v: Tensor, n: int, what: str) -> Tensor:
+        if v.shape[-1] != n:
+            raise ValueError(
+                f"CirculantEmbedding.{what}: expected vectors of length {n} on the last axis, "
+                f"got shape {tuple(v.shape)}"
+            )
+        return v
+
+    def _pad(self, v: Tensor) -> Tensor:
+        """``(..., M)`` -> ``(..., *embedding_shape)`` with zeros outside the grid."""
+        g = v.reshape(*v.shape[:-1], *self.grid_shape)
+        pad: list[int] = []
+        for s in reversed(self.grid_shape):
+            pad += [0, s]
+        return torch.nn.functional.pad(g, pad)
+
+    def _crop(self, x: Tensor) -> Tensor:
+        """``(..., *embedding_shape)`` -> ``(..., M)`` (top-left block)."""
+        for d, s in enumerate(self.grid_shape):
+            x = x.narrow(x.dim() - self.D + d, 0, s)
+        return x.reshape(*x.shape[: x.dim() - self.D], self.num_points)
+
+    # ------------------------------------------------------------- products
+    def kuu_mv(self, v: Tensor) -> Tensor:
+        """``K_uu v`` for ``v`` of shape ``(..., M)`` in ``O(N log N)`` (Eqs. 16-17)."""
+        v = self._to_grid(v, self.num_points, "kuu_mv")
+        return self._crop(self._circ(self._pad(v), self.eigenvalues))
+
+    def root_mv(self, e: Tensor) -> Tensor:
+        """``R e`` for ``e`` of shape ``(..., N)``: ``u = R eps`` (Eqs. 11, 19-20)."""
+        e = self._to_grid(e, self.num_whitened, "root_mv")
+        x = e.reshape(*e.shape[:-1], *self.embedding_shape)
+        return self._crop(self._circ(x, self.sqrt_eigenvalues))
+
+    def root_t_mv(self, v: Tensor) -> Tensor:
+        """``R^T v`` for ``v`` of shape ``(..., M)``, result ``(..., N)`` (Eq. 20)."""
+        v = self._to_grid(v, self.num_points, "root_t_mv")
+        x = self._circ(self._pad(v), self.sqrt_eigenvalues)
+        return x.reshape(*x.shape[: x.dim() - self.D], self.num_whitened)
+
+    def precond_mv(self, v: Tensor) -> Tensor:
+        """Top-left ``M x M`` block of ``C^{-1}`` times ``v`` (Eqs. 21-22); not differentiable
+        (the preconditioner only changes the speed of CG, never its answer)."""
+        v = self._to_grid(v, self.num_points, "precond_mv")
+        return self._crop(self._circ(self._pad(v), self.inv_eigenvalues))
+
+    # --------------------------------------------------------------- solves
+    def solve(
+        self,
+        B: Tensor,
+        precondition: bool = True,
+        tol: float = 1e-6,
+        max_iters: int | None = None,
+        record_history: bool = False,
+    ) -> tuple[Tensor, CGResult]:
+        """``K_uu^{-1} B`` for ``B`` of shape ``(..., M)`` by (P)CG (the shared
+        :func:`bo_ncgp.linalg.cg`), differentiable through an adjoint solve
+        (:func:`bo_ncgp.linalg.cg_solve`) in ``B`` and the kernel hyperparameters.
+
+        Returns:
+            ``(solution (..., M), CGResult of the forward solve)``.
+        """
+        B = self._to_grid(B, self.num_points, "solve")
+        lam = self.eigenvalues
+
+        def matmul(V: Tensor, lam_: Tensor) -> Tensor:  # V (..., M, 1)
+            v = V.squeeze(-1)
+            return self._crop(self._circ(self._pad(v), lam_)).unsqueeze(-1)
+
+        def precond(V: Tensor) -> Tensor:
+            return self.precond_mv(V.squeeze(-1)).unsqueeze(-1)
+
+        X, res = cg_solve(
+            matmul,
+            B.unsqueeze(-1),
+            operands=(lam,),
+            precond=precond if precondition else None,
+            tol=tol,
+            max_iters=max_iters,
+            record_history=record_history,
+        )
+        return X.squeeze(-1), res
+
+    def whiten(
+        self, k_un: Tensor, tol: float = 1e-6, max_iters: int | None = None
+    ) -> tuple[Tensor, CGResult]:
+        """``k_n = R^T K_uu^{-1} k_un`` (Eq. 20) for ``k_un`` of shape ``(..., M)``: one PCG
+        solve per leading index, then a product with ``R^T``; returns ``(..., N)``."""
+        sol, res = self.solve(k_un, precondition=True, tol=tol, max_iters=max_iters)
+        return self.root_t_mv(sol), res
+
+    # ---------------------------------------------------------------- dense
+    def kuu_dense(self) -> Tensor:
+        """``K_uu`` as an ``M x M`` matrix (small grids; for tests)."""
+        eye = torch.eye(self.num_points, dtype=self.eigenvalues.dtype)
+        return self.kuu_mv(eye.to(self.eigenvalues.device))
+
+    def root_dense(self) -> Tensor:
+        """``R`` as an ``M x N`` matrix (small grids; for tests)."""
+        eye = torch.eye(self.num_points, dtype=self.eigenvalues.dtype)
+        return self.root_t_mv(eye.to(self.eigenvalues.device))

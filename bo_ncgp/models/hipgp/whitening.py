@@ -1,0 +1,82 @@
+"""Whitening of grid inducing points: ``k_n`` with ``K_uu = R R^T``, ``k*_{u,n} = R k_n``.
+
+Wu et al. (2022), Eq. 12. Two strategies share one interface so that HIP-GP and its SVGP
+baseline differ only here:
+
+* :class:`FFTWhitener` -- HIP-GP's fast whitening, ``R`` = top block row of ``C^{1/2}``,
+  ``k_n = R^T K_uu^{-1} k*_{u,n}`` (Eq. 20) with the PCG solve preconditioned by the
+  top-left block of ``C^{-1}`` (Eqs. 21-22); ``O(M log M)`` per observation, ``N = 2^D M``
+  whitened variables;
+* :class:`CholeskyWhitener` -- the classical ``R = L = chol(K_uu)``, ``k_n = L^{-1}
+  k*_{u,n}`` (Sec. 3.1), ``O(M^3)`` once plus ``O(M^2)`` per observation, ``N = M``.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from bo_ncgp.linalg import stable_cholesky
+from bo_ncgp.linalg.cg import CGResult
+from bo_ncgp.linalg.toeplitz import CirculantEmbedding, Grid, circulant_first_row
+
+__all__ = ["CholeskyWhitener", "FFTWhitener"]
+
+
+class FFTWhitener:
+    """HIP-GP whitening from the circulant embedding of ``K_uu`` (Eqs. 16-22)."""
+
+    def __init__(
+        self,
+        kernel,
+        grid: Grid,
+        jitter: float = 0.0,
+        pcg_tol: float = 1e-6,
+        pcg_max_iters: int | None = None,
+        precondition: bool = True,
+    ) -> None:
+        self.embedding = CirculantEmbedding(circulant_first_row(kernel, grid), jitter=jitter)
+        self.whitened_shape = self.embedding.embedding_shape
+        self.pcg_tol, self.pcg_max_iters = pcg_tol, pcg_max_iters
+        self.precondition = precondition
+        self.last_result: CGResult | None = None
+
+    @property
+    def num_whitened(self) -> int:
+        return self.embedding.num_whitened
+
+    def whiten(self, k_un: Tensor) -> Tensor:
+        """``(n, M)`` rows ``k*_{u,n}^T`` -> ``(n, N)`` rows ``k_n^T`` (Eq. 20)."""
+        sol, res = self.embedding.solve(
+            k_un, precondition=self.precondition, tol=self.pcg_tol, max_iters=self.pcg_max_iters
+        )
+        self.last_result = res
+        return self.embedding.root_t_mv(sol)
+
+    def root_mv(self, e: Tensor) -> Tensor:
+        """``u = R eps`` (Eq. 11)."""
+        return self.embedding.root_mv(e)
+
+
+class CholeskyWhitener:
+    """Cholesky whitening ``R = chol(K_uu)`` (the standard SVGP baseline)."""
+
+    def __init__(self, kernel, grid: Grid, jitter: float = 0.0) -> None:
+        Z = grid.points()
+        K = kernel(Z).to_dense()
+        if jitter:
+            K = K + jitter * torch.eye(K.shape[-1], dtype=K.dtype, device=K.device)
+        self.L = stable_cholesky(K, name="K_uu")
+        self.whitened_shape = grid.shape
+        self.last_result = None
+
+    @property
+    def num_whitened(self) -> int:
+        return self.L.shape[-1]
+
+    def whiten(self, k_un: Tensor) -> Tensor:
+        """``(n, M)`` -> ``(n, M)`` rows of ``L^{-1} k*_{u,n}``."""
+        return torch.linalg.solve_triangular(self.L, k_un.mT, upper=False).mT
+
+    def root_mv(self, e: Tensor) -> Tensor:
+        return e @ self.L.mT

@@ -1,0 +1,121 @@
+"""Tests of bo_ncgp.linalg.toeplitz (Wu et al. 2022, Eqs. 16-22)."""
+
+import gpytorch
+import pytest
+import torch
+
+from bo_ncgp.linalg import NumericalWarning
+from bo_ncgp.linalg.toeplitz import (
+    CirculantEmbedding,
+    Grid,
+    circulant_first_row,
+    toeplitz_first_row,
+)
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    # torch's CPU FFT with 2 intra-op threads is ~100x slower on a loaded 2-core machine
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
+def _kernel(D, ls=0.15, nu=2.5):
+    k = gpytorch.kernels.ScaleKernel(gpytorch.kernels.MaternKernel(nu=nu, ard_num_dims=D))
+    k.outputscale = 0.7
+    k.base_kernel.lengthscale = torch.full((1, D), ls)
+    return k
+
+
+@pytest.mark.parametrize("shape", [(40,), (7, 6), (5, 4, 6)])
+def test_root_squares_to_kuu(shape):
+    D = len(shape)
+    k = _kernel(D)
+    grid = Grid([0.0] * D, [1.0 + 0.3 * d for d in range(D)], shape)
+    emb = CirculantEmbedding(circulant_first_row(k, grid))
+    K = k(grid.points()).to_dense()
+    assert emb.num_clamped == 0 or emb.clamped_fraction < 1e-12
+    R = emb.root_dense()
+    assert R.shape == (grid.num_points, emb.num_whitened)
+    assert emb.num_whitened == 2**D * grid.num_points
+    torch.testing.assert_close(R @ R.T, K, atol=1e-10, rtol=0)
+    torch.testing.assert_close(emb.kuu_dense(), K, atol=1e-12, rtol=0)
+    # R e and R^T v are adjoint products
+    e, v = torch.randn(emb.num_whitened), torch.randn(grid.num_points)
+    torch.testing.assert_close(emb.root_mv(e), R @ e)
+    torch.testing.assert_close(emb.root_t_mv(v), R.T @ v)
+    torch.testing.assert_close(toeplitz_first_row(k, grid).reshape(-1), K[0])
+
+
+@pytest.mark.parametrize("shape", [(60,), (12, 10)])
+def test_pcg_equals_dense_solve(shape):
+    D = len(shape)
+    k = _kernel(D, ls=0.1)
+    grid = Grid([0.0] * D, [1.0] * D, shape)
+    emb = CirculantEmbedding(circulant_first_row(k, grid), jitter=1e-6)
+    K = k(grid.points()).to_dense() + 1e-6 * torch.eye(grid.num_points)
+    B = torch.randn(3, grid.num_points)
+    X, res = emb.solve(B, tol=1e-11)
+    assert bool(res.converged.all())
+    torch.testing.assert_close(X, torch.linalg.solve(K, B.T).T, atol=1e-7, rtol=1e-7)
+
+
+def test_preconditioner_reduces_iterations():
+    k = _kernel(2, ls=0.1)
+    grid = Grid([0.0, 0.0], [1.0, 1.0], (20, 20))
+    emb = CirculantEmbedding(circulant_first_row(k, grid))
+    B = torch.randn(4, grid.num_points)
+    _, plain = emb.solve(B, precondition=False, tol=1e-10)
+    _, pre = emb.solve(B, precondition=True, tol=1e-10)
+    assert bool(plain.converged.all()) and bool(pre.converged.all())
+    assert pre.iterations < 0.5 * plain.iterations
+
+
+def test_solve_gradients_match_dense_autograd():
+    k = _kernel(1, ls=0.1)
+    grid = Grid([0.0], [1.0], (30,))
+    B = torch.randn(2, 30, requires_grad=True)
+    W = torch.randn(2, 30)
+
+    def loss_fft():
+        emb = CirculantEmbedding(circulant_first_row(k, grid))
+        return (emb.solve(B, tol=1e-12)[0] * W).sum()
+
+    def loss_dense():
+        K = k(grid.points()).to_dense()
+        return (torch.linalg.solve(K, B.T).T * W).sum()
+
+    params = [B, *k.parameters()]
+    g1 = torch.autograd.grad(loss_fft(), params)
+    g2 = torch.autograd.grad(loss_dense(), params)
+    for a, b in zip(g1, g2, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-6)
+
+
+def test_negative_eigenvalues_are_clamped_with_warning():
+    k = _kernel(1, ls=2.0, nu=2.5)  # lengthscale >> domain: the embedding is not PSD
+    grid = Grid([0.0], [1.0], (20,))
+    with pytest.warns(NumericalWarning, match=r"clamped \d+ negative eigenvalue.*spectral mass"):
+        emb = CirculantEmbedding(circulant_first_row(k, grid))
+    assert emb.num_clamped > 0 and 0 < emb.clamped_fraction < 1
+    assert bool((emb.sqrt_eigenvalues >= 0).all())
+    # K_uu products stay exact; only the root is approximate
+    torch.testing.assert_close(emb.kuu_dense(), k(grid.points()).to_dense(), atol=1e-12, rtol=0)
+
+
+def test_bad_inputs():
+    with pytest.raises(ValueError, match="at least 2 points"):
+        Grid([0.0], [1.0], (1,))
+    with pytest.raises(ValueError, match="same length"):
+        Grid([0.0, 0.0], [1.0], (3,))
+    with pytest.raises(ValueError, match="must exceed"):
+        Grid([1.0], [0.0], (3,))
+    with pytest.raises(ValueError, match="even size"):
+        CirculantEmbedding(torch.ones(5))
+    with pytest.raises(ValueError, match="NaN"):
+        CirculantEmbedding(torch.tensor([1.0, float("nan")]))
+    emb = CirculantEmbedding(circulant_first_row(_kernel(1), Grid([0.0], [1.0], (8,))))
+    with pytest.raises(ValueError, match="length 8"):
+        emb.kuu_mv(torch.ones(7))
