@@ -1,0 +1,110 @@
+"""Plots of campaign results: a metric against the number of evaluations, mean +- s.e. over
+seeds, one line per strategy (``bo-ncgp plot OUT_DIR...``)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from bo_ncgp.campaigns.storage import read_json
+
+__all__ = ["best_so_far", "collect", "plot_campaigns", "summarise"]
+
+
+def best_so_far(state: dict) -> np.ndarray:
+    """Best finite value after each evaluation (``nan`` until the first success)."""
+    vals = np.array([e["value"] for e in state["evaluations"]], dtype=float)
+    out = np.full(vals.shape, np.nan)
+    best = -np.inf
+    for i, v in enumerate(vals):
+        if np.isfinite(v):
+            best = max(best, v)
+        out[i] = best if np.isfinite(best) else np.nan
+    return out
+
+
+def metric_curve(state: dict, metric: str) -> tuple[np.ndarray, np.ndarray]:
+    """``(num_evaluations, values)`` of a strategy metric logged after every batch."""
+    its = [it for it in state["iterations"] if metric in it.get("metrics", {})]
+    return (
+        np.array([it["num_evaluations"] for it in its]),
+        np.array([it["metrics"][metric] for it in its], dtype=float),
+    )
+
+
+def collect(paths: list[str | Path]) -> dict[str, list[dict]]:
+    """Campaign states found under ``paths`` (files or folders), grouped by strategy."""
+    groups: dict[str, list[dict]] = defaultdict(list)
+    for p in paths:
+        p = Path(p)
+        files = [p] if p.is_file() else sorted(p.rglob("state.json"))
+        for f in files:
+            st = read_json(f)
+            groups[st["strategy"]["name"]].append(st)
+    if not groups:
+        raise FileNotFoundError(f"no state.json found under {', '.join(map(str, paths))}")
+    return dict(groups)
+
+
+def _mean_se(curves: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    n = min(len(c) for c in curves)
+    A = np.stack([c[:n] for c in curves])
+    mean = np.nanmean(A, axis=0)
+    cnt = np.sum(np.isfinite(A), axis=0)
+    sd = np.nanstd(A, axis=0, ddof=1) if A.shape[0] > 1 else np.zeros(n)
+    se = np.where(cnt > 1, sd / np.sqrt(np.maximum(cnt, 1)), 0.0)
+    return np.arange(1, n + 1), mean, se
+
+
+def summarise(groups: dict[str, list[dict]], at: list[int]) -> dict[str, dict[int, tuple]]:
+    """Best value after ``at`` evaluations: ``{strategy: {n: (mean, se, num_seeds)}}``."""
+    out = {}
+    for name, states in groups.items():
+        curves = [best_so_far(s) for s in states]
+        out[name] = {}
+        for n in at:
+            vals = np.array([c[n - 1] for c in curves if len(c) >= n])
+            if vals.size:
+                se = vals.std(ddof=1) / np.sqrt(vals.size) if vals.size > 1 else 0.0
+                out[name][n] = (float(vals.mean()), float(se), int(vals.size))
+    return out
+
+
+def plot_campaigns(
+    paths: list[str | Path], out: str | Path, metric: str = "best", title: str | None = None
+) -> Path:
+    """Draw ``metric`` (``"best"`` = best value so far, or a logged strategy metric) against
+    the number of evaluations, mean +- s.e. over seeds per strategy, into the PNG ``out``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    groups = collect(paths)
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for name, states in sorted(groups.items()):
+        if metric == "best":
+            x, mean, se = _mean_se([best_so_far(s) for s in states])
+        else:
+            curves = [metric_curve(s, metric) for s in states]
+            curves = [c for c in curves if len(c[0])]
+            if not curves:
+                continue
+            n = min(len(c[0]) for c in curves)
+            x = curves[0][0][:n]
+            _, mean, se = _mean_se([c[1] for c in curves])
+        ax.plot(x, mean, label=f"{name} ({len(states)} seeds)")
+        ax.fill_between(x, mean - se, mean + se, alpha=0.25)
+    ax.set_xlabel("number of evaluations")
+    ax.set_ylabel("best value so far" if metric == "best" else metric)
+    ax.set_title(title or groups[next(iter(groups))][0]["problem"].get("name", ""))
+    ax.grid(alpha=0.3)
+    ax.legend()
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+    return out

@@ -1,0 +1,387 @@
+"""The campaign runner: an ask/tell loop with crash-safe checkpoints and resume.
+
+Files in ``out_dir`` (all written atomically, see :mod:`bo_ncgp.campaigns.storage`):
+
+* ``state.json`` -- configuration, every finished evaluation (inputs, outcome, error,
+  duration), the batch in flight (``pending``) with its already finished evaluations,
+  per-iteration timings (model update / acquisition / evaluation) and strategy metrics,
+  and the final recommendation with its held-out score;
+* ``evaluations.csv`` -- the evaluation log, one row per evaluation.
+
+Each finished evaluation is saved as soon as it completes, and a proposed batch is saved
+before it is evaluated; :meth:`Campaign.resume` therefore neither loses nor repeats a finished
+evaluation when a run was killed (even by SIGKILL, even mid-batch). Randomness is derived
+from ``(seed, iteration)`` -- numpy's ``default_rng([seed, iteration])`` and
+``torch.manual_seed`` -- and streaming strategies are rebuilt by replaying ``observe`` over
+the saved batches, so a resumed run ends with the same results as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import traceback
+from concurrent.futures import Executor, as_completed
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bo_ncgp.campaigns.executors import InlineExecutor
+from bo_ncgp.campaigns.storage import read_json, write_csv, write_json
+from bo_ncgp.campaigns.strategy import History, Strategy
+from bo_ncgp.problems.base import Evaluation, Problem
+
+__all__ = ["Campaign"]
+
+STATE = "state.json"
+CSV = "evaluations.csv"
+FORMAT_VERSION = 1
+
+
+def _seed_everything(seed: int, iteration: int, salt: int) -> np.random.Generator:
+    rng = np.random.default_rng([seed, iteration, salt])
+    try:
+        import torch
+
+        torch.manual_seed(int(rng.integers(2**62)))
+    except ImportError:  # pragma: no cover
+        pass
+    return np.random.default_rng([seed, iteration, salt, 1])
+
+
+def _evaluate(problem: Problem, point: Any, pool: bool) -> Evaluation:
+    return problem.evaluate_index(int(point)) if pool else problem.evaluate(np.asarray(point))
+
+
+def _to_record(point: Any, ev: Evaluation | None, err: str | None, seconds: float) -> dict:
+    value = float("nan") if ev is None else float(ev.value)
+    if err is None and not math.isfinite(value):
+        err = "evaluation returned a non-finite value"
+    return {
+        "point": point,
+        "value": value if err is None else float("nan"),
+        "success": None if ev is None or ev.success is None else bool(ev.success),
+        "extra": {} if ev is None else ev.extra,
+        "error": err,
+        "seconds": seconds,
+    }
+
+
+class Campaign:
+    """Ask/tell optimisation or active-learning campaign with checkpointing.
+
+    Args:
+        problem: what to evaluate (:class:`~bo_ncgp.problems.base.Problem`).
+        strategy: how to choose points (:class:`~bo_ncgp.campaigns.strategy.Strategy`).
+        budget: total number of evaluations, initial design included.
+        batch_size: points per acquisition batch.
+        num_initial: size of the initial design (random, identical for every strategy
+            with the same seed).
+        seed: campaign seed.
+        out_dir: folder of ``state.json`` and ``evaluations.csv``.
+
+    Example:
+        >>> camp = Campaign(problem, RandomSearch(), budget=30, batch_size=3,  # doctest: +SKIP
+        ...                 num_initial=6, seed=0, out_dir="results/demo")
+        >>> camp.run()                                                        # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        problem: Problem,
+        strategy: Strategy,
+        budget: int,
+        batch_size: int,
+        num_initial: int,
+        seed: int,
+        out_dir: str | Path,
+    ) -> None:
+        if budget < 1 or batch_size < 1 or num_initial < 1:
+            raise ValueError(
+                f"Campaign: budget, batch_size and num_initial must be >= 1, got {budget}, "
+                f"{batch_size}, {num_initial}"
+            )
+        if num_initial > budget:
+            raise ValueError(f"Campaign: num_initial={num_initial} exceeds budget={budget}")
+        self.problem = problem
+        self.strategy = strategy
+        self.budget = int(budget)
+        self.batch_size = int(batch_size)
+        self.num_initial = int(num_initial)
+        self.seed = int(seed)
+        self.out_dir = Path(out_dir)
+        self.pool = getattr(problem, "pool", None) is not None
+        self.state: dict[str, Any] = {}
+
+    # ---------------------------------------------------------------- state
+    @property
+    def state_path(self) -> Path:
+        return self.out_dir / STATE
+
+    def _fresh_state(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT_VERSION,
+            "problem": _jsonable(self.problem.config()),
+            "strategy": _jsonable(self.strategy.config()),
+            "budget": self.budget,
+            "batch_size": self.batch_size,
+            "num_initial": self.num_initial,
+            "seed": self.seed,
+            "evaluations": [],
+            "batches": [],
+            "iterations": [],
+            "pending": None,
+            "finished": False,
+            "recommendation": None,
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        }
+
+    def _save(self) -> None:
+        write_json(self.state_path, self.state)
+
+    def _save_csv(self) -> None:
+        header = ["index", "batch", "point", "value", "success", "error", "seconds"]
+        rows = []
+        for b, batch in enumerate(self.state["batches"]):
+            for i in batch:
+                e = self.state["evaluations"][i]
+                point = e["point"] if self.pool else " ".join(f"{v:.6g}" for v in e["point"])
+                rows.append(
+                    [i, b, point, e["value"], e["success"], e["error"] or "", f"{e['seconds']:.3f}"]
+                )
+        write_csv(self.out_dir / CSV, header, rows)
+
+    @classmethod
+    def resume(cls, out_dir: str | Path, problem: Problem, strategy: Strategy) -> Campaign:
+        """Reload an interrupted campaign from ``out_dir`` (problem and strategy must be
+        constructed as in the original run; their configs are checked)."""
+        state = read_json(Path(out_dir) / STATE)
+        if state.get("format") != FORMAT_VERSION:
+            raise ValueError(f"{out_dir}: unsupported campaign state format {state.get('format')}")
+        for key, obj in (("problem", problem), ("strategy", strategy)):
+            if state[key] != _jsonable(obj.config()):
+                raise ValueError(
+                    f"{out_dir}: the {key} differs from the saved run: saved {state[key]}, "
+                    f"given {obj.config()}"
+                )
+        camp = cls(
+            problem,
+            strategy,
+            state["budget"],
+            state["batch_size"],
+            state["num_initial"],
+            state["seed"],
+            out_dir,
+        )
+        camp.state = state
+        return camp
+
+    def history(self) -> History:
+        evs = self.state["evaluations"]
+        d = getattr(self.problem, "dim", 0)
+        if self.pool:
+            idx = np.array([int(e["point"]) for e in evs], dtype=int)
+            X = self.problem.pool[idx] if len(idx) else np.zeros((0, self.problem.pool.shape[1]))
+        else:
+            idx = None
+            X = np.array([e["point"] for e in evs], dtype=float).reshape(len(evs), d)
+        values = np.array([e["value"] for e in evs], dtype=float)
+        success = np.array(
+            [np.nan if e["success"] is None else float(e["success"]) for e in evs], dtype=float
+        )
+        return History(
+            X, values, success, idx, [np.array(b, dtype=int) for b in self.state["batches"]]
+        )
+
+    # ------------------------------------------------------------------ run
+    def run(self, executor: Executor | None = None, progress: bool = True) -> dict[str, Any]:
+        """Run (or continue) the campaign until the budget is spent; returns the state."""
+        executor = executor or InlineExecutor()
+        if not self.state:
+            if self.state_path.exists():
+                raise FileExistsError(
+                    f"{self.state_path} exists: use Campaign.resume(...) to continue it or "
+                    "choose another out_dir"
+                )
+            self.state = self._fresh_state()
+            self._save()
+        self.strategy.setup(self.problem, self.seed)
+        # rebuild streaming strategy state by replaying the evaluated batches
+        for it, batch in enumerate(self.state["batches"]):
+            _seed_everything(self.seed, it, 2)
+            self._observe(batch, upto=max(batch) + 1)
+        bar = _progress(
+            progress,
+            self.budget,
+            len(self.state["evaluations"]),
+            f"{self.strategy.name} seed {self.seed}",
+        )
+        try:
+            while len(self.state["evaluations"]) < self.budget:
+                it = len(self.state["batches"])
+                if self.state["pending"] is None:
+                    t0 = time.perf_counter()
+                    points = self._propose(it)
+                    self.state["pending"] = {
+                        "iteration": it,
+                        "points": _jsonable(points),
+                        "done": {},
+                        "acquisition_seconds": time.perf_counter() - t0,
+                    }
+                    self._save()
+                t_eval = self._evaluate_pending(executor, bar)
+                pend = self.state["pending"]
+                n0 = len(self.state["evaluations"])
+                ids = list(range(n0, n0 + len(pend["points"])))
+                for j in range(len(pend["points"])):
+                    self.state["evaluations"].append(pend["done"][str(j)])
+                self.state["batches"].append(ids)
+                self.state["pending"] = None
+                _seed_everything(self.seed, it, 2)
+                t0 = time.perf_counter()
+                hist = self._observe(ids, upto=len(self.state["evaluations"]))
+                t_update = time.perf_counter() - t0
+                metrics = self.strategy.report(hist)
+                self.state["iterations"].append(
+                    {
+                        "iteration": it,
+                        "num_evaluations": len(self.state["evaluations"]),
+                        "best_value": hist.best_value(),
+                        "acquisition_seconds": pend["acquisition_seconds"],
+                        "evaluation_seconds": t_eval,
+                        "update_seconds": t_update,
+                        "metrics": _jsonable(metrics),
+                    }
+                )
+                self._save()
+                self._save_csv()
+                if bar is not None:
+                    bar.set_postfix(best=f"{hist.best_value():.4g}")
+            if not self.state["finished"]:
+                self._finish(executor)
+        finally:
+            if bar is not None:
+                bar.close()
+        return self.state
+
+    def _propose(self, it: int) -> np.ndarray:
+        n_done = len(self.state["evaluations"])
+        if it == 0:
+            rng = np.random.default_rng([self.seed, 0, 0])  # strategy-independent design
+            points = self.problem.initial_design(self.num_initial, rng)
+        else:
+            rng = _seed_everything(self.seed, it, 1)
+            q = min(self.batch_size, self.budget - n_done)
+            points = np.asarray(self.strategy.ask(self.history(), q, rng))
+        if self.pool:
+            points = np.asarray(points, dtype=int).reshape(-1)
+        else:
+            points = np.asarray(points, dtype=float).reshape(-1, self.problem.dim)
+        if len(points) == 0:
+            raise RuntimeError(f"{self.strategy.name} proposed no points at iteration {it}")
+        return points
+
+    def _evaluate_pending(self, executor: Executor, bar) -> float:
+        pend = self.state["pending"]
+        todo = [j for j in range(len(pend["points"])) if str(j) not in pend["done"]]
+        t0 = time.perf_counter()
+
+        def record(fut, j: int) -> None:
+            try:
+                ev, seconds = fut.result()
+                rec = _to_record(pend["points"][j], ev, None, seconds)
+            except Exception as err:  # recorded, never fatal
+                msg = "".join(traceback.format_exception_only(type(err), err)).strip()
+                rec = _to_record(pend["points"][j], None, msg, float("nan"))
+            pend["done"][str(j)] = _jsonable(rec)
+            self._save()  # every finished evaluation is on disk before the next one starts
+            if bar is not None:
+                bar.update(1)
+
+        if isinstance(executor, InlineExecutor):  # runs on submit: save after each one
+            for j in todo:
+                record(
+                    executor.submit(_timed_evaluate, self.problem, pend["points"][j], self.pool), j
+                )
+        else:
+            futures = {
+                executor.submit(_timed_evaluate, self.problem, pend["points"][j], self.pool): j
+                for j in todo
+            }
+            for fut in as_completed(futures):
+                record(fut, futures[fut])
+        return time.perf_counter() - t0
+
+    def _observe(self, ids: list[int], upto: int) -> History:
+        full = self.history()
+        hist = History(
+            full.X[:upto],
+            full.values[:upto],
+            full.success[:upto],
+            None if full.indices is None else full.indices[:upto],
+            full.batches,
+        )
+        evs = [
+            Evaluation(
+                self.state["evaluations"][i]["value"],
+                self.state["evaluations"][i]["success"],
+                self.state["evaluations"][i]["extra"],
+            )
+            for i in ids
+        ]
+        self.strategy.observe(full.X[ids], evs, hist)
+        return hist
+
+    def _finish(self, executor: Executor) -> None:
+        hist = self.history()
+        rec = None
+        if not self.pool:
+            x = self.strategy.recommend(hist)
+            if x is not None:
+                try:
+                    ev = executor.submit(self.problem.evaluate_heldout, np.asarray(x)).result()
+                    rec = {
+                        "point": _jsonable(x),
+                        "heldout_value": ev.value,
+                        "heldout_success": ev.success,
+                        "extra": _jsonable(ev.extra),
+                    }
+                except Exception as err:
+                    rec = {"point": _jsonable(x), "error": repr(err)}
+        self.state["recommendation"] = rec
+        self.state["finished"] = True
+        self._save()
+        self._save_csv()
+
+
+def _timed_evaluate(problem: Problem, point: Any, pool: bool) -> tuple[Evaluation, float]:
+    t0 = time.perf_counter()
+    ev = _evaluate(problem, point, pool)
+    return ev, time.perf_counter() - t0
+
+
+def _jsonable(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return _jsonable(obj.tolist())
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.floating | float):
+        return float(obj)
+    if isinstance(obj, np.bool_):
+        return bool(obj)
+    if hasattr(obj, "tolist"):  # torch tensors
+        return _jsonable(obj.tolist())
+    return obj
+
+
+def _progress(enabled: bool, total: int, initial: int, desc: str):
+    if not enabled:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, initial=initial, desc=desc, unit="eval")

@@ -1,0 +1,50 @@
+"""Crash-safe campaign files: atomic JSON/CSV writes (write to a temp file, fsync, rename).
+
+A reader (or a resumed run) therefore only ever sees a complete previous version of
+``state.json`` or ``evaluations.csv``, even when the writer is killed with SIGKILL.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+__all__ = ["atomic_write_text", "read_json", "write_csv", "write_json"]
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Replace ``path`` by ``text`` atomically."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def write_json(path: Path, obj: Any) -> None:
+    atomic_write_text(path, json.dumps(obj, indent=1, allow_nan=True))
+
+
+def read_json(path: Path) -> Any:
+    return json.loads(Path(path).read_text())
+
+
+def write_csv(path: Path, header: list[str], rows: list[list[Any]]) -> None:
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(header)
+    w.writerows(rows)
+    atomic_write_text(path, buf.getvalue())

@@ -1,0 +1,104 @@
+"""The :class:`Strategy` interface of campaigns, plus random search.
+
+A strategy proposes points (``ask``) and learns from evaluated batches (``observe``). The
+runner calls ``observe`` once per evaluated batch, in order -- also when a campaign is
+resumed, to rebuild a streaming model's state by replaying the history -- and seeds numpy
+and torch from ``(seed, iteration)`` before every call, so resumed and uninterrupted runs
+make the same decisions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from bo_ncgp.problems.base import Evaluation, Problem
+
+__all__ = ["History", "RandomSearch", "Strategy"]
+
+
+@dataclass
+class History:
+    """Everything evaluated so far (read-only view handed to strategies).
+
+    Attributes:
+        X: ``(n, d)`` evaluated points.
+        values: ``(n,)`` objective values (``nan`` for failed evaluations).
+        success: ``(n,)`` success labels (``nan`` when the problem has none or failed).
+        indices: ``(n,)`` pool indices for pool-based problems, else ``None``.
+        batches: list of index arrays, one per evaluated batch (the initial design first).
+    """
+
+    X: np.ndarray
+    values: np.ndarray
+    success: np.ndarray
+    indices: np.ndarray | None
+    batches: list[np.ndarray]
+
+    @property
+    def ok(self) -> np.ndarray:
+        return np.isfinite(self.values)
+
+    @property
+    def n(self) -> int:
+        return int(self.values.shape[0])
+
+    def best_value(self) -> float:
+        v = self.values[self.ok]
+        return float(v.max()) if v.size else float("nan")
+
+
+class Strategy:
+    """Base class of campaign strategies.
+
+    Subclasses implement :meth:`ask`; streaming strategies also :meth:`observe`.
+    ``ask`` returns a ``(q, d)`` array of points for continuous problems, or a ``(q,)``
+    integer array of pool indices for pool problems (``problem.pool is not None``).
+    """
+
+    name: str = "strategy"
+
+    def setup(self, problem: Problem, seed: int) -> None:
+        """Called once before the first ``observe`` (fresh or resumed run)."""
+        self.problem = problem
+        self.seed = seed
+
+    def ask(self, history: History, q: int, rng: np.random.Generator) -> np.ndarray:
+        raise NotImplementedError
+
+    def observe(self, X: np.ndarray, evaluations: list[Evaluation], history: History) -> None:
+        """Learn from one evaluated batch; ``history`` already includes it."""
+
+    def report(self, history: History) -> dict[str, float]:
+        """Metrics logged after every batch (e.g. active-learning accuracy on the pool)."""
+        return {}
+
+    def recommend(self, history: History) -> np.ndarray | None:
+        """Final recommendation: the best successful point observed (any point if none)."""
+        ok = history.ok
+        if not ok.any():
+            return None
+        succ = ok & (history.success == 1)
+        mask = succ if succ.any() else ok
+        idx = np.flatnonzero(mask)[np.argmax(history.values[mask])]
+        return history.X[idx]
+
+    def config(self) -> dict[str, Any]:
+        return {"name": self.name}
+
+
+class RandomSearch(Strategy):
+    """Uniform random points in the bounds, or uniformly random unobserved pool entries."""
+
+    name = "random"
+
+    def ask(self, history: History, q: int, rng: np.random.Generator) -> np.ndarray:
+        pool = getattr(self.problem, "pool", None)
+        if pool is not None:
+            seen = set() if history.indices is None else set(history.indices.tolist())
+            remaining = np.array([i for i in range(len(pool)) if i not in seen])
+            return rng.choice(remaining, size=min(q, remaining.size), replace=False)
+        lo, hi = np.asarray(self.problem.bounds[0]), np.asarray(self.problem.bounds[1])
+        return lo + (hi - lo) * rng.random((q, self.problem.dim))
