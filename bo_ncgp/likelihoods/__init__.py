@@ -14,6 +14,16 @@ from bo_ncgp.likelihoods.binomial import Binomial
 from bo_ncgp.likelihoods.gaussian import Gaussian
 from bo_ncgp.likelihoods.poisson import Poisson
 from bo_ncgp.likelihoods.quadrature import gauss_hermite
+from bo_ncgp.likelihoods.settings import soft_targets
 from bo_ncgp.likelihoods.softmax import Softmax
 
-__all__ = ["Bernoulli", "Binomial", "Gaussian", "Likelihood", "Poisson", "Softmax", "gauss_hermite"]
+__all__ = [
+    "Bernoulli",
+    "Binomial",
+    "Gaussian",
+    "Likelihood",
+    "Poisson",
+    "Softmax",
+    "gauss_hermite",
+    "soft_targets",
+]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from bo_ncgp.likelihoods.settings import soft_targets_enabled
+
 
 def _examples(values: Tensor, k: int = 5) -> str:
     vals = torch.unique(values.detach().flatten().cpu())[:k]
@@ -17,7 +19,7 @@ def check_integer(name: str, y: Tensor, what: str = "counts") -> Tensor:
     if not torch.isfinite(yf).all():
         raise ValueError(f"{name}: {what} contain inf")
     bad = yf != torch.round(yf)
-    if bad.any():
+    if not soft_targets_enabled() and bad.any():
         raise ValueError(
             f"{name}: {what} must be integers; found non-integer value(s) {_examples(yf[bad])}"
         )

@@ -10,6 +10,7 @@ from torch import Tensor
 
 from bo_ncgp.likelihoods._checks import _examples
 from bo_ncgp.likelihoods.base import Likelihood
+from bo_ncgp.likelihoods.settings import soft_targets_enabled
 
 __all__ = ["Bernoulli"]
 
@@ -35,7 +36,10 @@ class Bernoulli(Likelihood):
     def _check(self, y: Tensor) -> Tensor:
         y = y if y.is_floating_point() else y.to(torch.get_default_dtype())
         allowed = (0.0, 1.0) if self.labels == "01" else (-1.0, 1.0)
-        bad = (y != allowed[0]) & (y != allowed[1])
+        if soft_targets_enabled():  # relaxed labels: anything between the two classes
+            bad = (y < allowed[0]) | (y > allowed[1]) | ~torch.isfinite(y)
+        else:
+            bad = (y != allowed[0]) & (y != allowed[1])
         if bad.any():
             hint = (
                 " (pass Bernoulli(labels='pm1') for {-1, 1} labels)" if self.labels == "01" else ""

@@ -206,3 +206,22 @@ def test_fantasy_batch_broadcasting():
     elp, alpha, beta = lik.expected(y, mean, var)
     assert elp.shape == alpha.shape == beta.shape == (16, 5)
     torch.testing.assert_close(alpha[3], lik.expected(y[3], mean, var)[1])
+
+
+def test_soft_targets_context():
+    from bo_ncgp.likelihoods import soft_targets
+
+    f = torch.tensor([0.0, 1.0])
+    with pytest.raises(ValueError, match="labels must be"):
+        Bernoulli().log_prob(torch.tensor([0.3, 1.0]), f)
+    with soft_targets():
+        g = Bernoulli().grad(torch.tensor([0.3, 1.0]), f)
+        torch.testing.assert_close(g, torch.tensor([0.3, 1.0]) - torch.sigmoid(f))
+        Binomial(10).log_prob(torch.tensor([2.5, 9.9]), f)
+        Poisson().expected(torch.tensor([0.5, 2.2]), f, torch.ones(2))
+        with pytest.raises(ValueError, match="labels must be in"):
+            Bernoulli().log_prob(torch.tensor([1.5, 0.0]), f)
+        with pytest.raises(ValueError, match="out of range"):
+            Binomial(10).log_prob(torch.tensor([10.5, 0.0]), f)
+    with pytest.raises(ValueError, match="integers"):
+        Poisson().log_prob(torch.tensor([0.5, 1.0]), f)

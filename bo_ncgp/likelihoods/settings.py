@@ -1,0 +1,45 @@
+"""Context managers changing how likelihoods validate targets.
+
+``soft_targets()`` lets the count and label likelihoods accept *relaxed* targets, which the
+fantasy machinery of the BoTorch layer uses to condition a classifier on a predictive
+probability instead of a hard label (Chang et al. 2023, Algorithm 2, "soft labels"):
+
+* Bernoulli: any ``y`` in ``[0, 1]`` (``[-1, 1]`` with ``labels="pm1"``); ``log p`` becomes the
+  cross-entropy ``y f - softplus(f)``;
+* Binomial: real ``y`` in ``[0, N]``; Poisson: real ``y >= 0`` (``log y!`` via ``lgamma``).
+
+Range checks and NaN checks still apply. Outside the context, targets must be exact.
+
+Example:
+    >>> from bo_ncgp.likelihoods import Bernoulli
+    >>> with soft_targets():
+    ...     Bernoulli().grad(torch.tensor([0.3]), torch.tensor([0.0]))
+    tensor([-0.2000])
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+
+import torch  # noqa: F401  (doctest namespace)
+
+__all__ = ["soft_targets", "soft_targets_enabled"]
+
+_state = threading.local()
+
+
+def soft_targets_enabled() -> bool:
+    return getattr(_state, "soft", False)
+
+
+@contextlib.contextmanager
+def soft_targets(enabled: bool = True) -> Iterator[None]:
+    """Accept relaxed (non-integer) targets inside the ``with`` block (see module doc)."""
+    old = soft_targets_enabled()
+    _state.soft = enabled
+    try:
+        yield
+    finally:
+        _state.soft = old
