@@ -1,0 +1,151 @@
+"""Memory of past data for the dual SVGP and the Bayesian leverage score (Chang et al. 2023).
+
+The memory ``M`` (Secs. 3.2, 3.5) holds a few past inputs and targets together with their
+current sites ``(eta_i, beta_i)`` (the pseudo-likelihood ``exp(eta f - beta f^2 / 2)`` of
+Eq. 12, one per latent). Because the sites of memory points are stored individually and never
+folded into the summary of the remaining old data, "removing the memory's contributions from
+the old dual pair" (Eqs. 19-20) is exact at any inducing inputs and hyperparameters.
+
+Selection (Sec. 3.5): points of a new batch enter the memory with probability proportional to
+the Bayesian leverage score (Eq. 31)
+
+    h_i = beta_hat_i * v_hat_i,
+
+the expected negative Hessian of the log likelihood times the posterior predictive variance of
+``f_i`` (summed over latents for multi-latent models), or uniformly at random for the
+ablation.
+
+Example:
+    >>> mem = Memory(dim=2, num_latents=1)
+    >>> mem.add(torch.zeros(3, 2), torch.ones(3), torch.zeros(3, 1), torch.ones(3, 1))
+    >>> len(mem)
+    3
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+from torch import Tensor
+
+from bo_ncgp.models.dual._state import ResizableModule
+
+__all__ = ["Memory", "bayesian_leverage_scores", "sample_by_score"]
+
+
+def bayesian_leverage_scores(beta: Tensor, var: Tensor) -> Tensor:
+    """Eq. 31: ``h_i = beta_hat_i * v_hat_i`` (elementwise; shapes broadcast).
+
+    Example:
+        >>> bayesian_leverage_scores(torch.tensor([2.0]), torch.tensor([0.25]))
+        tensor([0.5000])
+    """
+    return beta * var
+
+
+def sample_by_score(
+    scores: Tensor,
+    k: int,
+    method: Literal["bls", "random"] = "bls",
+    generator: torch.Generator | None = None,
+) -> Tensor:
+    """Indices of ``k`` of the ``n`` points, drawn without replacement.
+
+    ``"bls"``: with probability proportional to ``scores`` (Sec. 3.5; points whose score is
+    zero are drawn only after all positive ones); ``"random"``: uniformly. All indices are
+    returned, sorted, when ``k >= n``.
+    """
+    n = scores.shape[-1]
+    if k >= n:
+        return torch.arange(n, device=scores.device)
+    if k <= 0:
+        return torch.zeros(0, dtype=torch.long, device=scores.device)
+    if method == "random":
+        perm = torch.randperm(n, generator=generator, device="cpu").to(scores.device)
+        return perm[:k].sort().values
+    if method != "bls":
+        raise ValueError(f"memory selection must be 'bls' or 'random', got {method!r}")
+    s = scores.detach().to(torch.float64).clamp_min(0)
+    s = torch.where(torch.isfinite(s), s, torch.zeros_like(s))
+    total = s.sum()
+    if not bool(total > 0):
+        s = torch.ones_like(s)
+    # a tiny floor keeps torch.multinomial valid when fewer than k scores are positive
+    s = s + 1e-12 * s.max() + torch.finfo(torch.float64).tiny
+    idx = torch.multinomial(s.cpu(), k, replacement=False, generator=generator)
+    return idx.to(scores.device).sort().values
+
+
+class Memory(ResizableModule):
+    """Past points kept individually: inputs ``X (n_M, d)``, targets ``y (n_M,)`` and sites
+    ``eta``, ``beta`` ``(n_M, L)``. A ``torch.nn.Module`` whose buffers change size; its
+    ``state_dict`` loads into a fresh ``Memory`` of any size.
+
+    Args:
+        dim: input dimension ``d``.
+        num_latents: ``L`` (C for the softmax).
+        dtype, device: of the stored tensors.
+    """
+
+    _resizable = ("X", "y", "eta", "beta")
+
+    def __init__(
+        self,
+        dim: int,
+        num_latents: int = 1,
+        dtype: torch.dtype | None = None,
+        device: torch.device | str | None = None,
+    ) -> None:
+        super().__init__()
+        dtype = dtype or torch.get_default_dtype()
+        self.register_buffer("X", torch.zeros(0, dim, dtype=dtype, device=device))
+        self.register_buffer("y", torch.zeros(0, dtype=dtype, device=device))
+        self.register_buffer("eta", torch.zeros(0, num_latents, dtype=dtype, device=device))
+        self.register_buffer("beta", torch.zeros(0, num_latents, dtype=dtype, device=device))
+
+    def __len__(self) -> int:
+        return int(self.X.shape[0])
+
+    @property
+    def inputs(self) -> Tensor:
+        """``(n_M, d)`` stored inputs."""
+        return self.X
+
+    @property
+    def targets(self) -> Tensor:
+        """``(n_M,)`` stored targets."""
+        return self.y
+
+    def add(self, X: Tensor, y: Tensor, eta: Tensor, beta: Tensor) -> None:
+        """Append points with their sites (``eta``, ``beta`` of shape ``(n, L)``)."""
+        self.X = torch.cat([self.X, X.detach().to(self.X)])
+        self.y = torch.cat([self.y, y.detach().to(self.y)])
+        self.eta = torch.cat([self.eta, eta.detach().to(self.eta)])
+        self.beta = torch.cat([self.beta, beta.detach().to(self.beta)])
+
+    def set_sites(self, eta: Tensor, beta: Tensor) -> None:
+        """Overwrite the sites of all stored points (``(n_M, L)`` each)."""
+        if eta.shape != self.eta.shape or beta.shape != self.beta.shape:
+            raise ValueError(
+                f"Memory.set_sites: expected sites of shape {tuple(self.eta.shape)}, got "
+                f"{tuple(eta.shape)} and {tuple(beta.shape)}"
+            )
+        self.eta = eta.detach().to(self.eta)
+        self.beta = beta.detach().to(self.beta)
+
+    def keep(self, idx: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """Keep only rows ``idx``; return the removed ``(X, y, eta, beta)``."""
+        mask = torch.zeros(len(self), dtype=torch.bool, device=self.X.device)
+        mask[idx] = True
+        removed = (self.X[~mask], self.y[~mask], self.eta[~mask], self.beta[~mask])
+        self.X, self.y, self.eta, self.beta = (
+            self.X[mask],
+            self.y[mask],
+            self.eta[mask],
+            self.beta[mask],
+        )
+        return removed
+
+    def extra_repr(self) -> str:
+        return f"size={len(self)}, dim={self.X.shape[1]}, num_latents={self.eta.shape[1]}"

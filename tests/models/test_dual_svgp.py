@@ -1,0 +1,532 @@
+"""Tests of bo_ncgp.models.dual_svgp: the textbook limits of Chang et al. (2023) and the API
+contract other layers rely on (shapes, batching, conditioning, checkpointing, bad input)."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import gpytorch
+import pytest
+import torch
+
+from bo_ncgp.likelihoods import Bernoulli, Binomial, Gaussian, Poisson, Softmax
+from bo_ncgp.linalg import NumericalWarning
+from bo_ncgp.models import DualSVGP
+from bo_ncgp.models.dual_svgp import DualSVGP as DirectDualSVGP
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Small dense algebra: one thread avoids oversubscription on the shared 2-core machine."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+# --------------------------------------------------------------------------- helpers
+def rbf(lengthscale: float = 0.3, outputscale: float = 1.0) -> gpytorch.kernels.Kernel:
+    k = gpytorch.kernels.ScaleKernel(gpytorch.kernels.RBFKernel())
+    k.base_kernel.lengthscale = lengthscale
+    k.outputscale = outputscale
+    return k
+
+
+def matern(lengthscale: float = 0.6, outputscale: float = 2.0, d: int | None = None):
+    k = gpytorch.kernels.ScaleKernel(gpytorch.kernels.MaternKernel(nu=1.5, ard_num_dims=d))
+    k.base_kernel.lengthscale = lengthscale
+    k.outputscale = outputscale
+    return k
+
+
+def exact_posterior(kernel, noise, X, y, Xs):
+    K = kernel(X).to_dense() + noise * torch.eye(X.shape[0])
+    L = torch.linalg.cholesky(K)
+    Ks = kernel(Xs, X).to_dense()
+    mean = Ks @ torch.cholesky_solve(y[:, None], L)
+    cov = kernel(Xs).to_dense() - Ks @ torch.cholesky_solve(Ks.T, L)
+    return mean[:, 0], cov
+
+
+def reg_data(n: int = 25):
+    X = torch.linspace(0, 5, n)[:, None]
+    y = torch.sin(2 * X[:, 0]) + 0.1 * torch.randn(n)
+    return X, y
+
+
+def bernoulli_data(n: int = 50):
+    X = torch.linspace(0, 5, n)[:, None]
+    y = torch.bernoulli(torch.sigmoid(2 * torch.sin(2 * X[:, 0])))
+    return X, y
+
+
+def poisson_data(n: int = 50):
+    X = torch.linspace(0, 5, n)[:, None]
+    y = torch.poisson(torch.exp(1 + torch.sin(2 * X[:, 0])))
+    return X, y
+
+
+def fixed_model(kernel, lik, Z, **kw) -> DualSVGP:
+    cfg = dict(memory_size=None, rho=1.0, num_inner_steps=1, num_hyper_steps=0)
+    cfg.update(kw)
+    return DualSVGP(kernel, lik, Z, inducing_update="fixed", **cfg)
+
+
+# ------------------------------------------------------------- textbook limits (CI)
+def test_exact_gp_limit_gaussian():
+    """Z = X, one update with rho = 1: Eq. 10 equals the exact GP posterior to 1e-6."""
+    X, y = reg_data()
+    k, lik = rbf(), Gaussian(0.05)
+    model = fixed_model(k, lik, X).update(X, y)
+    Xs = torch.linspace(-0.5, 5.5, 40)[:, None]
+    mean, cov = model.predict_f(Xs, full_cov=True)
+    em, ec = exact_posterior(k, 0.05, X, y, Xs)
+    assert torch.allclose(mean, em, atol=1e-6)
+    assert torch.allclose(cov, ec, atol=1e-6)
+    _, var = model.predict_f(Xs)
+    assert torch.allclose(var, ec.diagonal(), atol=1e-6)
+    # any leading batch dimensions of X
+    mb, vb = model.predict_f(Xs.reshape(2, 4, 5, 1))
+    assert mb.shape == (2, 4, 5) and torch.allclose(mb.reshape(-1), em, atol=1e-6)
+    assert torch.allclose(vb.reshape(-1), ec.diagonal(), atol=1e-6)
+
+
+def test_objective_equals_exact_log_marginal_likelihood_and_gradient():
+    X, y = reg_data()
+    k, lik = rbf(), Gaussian(0.05)
+    model = fixed_model(k, lik, X).update(X, y)
+    obj = model.log_marginal(include_prior=False)
+    K = k(X).to_dense() + lik.noise * torch.eye(X.shape[0])
+    exact = torch.distributions.MultivariateNormal(torch.zeros(X.shape[0]), K).log_prob(y)
+    assert abs(float(obj - exact)) < 1e-6
+    params = list(model.parameters())
+    assert len(params) == 3  # lengthscale, outputscale, noise
+    g_obj = torch.autograd.grad(obj, params)
+    g_ex = torch.autograd.grad(exact, params)
+    for a, b in zip(g_obj, g_ex, strict=True):
+        assert torch.allclose(a, b, rtol=1e-6, atol=1e-6), (a, b)
+
+
+def test_sequential_elbo_equals_exact_lml_at_exact_posterior():
+    """Eq. 21 (rest empty, memory = all data) is tight at the exact posterior, and so is its
+    gradient."""
+    X, y = reg_data()
+    k, lik = rbf(), Gaussian(0.05)
+    model = fixed_model(k, lik, X).update(X, y)
+    elbo = model.elbo()
+    K = k(X).to_dense() + lik.noise * torch.eye(X.shape[0])
+    exact = torch.distributions.MultivariateNormal(torch.zeros(X.shape[0]), K).log_prob(y)
+    assert abs(float(elbo - exact)) < 1e-6
+    params = list(model.parameters())
+    for a, b in zip(
+        torch.autograd.grad(elbo, params), torch.autograd.grad(exact, params), strict=True
+    ):
+        assert torch.allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def _converged(kernel, lik, X, y, steps=80, rho=0.5):
+    return fixed_model(kernel, lik, X, rho=rho, num_inner_steps=steps).update(X, y)
+
+
+@pytest.mark.parametrize(
+    "lik_factory, data", [(Bernoulli, bernoulli_data), (Poisson, poisson_data)]
+)
+def test_fixed_point_satisfies_stationarity_eqs_7_8(lik_factory, data):
+    """Z = X: V^{-1} m = sum a_i beta_i y_hat_i (Eq. 7) and V^{-1} = sum a_i beta_i a_i^T + K^{-1}
+    (Eq. 8) with the sites recomputed (Eq. 9) at the final posterior."""
+    X, y = data()
+    k, lik = matern(), lik_factory()
+    model = _converged(k, lik, X, y)
+    m_u, V_u = model.inducing_posterior()
+    m_u, V_u = m_u[0].detach(), V_u[0].detach()
+    with torch.no_grad():
+        K = k(X).to_dense()
+        L = torch.linalg.cholesky(K)
+        A = torch.cholesky_solve(K, L)  # a_i = K^{-1} k_i as columns (the identity here)
+        mean = A.T @ m_u
+        var = k(X, diag=True) - (A * K).sum(0) + (A * (V_u @ A)).sum(0)
+        _, alpha, beta = lik.expected(y, mean, var)
+        y_hat = alpha / beta + mean
+        # Eq. 8: V^{-1} = A diag(beta) A^T + K^{-1}  <=>  V (A diag(beta) A^T) + V K^{-1} = I
+        VKinv = torch.cholesky_solve(V_u, L).T
+        resid8 = V_u @ (A * beta) @ A.T + VKinv - torch.eye(X.shape[0])
+        # Eq. 7: m = V A diag(beta) y_hat
+        resid7 = V_u @ (A @ (beta * y_hat)) - m_u
+    assert resid8.abs().max() < 1e-6
+    assert resid7.abs().max() < 1e-6 * (1 + m_u.abs().max())
+
+
+class _LogitBernoulli(gpytorch.likelihoods._OneDimensionalLikelihood):
+    def forward(self, function_samples, **kwargs):
+        return torch.distributions.Bernoulli(logits=function_samples)
+
+
+class _LogPoisson(gpytorch.likelihoods._OneDimensionalLikelihood):
+    def forward(self, function_samples, **kwargs):
+        return torch.distributions.Poisson(torch.exp(function_samples))
+
+
+class _VGP(gpytorch.models.ApproximateGP):
+    def __init__(self, Z, kernel):
+        dist = gpytorch.variational.NaturalVariationalDistribution(Z.shape[0])
+        strat = gpytorch.variational.VariationalStrategy(
+            self, Z, dist, learn_inducing_locations=False
+        )
+        super().__init__(strat)
+        self.covar_module = kernel
+
+    def forward(self, x):
+        return gpytorch.distributions.MultivariateNormal(
+            torch.zeros(x.shape[:-1], dtype=x.dtype), self.covar_module(x)
+        )
+
+
+@pytest.mark.parametrize(
+    "ours, theirs, data",
+    [(Bernoulli, _LogitBernoulli, bernoulli_data), (Poisson, _LogPoisson, poisson_data)],
+)
+def test_matches_gpytorch_variational_gp(ours, theirs, data):
+    """The fixed point equals a GPyTorch SVGP (natural-gradient trained to convergence, same
+    kernel, Z = X, hyperparameters fixed). Tolerance 1e-4: both use Gauss-Hermite
+    quadrature (ours 32 nodes or closed form, GPyTorch 60 nodes) and GPyTorch adds Cholesky
+    jitter to K_zz."""
+    X, y = data(40)
+    k = matern()
+    model = _converged(k, ours(), X, y)
+    vgp_kernel = matern()
+    vgp_kernel.load_state_dict(k.state_dict())
+    vgp, vlik = _VGP(X, vgp_kernel), theirs()
+    vlik.quadrature = gpytorch.utils.quadrature.GaussHermiteQuadrature1D(num_locs=60)
+    elbo = gpytorch.mlls.VariationalELBO(vlik, vgp, num_data=X.shape[0])
+    ngd = gpytorch.optim.NGD(vgp.variational_parameters(), num_data=X.shape[0], lr=0.5)
+    vgp.train()
+    for _ in range(150):
+        ngd.zero_grad()
+        (-elbo(vgp(X), y)).backward()
+        ngd.step()
+    vgp.eval()
+    Xs = torch.linspace(-0.3, 5.3, 30)[:, None]
+    with torch.no_grad():
+        post = vgp(Xs)
+        mean, var = model.predict_f(Xs)
+    assert torch.allclose(mean, post.mean, atol=1e-4)
+    assert torch.allclose(var, post.variance, atol=1e-4)
+
+
+def test_memory_with_all_data_equals_batch_posterior_and_objective():
+    X, y = bernoulli_data(45)
+    Z = X[::3]
+    cfg = dict(rho=0.7, num_inner_steps=60)
+    batch = fixed_model(matern(), Bernoulli(), Z, **cfg).update(X, y)
+    stream = fixed_model(matern(), Bernoulli(), Z, **cfg)
+    perm = torch.randperm(45)
+    for idx in perm.split(15):
+        stream.update(X[idx], y[idx])
+    assert len(stream.memory) == 45 and stream.num_data == 45
+    Xs = torch.linspace(0, 5, 17)[:, None]
+    mb, vb = batch.predict_f(Xs)
+    ms, vs = stream.predict_f(Xs)
+    assert torch.allclose(mb, ms, atol=1e-6) and torch.allclose(vb, vs, atol=1e-6)
+    assert abs(float(batch.log_marginal() - stream.log_marginal())) < 1e-6
+
+
+def test_gaussian_streaming_without_memory_equals_batch():
+    """Gaussian sites are exact, so folding them into B_rest loses nothing (fixed Z, theta)."""
+    X, y = reg_data(30)
+    Z = X[::2]
+    batch = fixed_model(rbf(), Gaussian(0.1), Z).update(X, y)
+    stream = fixed_model(rbf(), Gaussian(0.1), Z, memory_size=0)
+    for idx in torch.arange(30).split(7):
+        stream.update(X[idx], y[idx])
+    assert len(stream.memory) == 0
+    Xs = torch.rand(11, 1) * 5
+    for a, b in zip(batch.predict_f(Xs, True), stream.predict_f(Xs, True), strict=True):
+        assert torch.allclose(a, b, atol=1e-8)
+
+
+def test_projection_onto_superset_leaves_predictions_unchanged():
+    X, y = bernoulli_data(40)
+    model = fixed_model(matern(), Bernoulli(), X[::4], memory_size=0, rho=0.8, num_inner_steps=5)
+    model.update(X[:20], y[:20]).update(X[20:], y[20:])
+    Xs = torch.linspace(-1, 6, 25)[:, None]
+    before = model.predict_f(Xs, full_cov=True)
+    Z_new = torch.cat([model.Z, torch.tensor([[0.33], [2.71], [4.9]])])[torch.randperm(13)]
+    model.project(Z_new)
+    assert model.num_inducing == 13
+    after = model.predict_f(Xs, full_cov=True)
+    for a, b in zip(before, after, strict=True):
+        assert torch.allclose(a, b, atol=1e-8)
+    # a genuine move (a subset) does change them: the check above can fail
+    model.project(model.Z[::2])
+    assert not torch.allclose(model.predict_f(Xs)[0], before[0], atol=1e-3)
+
+
+def test_condition_equals_update_gaussian_and_leaves_self_untouched():
+    X, y = reg_data(30)
+    model = fixed_model(rbf(), Gaussian(0.1), X[::3], memory_size=3)
+    model.update(X[:20], y[:20])
+    Xs = torch.rand(9, 1) * 5
+    before = model.predict_f(Xs, full_cov=True)
+    cond = model.condition(X[20:], y[20:])
+    upd = model.copy().update(X[20:], y[20:])
+    for a, b in zip(cond.predict_f(Xs, True), upd.predict_f(Xs, True), strict=True):
+        assert torch.allclose(a, b, atol=1e-8)
+    for a, b in zip(before, model.predict_f(Xs, True), strict=True):
+        assert torch.equal(a, b)
+    assert cond.num_data == 30 and model.num_data == 20
+    # sequential conditioning on a Gaussian model equals conditioning on the union
+    two = model.condition(X[20:25], y[20:25]).condition(X[25:], y[25:])
+    for a, b in zip(two.predict_f(Xs, True), cond.predict_f(Xs, True), strict=True):
+        assert torch.allclose(a, b, atol=1e-8)
+
+
+def _bernoulli_model():
+    X, y = bernoulli_data(40)
+    model = DualSVGP(
+        matern(), Bernoulli(), X[::4], memory_size=4, rho=0.8, num_inner_steps=8,
+        num_hyper_steps=0,
+    )  # fmt: skip
+    return model.update(X[:20], y[:20]).update(X[20:], y[20:])
+
+
+def test_batched_condition_equals_loop():
+    model = _bernoulli_model()
+    Xc = torch.rand(3, 2, 1) * 5  # (b2=3, n=2, d)
+    Yc = torch.bernoulli(torch.full((4, 3, 2), 0.5))  # (b1=4, b2=3, n=2)
+    cond = model.condition(Xc, Yc)
+    assert cond.batch_shape == (4, 3)
+    Xs = torch.rand(5, 1) * 5
+    mean, cov = cond.predict_f(Xs, full_cov=True)
+    assert mean.shape == (4, 3, 5) and cov.shape == (4, 3, 5, 5)
+    for i in range(4):
+        for j in range(3):
+            m_ij, c_ij = model.condition(Xc[j], Yc[i, j]).predict_f(Xs, full_cov=True)
+            assert torch.allclose(mean[i, j], m_ij, atol=1e-10)
+            assert torch.allclose(cov[i, j], c_ij, atol=1e-10)
+    # BoTorch-style broadcasting of test inputs against the model batch
+    mb, vb = cond.predict_f(torch.rand(3, 7, 1))
+    assert mb.shape == (4, 3, 7) and vb.shape == (4, 3, 7)
+    # conditioning a conditioned model broadcasts and concatenates
+    again = cond.condition(torch.rand(1, 1) * 5, torch.ones(4, 1, 1))
+    assert again.batch_shape == (4, 3) and again.num_data == model.num_data + 3
+
+
+def test_condition_many_single_point_fantasies_is_vectorised():
+    """The hotspot pattern: candidates x fantasies, one point each (shapes only; the speed is
+    measured by benchmarks/dual_svgp_timing.py)."""
+    model = _bernoulli_model()
+    Xc = torch.rand(50, 1, 1) * 5
+    Yc = torch.bernoulli(torch.full((16, 50, 1), 0.5))
+    cond = model.condition(Xc, Yc)
+    mean, var = cond.predict_f(Xc)
+    assert mean.shape == (16, 50, 1) and torch.isfinite(var).all() and (var >= 0).all()
+    m_ref, v_ref = model.condition(Xc[7], Yc[3, 7]).predict_f(Xc[7])
+    assert torch.allclose(mean[3, 7], m_ref) and torch.allclose(var[3, 7], v_ref)
+
+
+def test_bls_equals_beta_times_predictive_variance():
+    X, y = bernoulli_data(30)
+    model = _converged(matern(), Bernoulli(), X, y, steps=20)
+    h = model.bls(X, y)
+    mean, var = model.predict_f(X)
+    _, _, beta = Bernoulli().expected(y, mean, var)
+    assert torch.allclose(h, beta * var, atol=1e-12)
+    # Eq. 30 with Z = X (no Nystrom residual): h_i = beta_i a_i^T V a_i with a_i = e_i
+    _, V_u = model.inducing_posterior()
+    assert torch.allclose(h, beta * V_u[0].diagonal(), atol=1e-8)
+
+
+# -------------------------------------------------------------------- behaviour
+def test_predict_f_is_differentiable_in_inputs_and_hyperparameters():
+    model = _bernoulli_model()
+    Xs = (torch.rand(4, 1) * 5).requires_grad_(True)
+    torch.autograd.gradcheck(lambda x: model.predict_f(x), (Xs,))
+    mean, var = model.predict_f(Xs)
+    grads = torch.autograd.grad((mean + var).sum(), list(model.kernel.parameters()))
+    assert all(torch.isfinite(g).all() and g.abs().sum() > 0 for g in grads)
+
+
+def test_condition_is_differentiable_in_the_conditioned_inputs():
+    model = _bernoulli_model()
+    x = (torch.rand(2, 1) * 5).requires_grad_(True)
+    y = torch.tensor([1.0, 0.0])
+    Xs = torch.rand(3, 1) * 5
+    torch.autograd.gradcheck(lambda x_: model.condition(x_, y).predict_f(Xs)[0], (x,))
+
+
+def test_hyperparameter_steps_improve_objective_and_use_priors():
+    X, y = reg_data(40)
+    k = matern(lengthscale=3.0, outputscale=0.3)
+    k.base_kernel.register_prior(
+        "lengthscale_prior", gpytorch.priors.GammaPrior(3.0, 6.0), "lengthscale"
+    )
+    k.register_prior("outputscale_prior", gpytorch.priors.GammaPrior(2.0, 0.15), "outputscale")
+    model = DualSVGP(
+        k, Gaussian(0.3), X[::4], memory_size=5, num_inner_steps=1, num_hyper_steps=0,
+    )  # fmt: skip
+    model.update(X, y)
+    before = float(model.log_marginal())
+    prior = sum(p.log_prob(c(m)).sum() for _, m, p, c, _ in model.kernel.named_priors()) + 0.0
+    assert (
+        abs(float(model.log_marginal() - model.log_marginal(include_prior=False) - prior)) < 1e-10
+    )
+    model.num_hyper_steps, model.lr = 60, 0.05
+    model.update(X[:5] + 0.01, y[:5])
+    assert float(model.log_marginal()) > before
+    for objective in ("dual", "elbo"):
+        m2 = DualSVGP(matern(), Gaussian(0.3), X[::4], hyper_objective=objective, lr=0.05)
+        m2.update(X, y)
+        assert torch.isfinite(m2.predict_f(X)[1]).all()
+
+
+def test_pivoted_cholesky_moves_inducing_points_from_old_and_new():
+    X, y = bernoulli_data(60)
+    model = DualSVGP(matern(), Bernoulli(), X[:6], memory_size=2, num_hyper_steps=0)
+    seen = X[:6]
+    for idx in torch.arange(60).split(20):
+        model.update(X[idx], y[idx])
+        assert model.num_inducing == 6
+        pool = torch.cat([seen, X[idx]])
+        assert all((pool == z).all(-1).any() for z in model.Z)
+        seen = torch.cat([seen, X[idx]])
+    assert model.Z.max() > 3.0  # the inducing points followed the stream
+    assert len(model.memory) == 6 and model.num_data == 60
+
+
+def test_memory_cap_and_random_selection():
+    X, y = bernoulli_data(60)
+    model = DualSVGP(
+        matern(), Bernoulli(), X[:8], memory_size=5, memory_cap=7, memory_selection="random",
+        num_hyper_steps=0, generator=torch.Generator().manual_seed(1),
+    )  # fmt: skip
+    Xs = torch.rand(5, 1) * 5
+    for idx in torch.arange(60).split(10):
+        total = model.predict_f(Xs)  # the split memory / folded factor is invisible ...
+        model.update(X[idx], y[idx])
+        assert len(model.memory) <= 7
+    assert len(model.memory) == 7
+    assert all((X == x).all(-1).any() for x in model.memory_inputs)
+    assert model.memory_targets.shape == (7,)
+    assert torch.isfinite(total[1]).all()
+
+
+def test_state_dict_round_trip_and_copy():
+    model = _bernoulli_model()
+    cond = model.condition(torch.rand(2, 1) * 5, torch.ones(3, 2))
+    for src in (model, cond):
+        fresh = DualSVGP(matern(), Bernoulli(), torch.rand(3, 1), memory_size=4)
+        fresh.load_state_dict(src.state_dict())
+        Xs = torch.rand(6, 1) * 5
+        for a, b in zip(src.predict_f(Xs), fresh.predict_f(Xs), strict=True):
+            assert torch.allclose(a, b, atol=1e-12)
+        assert fresh.num_data == src.num_data and fresh.batch_shape == src.batch_shape
+        assert torch.equal(fresh.memory_inputs, src.memory_inputs)
+    dup = model.copy()
+    dup.update(torch.rand(5, 1) * 5, torch.ones(5))
+    assert dup.num_data == model.num_data + 5
+    assert not torch.equal(dup.Z, model.Z) or dup.num_data != model.num_data
+
+
+def test_softmax_multi_latent_shapes_and_robustness():
+    C = 3
+    X = torch.rand(90, 2)
+    y = (X[:, 0] * C).floor().clamp(max=C - 1)
+    batched = gpytorch.kernels.ScaleKernel(
+        gpytorch.kernels.RBFKernel(batch_shape=torch.Size([C])), batch_shape=torch.Size([C])
+    )
+    for kernel in (batched, rbf(0.4)):
+        model = DualSVGP(
+            kernel, Softmax(C, num_samples=128), X[:12], memory_size=5, rho=0.8,
+            num_inner_steps=5, num_hyper_steps=3, lr=0.05,
+        )  # fmt: skip
+        for idx in torch.arange(90).split(30):
+            model.update(X[idx], y[idx])
+        mean, var = model.predict_f(X[:4])
+        assert mean.shape == (4, C) and var.shape == (4, C)
+        _, cov = model.predict_f(X[:4], full_cov=True)
+        assert cov.shape == (C, 4, 4)
+        assert torch.allclose(cov.diagonal(dim1=-2, dim2=-1).mT, var, atol=1e-10)
+        p = model.predict_y(X)
+        assert torch.allclose(p.sum(-1), torch.ones(90), atol=1e-6)
+        assert (p.argmax(-1) == y).double().mean() > 0.8
+        cond = model.condition(X[:2], torch.tensor([[0, 1], [2, 2]]))
+        assert cond.predict_f(X[:5])[0].shape == (2, 5, C)
+        assert model.bls(X[:3], y[:3]).shape == (3, C)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_binomial_hotspot_configuration_is_robust(dtype):
+    """Binomial(100) with the hotspot kernel (Matern-3/2 ARD, Gamma priors) streams without
+    NaN in float64 and float32."""
+    X = torch.rand(120, 2, dtype=dtype)
+    theta = torch.sigmoid(3 * torch.sin(5 * X[:, 0]) - 1)
+    y = torch.distributions.Binomial(100, theta).sample()
+    k = gpytorch.kernels.ScaleKernel(
+        gpytorch.kernels.MaternKernel(
+            nu=1.5, ard_num_dims=2, lengthscale_prior=gpytorch.priors.GammaPrior(3.0, 6.0)
+        ),
+        outputscale_prior=gpytorch.priors.GammaPrior(2.0, 0.15),
+    ).to(dtype)
+    model = DualSVGP(
+        k, Binomial(100).to(dtype), X[:20], memory_size=5, rho=0.5, num_inner_steps=10,
+        num_hyper_steps=10, lr=0.05,
+    )  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NumericalWarning)  # jitter in float32 is reported
+        for idx in torch.arange(120).split(30):
+            model.update(X[idx], y[idx])
+        p = model.predict_y(X) / 100
+    assert torch.isfinite(p).all()
+    assert float(((p - theta) ** 2).mean()) < 0.01
+
+
+def test_direct_import_and_lazy_export_are_the_same_class():
+    assert DualSVGP is DirectDualSVGP
+
+
+# -------------------------------------------------------------------- bad input
+@pytest.fixture
+def small_model():
+    X, y = bernoulli_data(20)
+    return DualSVGP(matern(), Bernoulli(), X[::4], num_hyper_steps=0).update(X, y)
+
+
+def test_bad_inputs_raise_clear_errors(small_model):
+    m = small_model
+    X = torch.rand(5, 1)
+    with pytest.raises(ValueError, match="shape mismatch"):
+        m.update(X, torch.ones(4))
+    with pytest.raises(ValueError, match="NaN"):
+        m.update(X, torch.tensor([1.0, 0.0, float("nan"), 1.0, 0.0]))
+    with pytest.raises(ValueError, match="labels must be in"):
+        m.update(X, torch.tensor([1.0, 0.0, 2.0, 1.0, 0.0]))
+    with pytest.raises(ValueError, match="empty batch"):
+        m.update(torch.zeros(0, 1), torch.zeros(0))
+    with pytest.raises(ValueError, match="input dimension"):
+        m.predict_f(torch.rand(5, 2))
+    with pytest.raises(ValueError, match="NaN or inf"):
+        m.predict_f(torch.tensor([[float("nan")]]))
+    with pytest.raises(ValueError, match=r"\(n, d\)"):
+        m.update(torch.rand(2, 5, 1), torch.ones(2, 5))
+    with pytest.raises(ValueError, match="do not broadcast"):
+        m.condition(torch.rand(3, 2, 1), torch.ones(4, 2))
+    with pytest.raises(ValueError, match="batch_shape"):
+        m.condition(torch.rand(2, 1), torch.ones(3, 2)).update(X, torch.ones(5))
+    with pytest.raises(ValueError, match="rho"):
+        DualSVGP(matern(), Bernoulli(), X, rho=0.0)
+    with pytest.raises(ValueError, match="num_latents"):
+        DualSVGP(matern(), Softmax(3), X, num_latents=2)
+    with pytest.raises(ValueError, match="counts"):
+        DualSVGP(matern(), Poisson(), X, num_hyper_steps=0).update(X, -torch.ones(5))
+
+
+def test_duplicate_inducing_points_are_dropped_with_warning():
+    Z = torch.tensor([[0.0], [1.0], [1.0], [2.0]])
+    with pytest.warns(UserWarning, match="duplicate"):
+        model = DualSVGP(matern(), Bernoulli(), Z)
+    assert model.num_inducing == 3
+    with pytest.raises(ValueError, match="NaN"):
+        DualSVGP(matern(), Bernoulli(), torch.tensor([[math.nan]]))
+    with pytest.raises(ValueError, match="empty"):
+        DualSVGP(matern(), Bernoulli(), torch.zeros(0, 1))
