@@ -92,14 +92,14 @@ def stable_cholesky(
         if not bool((info_try > 0).any()):
             warnings.warn(
                 f"stable_cholesky: {name} was not numerically positive definite; added jitter "
-                f"{eps:.1e} * mean(diag) = {float((eps * diag_mean).max()):.3e} to "
+                f"{eps:.1e} * mean(diag) = {float((eps * diag_mean).max().detach()):.3e} to "
                 f"{int(failed.sum())} of {failed.numel()} matrices",
                 NumericalWarning,
                 stacklevel=2,
             )
             return L_try.mT if upper else L_try
     bad = A[failed] if A.dim() > 2 else A
-    min_eig = float(torch.linalg.eigvalsh(bad).min())
+    min_eig = float(torch.linalg.eigvalsh(bad.detach()).min())
     raise NotPSDError(
         f"stable_cholesky: {name} of size {A.shape[-1]} is not positive definite: smallest "
         f"eigenvalue {min_eig:.3e}; Cholesky failed even with jitter "
