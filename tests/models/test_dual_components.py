@@ -1,0 +1,185 @@
+"""Unit tests of the dual-SVGP building blocks in bo_ncgp/models/dual/."""
+
+from __future__ import annotations
+
+import gpytorch
+import pytest
+import torch
+
+from bo_ncgp.likelihoods import Bernoulli, Gaussian, Softmax
+from bo_ncgp.linalg import NumericalWarning
+from bo_ncgp.models.dual.inducing import (
+    project_dual_pair,
+    repair_psd,
+    select_inducing_points,
+)
+from bo_ncgp.models.dual.objective import dual_objective, sequential_elbo
+from bo_ncgp.models.dual.posterior import dual_factors, dual_predict, site_block
+from bo_ncgp.models.dual.sites import damp, expected_terms, site_contributions, site_targets
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def _kernel():
+    k = gpytorch.kernels.ScaleKernel(gpytorch.kernels.MaternKernel(nu=2.5))
+    k.base_kernel.lengthscale = 0.5
+    return k
+
+
+def _setup(m=6, n=9):
+    k = _kernel()
+    Z = torch.linspace(0, 3, m)[:, None]
+    X = torch.rand(n, 1) * 3
+    Kzz = k(Z).to_dense().unsqueeze(0)
+    Kzx = k(Z, X).to_dense().unsqueeze(0)
+    eta, beta = torch.randn(1, n), torch.rand(1, n) + 0.1
+    lam, B = site_contributions(Kzx, eta, beta)
+    return k, Z, X, Kzz, Kzx, lam, B
+
+
+def test_site_contributions_are_eq_11():
+    _, _, _, _, Kzx, lam, B = _setup()
+    eta, beta = torch.randn(1, 9), torch.rand(1, 9)
+    lam, B = site_contributions(Kzx, eta, beta)
+    K = Kzx[0]
+    assert torch.allclose(lam[0], sum(K[:, i] * eta[0, i] for i in range(9)))
+    assert torch.allclose(B[0], sum(beta[0, i] * torch.outer(K[:, i], K[:, i]) for i in range(9)))
+
+
+def test_dual_predict_matches_eq_10_written_out():
+    k, Z, _, Kzz, _, lam, B = _setup()
+    Xs = torch.rand(5, 1) * 3
+    f = dual_factors(Kzz, B, lam)
+    mean, cov = dual_predict(f, k(Z, Xs).to_dense().unsqueeze(0), k(Xs).to_dense()[None], True)
+    Ksz = k(Xs, Z).to_dense()
+    A = Kzz[0] + B[0]
+    m_ref = Ksz @ torch.linalg.solve(A, lam[0])
+    c_ref = (
+        k(Xs).to_dense()
+        - Ksz @ torch.linalg.solve(Kzz[0], Ksz.T)
+        + Ksz @ torch.linalg.solve(A, Ksz.T)
+    )
+    assert torch.allclose(mean[0], m_ref, atol=1e-10)
+    assert torch.allclose(cov[0], c_ref, atol=1e-10)
+
+
+def test_site_block_woodbury_equals_refactorisation():
+    """Adding sites through the Woodbury block equals refactorising K_zz + B + K diag(b) K^T,
+    for batched sites and batched inputs."""
+    k, Z, _, Kzz, _, lam, B = _setup()
+    f = dual_factors(Kzz, B, lam)
+    Xc = torch.rand(3, 2, 1) * 3  # (bx=3, n=2)
+    eta_c = torch.randn(4, 3, 1, 2)  # (b=4, 3, L=1, n=2)
+    beta_c = torch.rand(4, 3, 1, 2)
+    Kzc = k(Z, Xc).to_dense().unsqueeze(-3)  # (3, 1, m, 2)
+    block = site_block(f, Kzc, eta_c, beta_c)
+    Xs = torch.rand(5, 1) * 3
+    Kzs, kss = k(Z, Xs).to_dense()[None], k(Xs, diag=True)[None]
+    mean, var = dual_predict(f, Kzs, kss, block=block)
+    assert mean.shape == (4, 3, 1, 5)
+    for i in range(4):
+        for j in range(3):
+            dl, dB = site_contributions(Kzc[j], eta_c[i, j], beta_c[i, j])
+            ref = dual_factors(Kzz, B + dB, lam + dl)
+            m_ref, v_ref = dual_predict(ref, Kzs, kss)
+            assert torch.allclose(mean[i, j], m_ref, atol=1e-10)
+            assert torch.allclose(var[i, j], v_ref, atol=1e-10)
+
+
+def test_site_targets_gaussian_are_exact_and_softmax_uses_the_diagonal():
+    eta, beta = site_targets(
+        Gaussian(0.5), torch.tensor([1.0, -2.0]), torch.randn(1, 2), torch.rand(1, 2)
+    )
+    assert torch.allclose(eta, torch.tensor([[2.0, -4.0]]))
+    assert torch.allclose(beta, torch.full((1, 2), 2.0))
+    lik = Softmax(3, num_samples=64)
+    mean, var = torch.randn(3, 4), torch.rand(3, 4)
+    y = torch.tensor([0, 2, 1, 1])
+    _, alpha, beta = expected_terms(lik, y, mean, var)
+    _, a_ref, b_ref = lik.expected(y, mean.T, var.T)
+    assert torch.allclose(alpha, a_ref.T) and torch.allclose(beta, b_ref.diagonal(0, -2, -1).T)
+    # targets with more batch dimensions than the posterior (fantasies)
+    _, _, b2 = expected_terms(lik, y.expand(5, 4), mean, var)
+    assert b2.shape == (5, 3, 4) and torch.allclose(b2[2], beta)
+
+
+def test_damp_is_a_convex_combination_and_keeps_sites_on_overflow():
+    old = (torch.ones(1, 3), torch.ones(1, 3))
+    new = (torch.tensor([[3.0, float("nan"), 5.0]]), torch.tensor([[3.0, 1.0, float("inf")]]))
+    with pytest.warns(NumericalWarning, match="not finite"):
+        eta, beta = damp(old, new, 0.5)
+    assert torch.allclose(eta, torch.tensor([[2.0, 1.0, 1.0]]))
+    assert torch.allclose(beta, torch.tensor([[2.0, 1.0, 1.0]]))
+
+
+def test_projection_is_eq_27_and_repair_reports_non_psd():
+    k, Z, _, Kzz, _, lam, B = _setup()
+    Z_new = torch.rand(4, 1) * 3
+    K_no = k(Z_new, Z).to_dense()[None]
+    lam_new, B_new = project_dual_pair(Kzz, K_no, lam, B)
+    P = K_no[0] @ torch.linalg.inv(Kzz[0])  # reference only
+    assert torch.allclose(lam_new[0], P @ lam[0], atol=1e-8)
+    assert torch.allclose(B_new[0], P @ B[0] @ P.T, atol=1e-8)
+    bad = torch.diag(torch.tensor([2.0, 1.0, -0.5]))[None]
+    with pytest.warns(NumericalWarning, match="not positive semi-definite"):
+        fixed = repair_psd(bad)
+    assert torch.linalg.eigvalsh(fixed).min() >= -1e-12
+    assert torch.allclose(fixed, torch.diag(torch.tensor([2.0, 1.0, 0.0]))[None])
+    ok = B + 0 * B
+    assert torch.equal(repair_psd(ok), 0.5 * (ok + ok.mT))
+
+
+def test_select_inducing_points_batched_kernel_and_duplicates():
+    X = torch.cat([torch.rand(20, 2), torch.rand(20, 2)])
+    X[25] = X[3]  # a duplicate can never be chosen twice
+    k = gpytorch.kernels.RBFKernel(batch_shape=torch.Size([3]))
+    Z = select_inducing_points(k, X, 10)
+    assert Z.shape == (10, 2)
+    assert torch.unique(Z, dim=0).shape[0] == 10
+    assert all((X == z).all(-1).any() for z in Z)
+    few = select_inducing_points(gpytorch.kernels.RBFKernel(), X[:3].repeat(4, 1), 10)
+    assert few.shape == (3, 2)
+
+
+def test_eq_26_and_eq_21_differ_by_the_rest_terms():
+    """For q = q_theta: Eq. 21 - Eq. 26 = E_q[log T_rest] - log Z_rest (module docstring of
+    objective.py); with an empty rest both are the ELBO at q_theta."""
+    k, Z, _, Kzz, _, lam_r, B_r = _setup()
+    lik = Bernoulli()
+    Xa = torch.rand(7, 1) * 3
+    y = torch.bernoulli(torch.full((7,), 0.5))
+    Kza, kaa = k(Z, Xa).to_dense()[None], k(Xa, diag=True)[None]
+    eta, beta = torch.randn(1, 7), torch.rand(1, 7) + 0.05
+    w = torch.ones(7)
+
+    def q_theta(lr, Br):
+        dl, dB = site_contributions(Kza, eta, beta)
+        A = Kzz + Br + dB
+        mu_v = torch.linalg.solve(A, (lr + dl).unsqueeze(-1)).squeeze(-1)
+        m_u = (Kzz @ mu_v.unsqueeze(-1)).squeeze(-1)
+        V = Kzz @ torch.linalg.solve(A, Kzz)
+        return m_u, torch.linalg.cholesky(V), mu_v, A
+
+    zero_l, zero_B = torch.zeros_like(lam_r), torch.zeros_like(B_r)
+    m_u, L_V, _, _ = q_theta(zero_l, zero_B)
+    e26 = dual_objective(lik, Kzz, Kza, kaa, y, eta, beta, w, zero_l, zero_B)
+    e21 = sequential_elbo(lik, Kzz, Kza, kaa, y, w, m_u, L_V, zero_l, zero_B)
+    assert torch.allclose(e26, e21, atol=1e-8)
+    m_u, L_V, mu_v, A = q_theta(lam_r, B_r)
+    e26 = dual_objective(lik, Kzz, Kza, kaa, y, eta, beta, w, lam_r, B_r)
+    e21 = sequential_elbo(lik, Kzz, Kza, kaa, y, w, m_u, L_V, lam_r, B_r)
+    Sv = torch.linalg.inv(A[0])  # reference only
+    e_log_rest = lam_r[0] @ mu_v[0] - 0.5 * torch.trace(
+        B_r[0] @ (Sv + torch.outer(mu_v[0], mu_v[0]))
+    )
+    R = Kzz[0] + B_r[0]
+    log_Z_rest = 0.5 * (
+        torch.logdet(Kzz[0]) - torch.logdet(R) + lam_r[0] @ torch.linalg.solve(R, lam_r[0])
+    )
+    assert torch.allclose(e21 - e26, e_log_rest - log_Z_rest, atol=1e-8)
