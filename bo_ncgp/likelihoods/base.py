@@ -157,6 +157,10 @@ class Likelihood(gpytorch.Module):
         f, w = gh_points(mean, var, num_points or self.num_predictive_quadrature)
         return torch.logsumexp(self._log_prob(y.unsqueeze(-1), f) + w.log(), dim=-1)
 
+    def sample(self, f: Tensor, generator: torch.Generator | None = None) -> Tensor:
+        """Draw observations ``y ~ p(y | f)`` (same shape as ``f``; labels for the softmax)."""
+        raise NotImplementedError(f"{self.name} does not implement sample")
+
     def predictive_mean(self, mean: Tensor, var: Tensor, num_points: int | None = None) -> Tensor:
         """``E[y]`` under ``f ~ N(mean, var)`` (probability of class 1 for Bernoulli)."""
         self._check_var(var)

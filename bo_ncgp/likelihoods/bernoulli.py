@@ -60,5 +60,9 @@ class Bernoulli(Likelihood):
         s = torch.sigmoid(f)
         return (s * (1 - s)).expand(torch.broadcast_shapes(y.shape, f.shape))
 
+    def sample(self, f: Tensor, generator: torch.Generator | None = None) -> Tensor:
+        y = torch.bernoulli(torch.sigmoid(f), generator=generator)
+        return 2 * y - 1 if self.labels == "pm1" else y
+
     def _mean_of_y(self, f: Tensor) -> Tensor:
         return torch.sigmoid(f)

@@ -71,6 +71,10 @@ class Binomial(Likelihood):
             N = N.unsqueeze(-1)
         return N
 
+    def sample(self, f: Tensor, generator: torch.Generator | None = None) -> Tensor:
+        N = self._N(f).expand(f.shape)
+        return torch.binomial(N, torch.sigmoid(f), generator=generator)
+
     def _mean_of_y(self, f: Tensor) -> Tensor:
         N = self._N(f)
         if N.dim() > 0:

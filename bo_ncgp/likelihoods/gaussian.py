@@ -97,6 +97,10 @@ class Gaussian(Likelihood):
         v = var + self._noise(mean)
         return -0.5 * (math.log(2 * math.pi) + torch.log(v) + (y - mean) ** 2 / v)
 
+    def sample(self, f: Tensor, generator: torch.Generator | None = None) -> Tensor:
+        eps = torch.randn(f.shape, generator=generator, dtype=f.dtype, device=f.device)
+        return f + self._noise(f).sqrt() * eps
+
     def predictive_mean(self, mean, var, num_points=None):
         return mean
 

@@ -45,5 +45,8 @@ class Poisson(Likelihood):
         self._check_var(var)
         return torch.exp(mean + 0.5 * var)
 
+    def sample(self, f: Tensor, generator: torch.Generator | None = None) -> Tensor:
+        return torch.poisson(torch.exp(f), generator=generator)
+
     def _mean_of_y(self, f: Tensor) -> Tensor:
         return torch.exp(f)

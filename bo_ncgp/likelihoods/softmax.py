@@ -105,6 +105,12 @@ class Softmax(Likelihood):
         P = torch.eye(C, dtype=f.dtype, device=f.device) - 1.0 / C
         return P @ torch.diag_embed(1.0 / pi) @ P
 
+    def sample(self, f: Tensor, generator: torch.Generator | None = None) -> Tensor:
+        """Labels ``(...)`` drawn from ``softmax(f)`` for ``f`` of shape ``(..., C)``."""
+        probs = torch.softmax(f, dim=-1).reshape(-1, self.num_latents)
+        y = torch.multinomial(probs, 1, generator=generator).reshape(f.shape[:-1])
+        return y
+
     # --------------------------------------------------------- expectations
     def base_samples(self, dtype: torch.dtype, device: torch.device) -> Tensor:
         """The fixed ``(num_samples, C)`` standard-normal base samples."""

@@ -225,3 +225,27 @@ def test_soft_targets_context():
             Binomial(10).log_prob(torch.tensor([10.5, 0.0]), f)
     with pytest.raises(ValueError, match="integers"):
         Poisson().log_prob(torch.tensor([0.5, 1.0]), f)
+
+
+@pytest.mark.parametrize("case", range(6), ids=IDS)
+def test_sample_matches_predictive_mean(case):
+    lik, y = scalar_cases()[case]
+    f = torch.randn(y.shape[0])
+    g = torch.Generator().manual_seed(0)
+    draws = torch.stack([lik.sample(f, generator=g) for _ in range(20_000)])
+    lik.check_targets(draws[0])  # valid observations
+    mean = draws.mean(0)
+    if isinstance(lik, Bernoulli) and lik.labels == "pm1":
+        mean = (mean + 1) / 2
+    torch.testing.assert_close(
+        mean, lik.predictive_mean(f, torch.zeros_like(f)), atol=0.1, rtol=0.03
+    )
+
+
+def test_softmax_sample_frequencies():
+    lik = Softmax(3)
+    f = torch.tensor([[0.0, 1.0, -1.0]])
+    g = torch.Generator().manual_seed(0)
+    y = torch.stack([lik.sample(f, generator=g) for _ in range(20_000)]).flatten()
+    freq = torch.bincount(y, minlength=3).double() / y.numel()
+    torch.testing.assert_close(freq, torch.softmax(f[0], -1), atol=0.015, rtol=0)
