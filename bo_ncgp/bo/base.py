@@ -180,6 +180,38 @@ class LatentGPModel(Model, FantasizeMixin):
         return MultitaskMultivariateNormal(mean, cov, interleaved=False)
 
     # ---------------------------------------------------------------- fantasies
+    def fantasy_targets(
+        self, X: Tensor, mode: str = "mean", generator: torch.Generator | None = None
+    ) -> Tensor:
+        """Fantasised observations at ``X`` (original space), shape ``(..., n, 1)``.
+
+        ``mode="mean"``: Gaussian likelihood -> posterior mean of ``f`` (Kriging believer,
+        Chang et al. Alg. 2); other likelihoods -> the predictive mean ``E[y | x]`` as a *soft*
+        target (probability of class 1, expected count, rate; condition on it inside
+        :func:`bo_ncgp.likelihoods.soft_targets`); softmax -> the most probable label.
+        ``mode="sample"``: ``f ~ q(f(x))`` then ``y ~ p(y | f)`` (hard labels / counts).
+        """
+        if mode not in ("mean", "sample"):
+            raise ValueError(f"fantasy mode must be 'mean' or 'sample', got {mode!r}")
+        lik = self.likelihood
+        post = self.posterior(X)
+        mean, var = post.mean, post.variance
+        if lik is None or type(lik).__name__ == "Gaussian":
+            if mode == "mean":
+                return mean
+            eps = torch.randn(mean.shape, generator=generator, dtype=mean.dtype, device=mean.device)
+            noisy = self.posterior(X, observation_noise=True).variance
+            return mean + noisy.sqrt() * eps
+        if self.num_outputs > 1:  # softmax: (..., n, C) -> labels (..., n, 1)
+            if mode == "mean":
+                return lik.predictive_mean(mean, var).argmax(-1, keepdim=True).to(mean.dtype)
+            eps = torch.randn(mean.shape, generator=generator, dtype=mean.dtype, device=mean.device)
+            return lik.sample(mean + var.sqrt() * eps, generator).unsqueeze(-1).to(mean.dtype)
+        if mode == "mean":
+            return lik.predictive_mean(mean[..., 0], var[..., 0]).unsqueeze(-1)
+        eps = torch.randn(mean.shape, generator=generator, dtype=mean.dtype, device=mean.device)
+        return lik.sample(mean + var.sqrt() * eps, generator)
+
     def condition_on_observations(self, X: Tensor, Y: Tensor, **kwargs: Any) -> LatentGPModel:
         """A new adapter around the wrapped model conditioned on ``(X, Y)``.
 
