@@ -94,7 +94,13 @@ class Grid:
     @property
     def embedding_shape(self) -> tuple[int, ...]:
         """Shape ``(2 M_1, ..., 2 M_D)`` of the circulant embedding (the whitened grid)."""
-        return tuple(2 * s for s in self.shape)
+        return self.padded_shape(2)
+
+    def padded_shape(self, factor: int = 2) -> tuple[int, ...]:
+        """Shape ``(factor M_1, ..., factor M_D)`` of a circulant embedding."""
+        if int(factor) != factor or factor < 2:
+            raise ValueError(f"Grid: the embedding factor must be an integer >= 2, got {factor}")
+        return tuple(int(factor) * s for s in self.shape)
 
     def axes(self) -> list[Tensor]:
         return [
@@ -122,13 +128,13 @@ class Grid:
         return f"Grid(lower={self.lower.tolist()}, upper={self.upper.tolist()}, shape={self.shape})"
 
 
-def _lags(grid: Grid, periodic: bool) -> Tensor:
+def _lags(grid: Grid, periodic: bool, factor: int = 2) -> Tensor:
     """Lag vectors of the first row, ``(*shape', D)``; signed circulant lags if periodic."""
     axes = []
-    for s, h in zip(grid.shape, grid.spacing, strict=True):
+    for L, s, h in zip(grid.padded_shape(factor), grid.shape, grid.spacing, strict=True):
         if periodic:
-            j = torch.arange(2 * s, dtype=h.dtype, device=h.device)
-            j = torch.where(j <= s, j, j - 2 * s)  # 0, 1, ..., s, -(s-1), ..., -1
+            j = torch.arange(L, dtype=h.dtype, device=h.device)
+            j = torch.where(j <= L // 2, j, j - L)  # 0, 1, ..., L/2, -(L/2-1), ..., -1
         else:
             j = torch.arange(s, dtype=h.dtype, device=h.device)
         axes.append(j * h)
@@ -157,17 +163,22 @@ def toeplitz_first_row(kernel: gpytorch.kernels.Kernel, grid: Grid) -> Tensor:
     return _kernel_at_lags(kernel, _lags(grid, periodic=False))
 
 
-def circulant_first_row(kernel: gpytorch.kernels.Kernel, grid: Grid) -> Tensor:
+def circulant_first_row(kernel: gpytorch.kernels.Kernel, grid: Grid, factor: int = 2) -> Tensor:
     """First row ``c`` of the circulant embedding ``C`` of ``K_uu`` (Eq. 16), shape
     ``(2 M_1, ..., 2 M_D)``: the kernel at the signed lags ``(0, h, ..., M h, -(M-1) h, ...,
     -h)`` along every axis, so that ``C``'s top-left block is ``K_uu``.
+
+    ``factor > 2`` embeds into ``factor M_d`` points per axis (lags up to ``factor M_d h /
+    2``): the classical remedy when the minimal embedding has negative eigenvalues
+    (lengthscales that are long compared with the grid). ``R`` then has ``prod(factor
+    M_d)`` columns.
 
     Example:
         >>> k = gpytorch.kernels.MaternKernel(nu=2.5)
         >>> circulant_first_row(k, Grid([0.0, 0.0], [1.0, 1.0], (4, 3))).shape
         torch.Size([8, 6])
     """
-    return _kernel_at_lags(kernel, _lags(grid, periodic=True))
+    return _kernel_at_lags(kernel, _lags(grid, periodic=True, factor=factor))
 
 
 class CirculantEmbedding:
@@ -175,7 +186,8 @@ class CirculantEmbedding:
     preconditioner, from the first row ``c`` of the circulant embedding.
 
     Args:
-        c: ``(2 M_1, ..., 2 M_D)`` first row of ``C`` (see :func:`circulant_first_row`).
+        c: ``(L_1, ..., L_D)`` first row of ``C`` (see :func:`circulant_first_row`).
+        grid_shape: ``(M_1, ..., M_D)`` with ``M_d <= L_d / 2`` (default ``L_d / 2``).
         jitter: added to ``c[0]``, i.e. to every eigenvalue of ``C`` and to the diagonal of
             ``K_uu`` (so ``R R^T = K_uu + jitter I`` holds exactly).
         precond_floor: relative floor on the eigenvalues inverted by the preconditioner
@@ -202,19 +214,28 @@ class CirculantEmbedding:
     def __init__(
         self,
         c: Tensor,
+        grid_shape: Sequence[int] | None = None,
         jitter: float = 0.0,
         precond_floor: float = 1e-10,
         warn: bool = True,
     ) -> None:
-        if c.dim() < 1 or any(s % 2 for s in c.shape):
+        if c.dim() < 1 or min(c.shape) < 2:
             raise ValueError(
-                f"CirculantEmbedding: c must have an even size along every axis, got "
-                f"{tuple(c.shape)}"
+                f"CirculantEmbedding: c must have at least 2 entries per axis, got {tuple(c.shape)}"
             )
         if not torch.isfinite(c).all():
             raise ValueError("CirculantEmbedding: the first row contains NaN or inf")
         self.embedding_shape = tuple(c.shape)
-        self.grid_shape = tuple(s // 2 for s in c.shape)
+        if grid_shape is None:
+            grid_shape = tuple(s // 2 for s in c.shape)
+        self.grid_shape = tuple(int(g) for g in grid_shape)
+        if len(self.grid_shape) != c.dim() or any(
+            g < 1 or 2 * g > s for g, s in zip(self.grid_shape, c.shape, strict=True)
+        ):
+            raise ValueError(
+                f"CirculantEmbedding: grid shape {self.grid_shape} must have at most half the "
+                f"embedding's size {tuple(c.shape)} along every axis"
+            )
         self.D = c.dim()
         self._fft_dims = tuple(range(-self.D, 0))
         if jitter:
@@ -233,7 +254,8 @@ class CirculantEmbedding:
                 f"CirculantEmbedding: clamped {self.num_clamped} negative eigenvalue(s) of "
                 f"the circulant embedding to 0, removing {100 * self.clamped_fraction:.3g}% "
                 f"of the spectral mass (min eigenvalue {float(lam.detach().min()):.3g}); R R^T now "
-                "approximates K_uu -- use a shorter lengthscale or a larger grid",
+                "approximates K_uu -- use a larger embedding factor, a shorter lengthscale or a "
+                "larger grid domain",
                 NumericalWarning,
                 stacklevel=2,
             )
@@ -281,8 +303,8 @@ class CirculantEmbedding:
         """``(..., M)`` -> ``(..., *embedding_shape)`` with zeros outside the grid."""
         g = v.reshape(*v.shape[:-1], *self.grid_shape)
         pad: list[int] = []
-        for s in reversed(self.grid_shape):
-            pad += [0, s]
+        for m, L in zip(reversed(self.grid_shape), reversed(self.embedding_shape), strict=True):
+            pad += [0, L - m]
         return torch.nn.functional.pad(g, pad)
 
     def _crop(self, x: Tensor) -> Tensor:

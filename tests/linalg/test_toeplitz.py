@@ -102,7 +102,13 @@ def test_negative_eigenvalues_are_clamped_with_warning():
     assert emb.num_clamped > 0 and 0 < emb.clamped_fraction < 1
     assert bool((emb.sqrt_eigenvalues >= 0).all())
     # K_uu products stay exact; only the root is approximate
-    torch.testing.assert_close(emb.kuu_dense(), k(grid.points()).to_dense(), atol=1e-12, rtol=0)
+    K = k(grid.points()).to_dense()
+    torch.testing.assert_close(emb.kuu_dense(), K, atol=1e-12, rtol=0)
+    # a larger embedding repairs it: R R^T = K_uu again with prod(factor M_d) columns
+    emb8 = CirculantEmbedding(circulant_first_row(k, grid, factor=48), grid_shape=grid.shape)
+    R = emb8.root_dense()
+    assert R.shape == (20, 960)
+    torch.testing.assert_close(R @ R.T, K, atol=1e-9, rtol=0)
 
 
 def test_bad_inputs():
@@ -112,8 +118,10 @@ def test_bad_inputs():
         Grid([0.0, 0.0], [1.0], (3,))
     with pytest.raises(ValueError, match="must exceed"):
         Grid([1.0], [0.0], (3,))
-    with pytest.raises(ValueError, match="even size"):
-        CirculantEmbedding(torch.ones(5))
+    with pytest.raises(ValueError, match="at most half"):
+        CirculantEmbedding(torch.ones(5), grid_shape=(3,))
+    with pytest.raises(ValueError, match="factor"):
+        circulant_first_row(_kernel(1), Grid([0.0], [1.0], (4,)), factor=1)
     with pytest.raises(ValueError, match="NaN"):
         CirculantEmbedding(torch.tensor([1.0, float("nan")]))
     emb = CirculantEmbedding(circulant_first_row(_kernel(1), Grid([0.0], [1.0], (8,))))

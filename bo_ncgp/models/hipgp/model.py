@@ -50,13 +50,17 @@ class HIPGP(torch.nn.Module):
         likelihood: a bo_ncgp likelihood (default ``Gaussian(noise=0.1)``).
         variational: ``"block"`` (Eq. 23), ``"mean_field"`` or ``"full"`` (small grids).
         block_shape: block of whitened variables per axis (``"block"`` only; default 2 per
-            axis). The whitened grid has ``2 M_d`` points per axis (``M_d`` for Cholesky).
+            axis). The whitened grid has ``embedding_factor * M_d`` points per axis (``M_d`` for
+            Cholesky).
         whitening: ``"fft"`` (HIP-GP, Eq. 20) or ``"cholesky"`` (the SVGP baseline).
         pcg_max_iters: PCG iteration cap per solve (``None``: no cap beyond CG's default).
         pcg_tol: relative residual tolerance of the PCG solves.
         jitter: added to the diagonal of ``K_uu`` (and to the circulant spectrum).
         num_quad: Gauss-Legendre nodes for line integrals of non-RBF kernels.
         precondition: use the circulant preconditioner (Eqs. 21-22) in PCG.
+        embedding_factor: circulant embedding of ``embedding_factor * M_d`` points per axis
+            (2 in the paper; larger when the lengthscale is long compared with the grid and
+            the minimal embedding has negative eigenvalues).
 
     Example:
         >>> k = gpytorch.kernels.ScaleKernel(gpytorch.kernels.RBFKernel())
@@ -80,6 +84,7 @@ class HIPGP(torch.nn.Module):
         jitter: float = 1e-6,
         num_quad: int = 32,
         precondition: bool = True,
+        embedding_factor: int = 2,
     ) -> None:
         super().__init__()
         if not isinstance(grid, Grid):
@@ -96,7 +101,10 @@ class HIPGP(torch.nn.Module):
         self.whitening = whitening
         self.pcg_max_iters, self.pcg_tol = pcg_max_iters, pcg_tol
         self.jitter, self.num_quad, self.precondition = jitter, num_quad, precondition
-        self.whitened_shape = grid.embedding_shape if whitening == "fft" else grid.shape
+        self.embedding_factor = int(embedding_factor)
+        self.whitened_shape = (
+            grid.padded_shape(self.embedding_factor) if whitening == "fft" else grid.shape
+        )
         if variational == "mean_field":
             block_shape = (1,) * grid.dim
         elif variational == "full":
@@ -135,7 +143,9 @@ class HIPGP(torch.nn.Module):
         if self._whitener_cache is not None and self._whitener_cache[0] == key:
             w = self._whitener_cache[1]
         elif self.whitening == "fft":
-            w = FFTWhitener(self.kernel, self.grid, jitter=self.jitter)
+            w = FFTWhitener(
+                self.kernel, self.grid, jitter=self.jitter, factor=self.embedding_factor
+            )
         else:
             w = CholeskyWhitener(self.kernel, self.grid, jitter=self.jitter)
         if self.whitening == "fft":

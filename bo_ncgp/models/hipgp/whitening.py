@@ -34,8 +34,10 @@ class FFTWhitener:
         pcg_tol: float = 1e-6,
         pcg_max_iters: int | None = None,
         precondition: bool = True,
+        factor: int = 2,
     ) -> None:
-        self.embedding = CirculantEmbedding(circulant_first_row(kernel, grid), jitter=jitter)
+        c = circulant_first_row(kernel, grid, factor=factor)
+        self.embedding = CirculantEmbedding(c, grid_shape=grid.shape, jitter=jitter)
         self.whitened_shape = self.embedding.embedding_shape
         self.pcg_tol, self.pcg_max_iters = pcg_tol, pcg_max_iters
         self.precondition = precondition
