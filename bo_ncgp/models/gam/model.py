@@ -1,0 +1,397 @@
+"""Sparse variational generalised additive model (Adam, Durrande & John).
+
+*Scalable GAM using sparse variational Gaussian processes*: the predictor is a sum of a priori
+independent GPs, ``rho(x) = sum_c f_c(x[active_dims_c])``, observed through any scalar-latent
+likelihood ``p(y_n | rho(x_n))`` (section 2.1). Each ``f_c`` has its own inducing inputs
+``Z_c`` (section 3.2), ``q(F) = q(U) prod_c p(f_c | U_c)`` and the ELBO is Eq. 5,
+
+    L(q) = sum_n E_{q(rho(x_n))}[log p(y_n | rho(x_n))] - KL[q(U) || p(U)],          (Eq. 5)
+
+with the one-dimensional expectations by the likelihood's closed form or Gauss–Hermite rule
+(:meth:`bo_ncgp.likelihoods.Likelihood.expected`). ``q(U)`` is one of the families of
+:mod:`bo_ncgp.models.gam.variational`: ``"coupled_precision"`` (this paper, Eq. 7 and
+Appendix C), ``"mean_field"`` (Saul et al. 2016) or ``"full"`` (Adam 2017). The marginal of the
+sum at a point (Appendix C.1, C.3) and the posterior of each component ``f_c`` with its own
+uncertainty (the ANOVA decomposition of Fig. 1) come from the same :class:`Projection`.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Sequence
+
+import gpytorch
+import torch
+from torch import Tensor, nn
+from tqdm.auto import trange
+
+from bo_ncgp.likelihoods import Likelihood
+from bo_ncgp.linalg import NumericalWarning, stable_cholesky
+from bo_ncgp.models.gam.components import AdditiveComponent, as_component
+from bo_ncgp.models.gam.variational import FAMILIES, Projection, VariationalState
+
+__all__ = ["SparseGAM"]
+
+
+class SparseGAM(gpytorch.Module):
+    """Sparse variational GAM with a mean-field, coupled-precision or full posterior.
+
+    Args:
+        components: the additive terms, each an :class:`AdditiveComponent` or a tuple
+            ``(kernel, active_dims, inducing_points)``.
+        likelihood: a scalar-latent likelihood of :mod:`bo_ncgp.likelihoods` (Gaussian,
+            Bernoulli, Binomial, Poisson).
+        posterior: ``"coupled_precision"`` (Eq. 7), ``"mean_field"`` or ``"full"``.
+        whiten: parameterise ``q`` in whitened coordinates (see
+            :mod:`~bo_ncgp.models.gam.variational`); ``False`` is the paper's own
+            ``q(U) = N(K_UU alpha, Sigma_UU)``.
+        rank: columns of ``B`` for ``"coupled_precision"`` (default ``max_c M_c``).
+        jitter: relative jitter added to every ``K_{U_c U_c}`` (times its mean diagonal), part
+            of the prior of ``U`` so that the KL and predictions stay consistent; default
+            ``1e-8`` in float64 and ``1e-5`` in lower precision. ``0`` disables it (rescue
+            jitter of :func:`~bo_ncgp.linalg.stable_cholesky` still applies, with a warning).
+
+    Example:
+        >>> from gpytorch.kernels import RBFKernel, ScaleKernel
+        >>> from bo_ncgp.likelihoods import Gaussian
+        >>> Z = torch.linspace(0, 1, 8)
+        >>> comps = [(ScaleKernel(RBFKernel()), [0], Z), (ScaleKernel(RBFKernel()), [1], Z)]
+        >>> gam = SparseGAM(comps, Gaussian(0.1), posterior="coupled_precision")
+        >>> X = torch.rand(50, 2); y = torch.sin(6 * X[:, 0]) + X[:, 1] ** 2
+        >>> _ = gam.fit(X, y, num_steps=20, lr=0.05)
+        >>> mean, var = gam.predict_f(torch.rand(3, 2))
+        >>> comp_mean, comp_var = gam.predict_components(torch.rand(3, 2))
+        >>> comp_mean.shape
+        torch.Size([3, 2])
+    """
+
+    def __init__(
+        self,
+        components: Sequence[AdditiveComponent | Sequence],
+        likelihood: Likelihood,
+        posterior: str = "coupled_precision",
+        *,
+        whiten: bool = True,
+        rank: int | None = None,
+        jitter: float | None = None,
+    ) -> None:
+        super().__init__()
+        if isinstance(components, (AdditiveComponent, tuple)) or len(components) == 0:
+            raise ValueError("SparseGAM: components must be a non-empty list of components")
+        comps = [as_component(spec, i) for i, spec in enumerate(components)]
+        Z0 = comps[0].inducing_points
+        for i, comp in enumerate(comps):
+            if comp.inducing_points.dtype != Z0.dtype or comp.inducing_points.device != Z0.device:
+                raise ValueError(
+                    f"SparseGAM: component {i} has inducing points of dtype/device "
+                    f"{comp.inducing_points.dtype}/{comp.inducing_points.device}, component 0 "
+                    f"has {Z0.dtype}/{Z0.device}"
+                )
+        if not isinstance(likelihood, Likelihood):
+            raise ValueError(
+                "SparseGAM: likelihood must be a bo_ncgp.likelihoods likelihood, got "
+                f"{type(likelihood).__name__}"
+            )
+        if likelihood.num_latents != 1:
+            raise ValueError(
+                f"SparseGAM: the additive predictor is scalar; {likelihood.name} has "
+                f"{likelihood.num_latents} latents per point"
+            )
+        if posterior not in FAMILIES:
+            raise ValueError(
+                f"SparseGAM: unknown posterior {posterior!r}; use one of {sorted(FAMILIES)}"
+            )
+        if rank is not None and posterior != "coupled_precision":
+            raise ValueError("SparseGAM: rank only applies to posterior='coupled_precision'")
+        if jitter is None:
+            jitter = 1e-8 if Z0.dtype == torch.float64 else 1e-5
+        if not jitter >= 0:
+            raise ValueError(f"SparseGAM: jitter must be >= 0, got {jitter}")
+        self.jitter = float(jitter)
+        self.components = nn.ModuleList(comps)
+        self.likelihood = likelihood.to(dtype=Z0.dtype, device=Z0.device)
+        sizes = [c.num_inducing for c in comps]
+        family_kwargs = {"whiten": whiten, "dtype": Z0.dtype, "device": Z0.device}
+        if posterior == "coupled_precision":
+            family_kwargs["rank"] = rank
+        self.variational = FAMILIES[posterior](sizes, **family_kwargs)
+        with torch.no_grad():
+            self.variational.initialize_from_prior(self._kuu())
+
+    # ------------------------------------------------------------- properties
+    @property
+    def posterior_type(self) -> str:
+        """``"coupled_precision"``, ``"mean_field"`` or ``"full"``."""
+        return self.variational.name
+
+    @property
+    def num_components(self) -> int:
+        """``C``."""
+        return len(self.components)
+
+    @property
+    def input_dim(self) -> int:
+        """Smallest number of input columns the model accepts (``max active dim + 1``)."""
+        return 1 + max(int(c.active_dims.max()) for c in self.components)
+
+    @property
+    def batch_shape(self) -> torch.Size:
+        return torch.Size()
+
+    def _ref(self) -> Tensor:
+        return self.components[0].inducing_points
+
+    # ---------------------------------------------------------------- checks
+    def _check_X(self, X: Tensor, allow_empty: bool = True) -> Tensor:
+        if not isinstance(X, Tensor):
+            X = torch.as_tensor(X)
+        if X.dim() < 2:
+            raise ValueError(f"SparseGAM: X must have shape (..., n, d), got {tuple(X.shape)}")
+        if X.shape[-1] < self.input_dim:
+            raise ValueError(
+                f"SparseGAM: X has {X.shape[-1]} columns but the components use input "
+                f"dimension {self.input_dim - 1} (need at least {self.input_dim})"
+            )
+        if not allow_empty and X.shape[-2] == 0:
+            raise ValueError("SparseGAM: empty data (X has no rows)")
+        ref = self._ref()
+        if X.device != ref.device:
+            raise ValueError(f"SparseGAM: X is on {X.device} but the model is on {ref.device}")
+        X = X.to(dtype=ref.dtype)
+        if not torch.isfinite(X).all():
+            raise ValueError("SparseGAM: X contains NaN or inf")
+        return X
+
+    def _check_data(self, X: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
+        X = self._check_X(X, allow_empty=False)
+        if X.dim() != 2:
+            raise ValueError(f"SparseGAM: training X must have shape (n, d), got {tuple(X.shape)}")
+        y = torch.as_tensor(y, device=X.device)
+        if y.dim() == 2 and y.shape[-1] == 1:
+            y = y[:, 0]
+        if y.dim() != 1 or y.shape[0] != X.shape[0]:
+            raise ValueError(
+                f"SparseGAM: y must have shape ({X.shape[0]},) to match X {tuple(X.shape)}, got "
+                f"{tuple(y.shape)}"
+            )
+        y = self.likelihood.check_targets(y)
+        return X, y.to(dtype=X.dtype) if y.is_floating_point() else y
+
+    # ---------------------------------------------------------------- posterior
+    def _kuu(self) -> list[Tensor]:
+        """``K_{U_c U_c} + jitter * mean(diag) * I`` for every component."""
+        out = []
+        for comp in self.components:
+            K = comp.kuu()
+            if self.jitter > 0:
+                eps = self.jitter * K.diagonal().mean().detach()
+                K = K + eps * torch.eye(K.shape[-1], dtype=K.dtype, device=K.device)
+            out.append(K)
+        return out
+
+    def prior_state(self) -> VariationalState:
+        """``K_{U_c U_c}``, their Cholesky factors if needed, and the family's factorisations."""
+        Kuu = self._kuu()
+        chol = None
+        if self.variational.needs_cholesky:
+            chol = [
+                stable_cholesky(K, name=f"K_uu of component {i} ({c.name})")
+                for i, (K, c) in enumerate(zip(Kuu, self.components, strict=True))
+            ]
+        return self.variational.prepare(Kuu, chol)
+
+    def _project(self, X: Tensor, state: VariationalState | None) -> Projection:
+        state = self.prior_state() if state is None else state
+        return self.variational.project(state, [c.kux(X) for c in self.components])
+
+    @staticmethod
+    def _floor(var: Tensor, prior: Tensor, what: str) -> Tensor:
+        """Clamp rounding-error negatives to ``eps * prior``; warn if they were not tiny."""
+        eps = torch.finfo(var.dtype).eps
+        floor = eps * prior.detach().abs().clamp_min(torch.finfo(var.dtype).tiny)
+        if bool((var < -1e3 * floor).any()):
+            warnings.warn(
+                f"SparseGAM: {what} had negative entries down to {float(var.min()):.3e}; "
+                "clamped (ill-conditioned K_uu or variational parameters)",
+                NumericalWarning,
+                stacklevel=3,
+            )
+        return torch.maximum(var, floor)
+
+    def _sum_marginals(
+        self, X: Tensor, state: VariationalState | None = None, full_cov: bool = False
+    ) -> tuple[Tensor, Tensor]:
+        proj = self._project(X, state)
+        mean = torch.stack(proj.means).sum(0)
+        if full_cov:
+            base = 0.0
+            for comp, a in zip(self.components, proj.nystrom, strict=True):
+                K = comp.kxx(X, diag=False)
+                base = base + (K if a is None else K - a.mT @ a)
+            if proj.coupled:
+                H = torch.stack(proj.factors).sum(0)
+                corr = H.mT @ H
+            else:
+                corr = sum(G.mT @ G for G in proj.factors)
+            cov = base + proj.sign * corr
+            return mean, 0.5 * (cov + cov.mT)
+        kxx = [comp.kxx(X) for comp in self.components]
+        base = sum(
+            k if a is None else k - a.square().sum(-2)
+            for k, a in zip(kxx, proj.nystrom, strict=True)
+        )
+        if proj.coupled:  # sum_{c,c'} G_c^T G_c' = ||sum_c G_c||^2 (Appendix C.1)
+            corr = torch.stack(proj.factors).sum(0).square().sum(-2)
+        else:
+            corr = sum(G.square().sum(-2) for G in proj.factors)
+        var = base + proj.sign * corr
+        return mean, self._floor(var, sum(kxx), "variance of the sum")
+
+    def kl(self) -> Tensor:
+        """``KL[q(U) || p(U)]`` at the current parameters."""
+        return self.variational.kl(self.prior_state())
+
+    def elbo(self, X: Tensor, y: Tensor, num_data: int | None = None) -> Tensor:
+        """Evidence lower bound, Eq. 5 (a scalar; not divided by ``n``).
+
+        Args:
+            X: ``(n, d)`` inputs.
+            y: ``(n,)`` targets (``(n, 1)`` accepted).
+            num_data: total number of data points when ``(X, y)`` is a minibatch: the
+                expected log-likelihood is rescaled by ``num_data / n`` (unbiased estimate).
+        """
+        X, y = self._check_data(X, y)
+        state = self.prior_state()
+        kl = self.variational.kl(state)
+        mean, var = self._sum_marginals(X, state)
+        exp_log_lik = self.likelihood.expected(y, mean, var)[0].sum()
+        scale = 1.0 if num_data is None else float(num_data) / X.shape[0]
+        return scale * exp_log_lik - kl
+
+    def log_prior(self) -> Tensor:
+        """Sum of the log densities of the GPyTorch priors registered on hyperparameters."""
+        total = torch.zeros((), dtype=self._ref().dtype, device=self._ref().device)
+        for _, module, prior, closure, _ in self.named_priors():
+            total = total + prior.log_prob(closure(module)).sum()
+        return total
+
+    # --------------------------------------------------------------- prediction
+    def predict_f(self, X: Tensor, full_cov: bool = False) -> tuple[Tensor, Tensor]:
+        """Posterior of the additive predictor ``rho = sum_c f_c`` at ``X (..., n, d)``.
+
+        Returns ``(mean (..., n), var (..., n))`` or ``(mean, cov (..., n, n))``;
+        differentiable with respect to ``X`` and all parameters.
+        """
+        X = self._check_X(X)
+        return self._sum_marginals(X, None, full_cov=full_cov)
+
+    def forward(self, X: Tensor, full_cov: bool = False) -> tuple[Tensor, Tensor]:
+        return self.predict_f(X, full_cov=full_cov)
+
+    def predict_components(self, X: Tensor, joint: bool = False) -> tuple[Tensor, Tensor]:
+        """Posterior of every component ``f_c`` at ``X (..., n, d)`` (Fig. 1).
+
+        Returns:
+            ``means (..., n, C)`` and either ``vars (..., n, C)`` or, with ``joint=True``, the
+            covariance between the components at the same input, ``(..., n, C, C)`` (zero off
+            the diagonal for the mean-field posterior; its sum is the variance of the sum).
+        """
+        X = self._check_X(X)
+        proj = self._project(X, None)
+        means = torch.stack(proj.means, dim=-1)
+        kxx = [comp.kxx(X) for comp in self.components]
+        base = torch.stack(
+            [
+                k if a is None else k - a.square().sum(-2)
+                for k, a in zip(kxx, proj.nystrom, strict=True)
+            ],
+            dim=-1,
+        )
+        prior = torch.stack(kxx, dim=-1)
+        if not joint:
+            own = torch.stack([G.square().sum(-2) for G in proj.factors], dim=-1)
+            return means, self._floor(base + proj.sign * own, prior, "component variance")
+        if proj.coupled:
+            G = torch.stack(proj.factors, dim=-3)  # (..., C, r, n)
+            cross = torch.einsum("...crn,...ern->...nce", G, G)
+        else:
+            cross = torch.diag_embed(torch.stack([G.square().sum(-2) for G in proj.factors], -1))
+        cov = torch.diag_embed(base) + proj.sign * cross
+        diag = cov.diagonal(dim1=-2, dim2=-1)
+        floored = self._floor(diag, prior, "component variance")
+        return means, cov + torch.diag_embed(floored - diag)
+
+    def predict_y(self, X: Tensor) -> Tensor:
+        """Predictive mean of the observations (class-1 probability for Bernoulli)."""
+        mean, var = self.predict_f(X)
+        return self.likelihood.predictive_mean(mean, var)
+
+    def log_predictive(self, X: Tensor, y: Tensor) -> Tensor:
+        """``log ∫ p(y_n | rho) q(rho(x_n)) d rho`` per point (negative NLPD terms)."""
+        X = self._check_X(X, allow_empty=False)
+        mean, var = self._sum_marginals(X)
+        return self.likelihood.predictive_log_prob(y, mean, var)
+
+    # --------------------------------------------------------------------- fit
+    def fit(
+        self,
+        X: Tensor,
+        y: Tensor,
+        num_steps: int = 1000,
+        lr: float = 0.01,
+        batch_size: int | None = None,
+        progress: bool = False,
+        generator: torch.Generator | None = None,
+        callback: Callable[[int, SparseGAM, float], None] | None = None,
+    ) -> list[float]:
+        """Maximise the ELBO (plus hyperparameter log priors) with Adam.
+
+        All parameters with ``requires_grad`` are optimised: variational parameters, kernel
+        hyperparameters, likelihood parameters, and inducing inputs if learnable (freeze any
+        with ``p.requires_grad_(False)``).
+
+        Args:
+            X, y: ``(n, d)`` inputs and ``(n,)`` targets.
+            num_steps: Adam steps.
+            lr: Adam learning rate.
+            batch_size: minibatch size (``None``: full batch); minibatches are drawn without
+                replacement at every step and the ELBO is rescaled by ``n / batch_size``.
+            progress: show a tqdm progress bar.
+            generator: random generator for the minibatches.
+            callback: called as ``callback(step, model, elbo_per_datum)`` after every step.
+
+        Returns:
+            The ELBO per data point (minibatch estimate) after each step's forward pass.
+        """
+        X, y = self._check_data(X, y)
+        n = X.shape[0]
+        if num_steps < 0:
+            raise ValueError(f"SparseGAM.fit: num_steps must be >= 0, got {num_steps}")
+        if batch_size is not None and batch_size < 1:
+            raise ValueError(f"SparseGAM.fit: batch_size must be >= 1, got {batch_size}")
+        params = [p for p in self.parameters() if p.requires_grad]
+        if not params:
+            raise ValueError("SparseGAM.fit: no parameter requires grad")
+        opt = torch.optim.Adam(params, lr=lr)
+        history: list[float] = []
+        self.train()
+        bar = trange(num_steps, disable=not progress, desc=f"SparseGAM[{self.posterior_type}]")
+        for step in bar:
+            if batch_size is None or batch_size >= n:
+                Xb, yb = X, y
+            else:
+                idx = torch.randperm(n, generator=generator, device="cpu")[:batch_size]
+                idx = idx.to(X.device)
+                Xb, yb = X[idx], y[idx]
+            opt.zero_grad(set_to_none=True)
+            objective = (self.elbo(Xb, yb, num_data=n) + self.log_prior()) / n
+            (-objective).backward()
+            opt.step()
+            value = float(objective.detach())
+            history.append(value)
+            if progress and step % 10 == 0:
+                bar.set_postfix(elbo=f"{value:.4f}")
+            if callback is not None:
+                callback(step, self, value)
+        self.eval()
+        return history

@@ -1,0 +1,391 @@
+"""Variational families ``q(U)`` over the stacked inducing variables of a sparse GAM.
+
+Adam, Durrande & John, *Scalable GAM using sparse variational Gaussian processes*:
+
+* :class:`MeanFieldPosterior` -- ``q(U) = prod_c N(m_c, S_c)`` (Saul et al. 2016, section 3.2);
+* :class:`FullCovariancePosterior` -- one joint ``N(m, S)`` with ``S`` of size ``MC x MC``
+  (Adam 2017, section 3.2);
+* :class:`CoupledPrecisionPosterior` -- this paper's Eq. 7,
+  ``Sigma_U^{-1} = K_UU^{-1} + B B^T`` with ``B = [B_1; ...; B_C]`` of size ``MC x R``
+  (``R = M`` in the paper), evaluated with the formulas of Appendix C.
+
+All three share one interface (:class:`VariationalFamily`): :meth:`~VariationalFamily.prepare`
+does the per-call factorisations, :meth:`~VariationalFamily.kl` returns ``KL[q(U) || p(U)]``
+and :meth:`~VariationalFamily.project` maps the cross-covariances ``K_{U_c f_c}`` at the
+inputs to a :class:`Projection`, from which the model reads the posterior of every component
+and of their sum. In the notation of the paper the joint posterior of the component values is
+
+    Sigma_{c c'}(x, x') = delta_{cc'} [k_c(x, x') - a_c(x)^T a_c(x')]
+                          + sign * G_c(x)^T G_{c'}(x')        (only c = c' if not coupled)
+
+with ``a_c = L_c^{-1} K_{U_c f_c}`` the whitened cross-covariance (``K_{U_c U_c} = L_c L_c^T``)
+and ``G_c`` a family-specific factor; the marginal variance of the sum needs
+``||sum_c G_c||^2`` only, which is what makes the coupled families cheap (Appendix C.1).
+
+``whiten=True`` (default) parameterises ``q`` in the coordinates ``v_c = L_c^{-1} U_c``, which
+keeps the variational parameters well scaled while the kernel hyperparameters move. For the
+coupled precision this is the change of variables ``B~_c = L_c^T B_c``, ``m_c = L_c^T alpha_c``,
+under which Appendix C holds verbatim with ``K_{U_c U_c} -> I`` and ``K_{U_c f} -> a_c``.
+``whiten=False`` uses the paper's own parameterisation (``q(U) = N(K_UU alpha, Sigma_UU)``, no
+Cholesky of ``K_UU`` needed for the coupled precision).
+
+Costs (N points, C components of M inducing points, rank R = M), as in Table 1: mean field
+KL ``O(C M^3)``, expectation ``O(C M^3 + N C M^2)``; full covariance KL ``O(C^3 M^3)``,
+expectation ``O(N C^2 M^2)``; coupled precision KL ``O(C M^3)``, expectation
+``O(C M^3 + N C M^2)`` -- one ``M x M`` Cholesky of ``A`` and, because
+``sum_{c,c'} G_c^T G_{c'} = ||sum_c G_c||^2``, a cost *linear* in ``C`` for the marginals of the
+sum (the paper's Table 1 states the looser ``O(N C^2 M^2)`` of the double sum of C.1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import torch
+from torch import Tensor, nn
+
+from bo_ncgp.linalg import stable_cholesky
+
+__all__ = [
+    "CoupledPrecisionPosterior",
+    "FullCovariancePosterior",
+    "MeanFieldPosterior",
+    "Projection",
+    "VariationalFamily",
+    "VariationalState",
+]
+
+
+def _solve_lower(L: Tensor, B: Tensor) -> Tensor:
+    """``L^{-1} B`` for lower-triangular ``L`` (broadcast over the batch dims of ``B``)."""
+    return torch.linalg.solve_triangular(L, B, upper=False)
+
+
+def _whitened_gaussian_kl(mean: Tensor, chol: Tensor) -> Tensor:
+    """``KL[N(m, R R^T) || N(0, I)]`` for lower-triangular ``R``."""
+    diag = chol.diagonal(dim1=-2, dim2=-1)
+    return 0.5 * (
+        chol.square().sum() + mean.square().sum() - diag.numel() - 2.0 * diag.abs().log().sum()
+    )
+
+
+@dataclass
+class VariationalState:
+    """Per-call factorisations shared by :meth:`VariationalFamily.kl` and ``project``.
+
+    Attributes:
+        Kuu: ``K_{U_c U_c}`` per component.
+        chol: lower Cholesky factors ``L_c`` of ``Kuu`` (``None`` if the family needs none).
+        extra: family-specific cached quantities.
+    """
+
+    Kuu: list[Tensor]
+    chol: list[Tensor] | None
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass
+class Projection:
+    """Posterior of the components at inputs ``X (..., n, d)`` (see module docstring).
+
+    Attributes:
+        means: per component, the posterior mean ``(..., n)``.
+        nystrom: per component ``a_c (..., M_c, n)`` whose ``a_c^T a_c`` is subtracted from the
+            prior covariance, or ``None`` when the family's covariance has no such term.
+        factors: per component ``G_c (..., r_c, n)``.
+        sign: ``+1`` (covariance added) or ``-1`` (subtracted).
+        coupled: whether ``G_c^T G_{c'}`` couples different components (all ``r_c`` equal).
+    """
+
+    means: list[Tensor]
+    nystrom: list[Tensor | None]
+    factors: list[Tensor]
+    sign: float
+    coupled: bool
+
+
+class VariationalFamily(nn.Module):
+    """Base class of the three families (module docstring).
+
+    Args:
+        sizes: ``M_c`` of every component.
+        whiten: parameterise in whitened coordinates ``v_c = L_c^{-1} U_c``.
+        dtype, device: of the variational parameters.
+    """
+
+    #: name used by :class:`~bo_ncgp.models.gam.SparseGAM`'s ``posterior`` argument
+    name: ClassVar[str] = ""
+    #: ``+1`` if the family adds ``G^T G`` to the conditional prior, ``-1`` if it subtracts it
+    sign: ClassVar[float] = 1.0
+    #: whether the factors couple different components
+    coupled: ClassVar[bool] = False
+
+    def __init__(
+        self,
+        sizes: Sequence[int],
+        whiten: bool = True,
+        dtype: torch.dtype | None = None,
+        device: torch.device | None = None,
+    ) -> None:
+        super().__init__()
+        sizes = [int(s) for s in sizes]
+        if not sizes or min(sizes) < 1:
+            raise ValueError(f"{type(self).__name__}: need at least one component with M >= 1")
+        self.sizes = sizes
+        self.whiten = bool(whiten)
+        self._factory = {"dtype": dtype or torch.get_default_dtype(), "device": device}
+
+    @property
+    def num_components(self) -> int:
+        return len(self.sizes)
+
+    @property
+    def offsets(self) -> list[int]:
+        """Start of component ``c`` in the stacked ``U`` (and ``offsets[-1] = sum_c M_c``)."""
+        out = [0]
+        for s in self.sizes:
+            out.append(out[-1] + s)
+        return out
+
+    @property
+    def needs_cholesky(self) -> bool:
+        """Whether :meth:`prepare` needs the Cholesky factors of ``K_{U_c U_c}``."""
+        return True
+
+    def initialize_from_prior(self, Kuu: Sequence[Tensor]) -> None:
+        """Set ``q(U) = p(U)`` (zero mean, prior covariance); ``Kuu`` used if not whitened."""
+        raise NotImplementedError
+
+    def prepare(self, Kuu: list[Tensor], chol: list[Tensor] | None) -> VariationalState:
+        """Factorisations needed by :meth:`kl` and :meth:`project` (once per call)."""
+        return VariationalState(Kuu=Kuu, chol=chol)
+
+    def kl(self, state: VariationalState) -> Tensor:
+        """``KL[q(U) || p(U)]`` (Eq. 5)."""
+        raise NotImplementedError
+
+    def project(self, state: VariationalState, Kux: list[Tensor]) -> Projection:
+        """Posterior of the components at the inputs behind ``Kux`` (``(..., M_c, n)`` each)."""
+        raise NotImplementedError
+
+    # ---------------------------------------------------------------- helpers
+    def _whitened_cross(self, state: VariationalState, Kux: list[Tensor]) -> list[Tensor]:
+        """``a_c = L_c^{-1} K_{U_c f_c}``."""
+        assert state.chol is not None
+        return [_solve_lower(L, K) for L, K in zip(state.chol, Kux, strict=True)]
+
+    def _new(self, *shape: int) -> Tensor:
+        return torch.zeros(*shape, **self._factory)
+
+    def extra_repr(self) -> str:
+        return f"sizes={self.sizes}, whiten={self.whiten}"
+
+
+class MeanFieldPosterior(VariationalFamily):
+    """``q(U) = prod_c N(U_c | m_c, S_c)``, ``S_c = R_c R_c^T`` (Saul et al. 2016).
+
+    Parameters ``mean[c]`` ``(M_c,)`` and the lower triangle of ``chol[c]`` ``(M_c, M_c)``
+    (whitened coordinates if ``whiten``).
+
+    Example:
+        >>> q = MeanFieldPosterior([3, 4])
+        >>> q.initialize_from_prior([torch.eye(3), torch.eye(4)])
+    """
+
+    name = "mean_field"
+    sign = 1.0
+    coupled = False
+
+    def __init__(self, sizes, whiten=True, dtype=None, device=None) -> None:
+        super().__init__(sizes, whiten, dtype, device)
+        self.mean = nn.ParameterList([nn.Parameter(self._new(m)) for m in self.sizes])
+        self.chol = nn.ParameterList(
+            [nn.Parameter(torch.eye(m, **self._factory)) for m in self.sizes]
+        )
+
+    @torch.no_grad()
+    def initialize_from_prior(self, Kuu: Sequence[Tensor]) -> None:
+        for c, m in enumerate(self.sizes):
+            self.mean[c].zero_()
+            if self.whiten:
+                self.chol[c].copy_(torch.eye(m, dtype=self.chol[c].dtype))
+            else:
+                self.chol[c].copy_(stable_cholesky(Kuu[c], name=f"K_uu of component {c}"))
+
+    def _whitened_q(self, state: VariationalState, c: int) -> tuple[Tensor, Tensor]:
+        """``(m~_c, R~_c)`` with ``q(v_c) = N(m~_c, R~_c R~_c^T)``, ``v_c = L_c^{-1} U_c``."""
+        m, R = self.mean[c], torch.tril(self.chol[c])
+        if self.whiten:
+            return m, R
+        L = state.chol[c]
+        return _solve_lower(L, m.unsqueeze(-1)).squeeze(-1), _solve_lower(L, R)
+
+    def kl(self, state: VariationalState) -> Tensor:
+        return sum(
+            _whitened_gaussian_kl(*self._whitened_q(state, c)) for c in range(self.num_components)
+        )
+
+    def project(self, state: VariationalState, Kux: list[Tensor]) -> Projection:
+        a = self._whitened_cross(state, Kux)
+        means, factors = [], []
+        for c, a_c in enumerate(a):
+            m, R = self._whitened_q(state, c)
+            means.append((m.unsqueeze(-1) * a_c).sum(-2))  # K_fu K_uu^{-1} mu_u
+            factors.append(R.mT @ a_c)  # G_c = R~_c^T a_c
+        return Projection(means, list(a), factors, self.sign, self.coupled)
+
+
+class FullCovariancePosterior(VariationalFamily):
+    """One joint ``q(U) = N(m, S)``, ``S = R R^T`` of size ``MC x MC`` (Adam 2017).
+
+    Parameters ``mean`` ``(sum_c M_c,)`` and the lower triangle of ``chol``.
+
+    Example:
+        >>> q = FullCovariancePosterior([3, 4])
+        >>> q.chol.shape
+        torch.Size([7, 7])
+    """
+
+    name = "full"
+    sign = 1.0
+    coupled = True
+
+    def __init__(self, sizes, whiten=True, dtype=None, device=None) -> None:
+        super().__init__(sizes, whiten, dtype, device)
+        total = sum(self.sizes)
+        self.mean = nn.Parameter(self._new(total))
+        self.chol = nn.Parameter(torch.eye(total, **self._factory))
+
+    @torch.no_grad()
+    def initialize_from_prior(self, Kuu: Sequence[Tensor]) -> None:
+        self.mean.zero_()
+        if self.whiten:
+            self.chol.copy_(torch.eye(self.chol.shape[0], dtype=self.chol.dtype))
+        else:
+            self.chol.copy_(
+                torch.block_diag(
+                    *[stable_cholesky(K, name=f"K_uu of component {c}") for c, K in enumerate(Kuu)]
+                )
+            )
+
+    def prepare(self, Kuu: list[Tensor], chol: list[Tensor] | None) -> VariationalState:
+        state = VariationalState(Kuu=Kuu, chol=chol)
+        m, R = self.mean, torch.tril(self.chol)
+        if not self.whiten:  # v = blockdiag(L)^{-1} U: R~ stays lower triangular
+            o = self.offsets
+            m = torch.cat(
+                [_solve_lower(L, m[o[c] : o[c + 1], None])[:, 0] for c, L in enumerate(chol)]
+            )
+            R = torch.cat([_solve_lower(L, R[o[c] : o[c + 1]]) for c, L in enumerate(chol)])
+        state.extra["m"], state.extra["R"] = m, R
+        return state
+
+    def kl(self, state: VariationalState) -> Tensor:
+        return _whitened_gaussian_kl(state.extra["m"], state.extra["R"])
+
+    def project(self, state: VariationalState, Kux: list[Tensor]) -> Projection:
+        a = self._whitened_cross(state, Kux)
+        m, R, o = state.extra["m"], state.extra["R"], self.offsets
+        means, factors = [], []
+        for c, a_c in enumerate(a):
+            means.append((m[o[c] : o[c + 1], None] * a_c).sum(-2))
+            factors.append(R[o[c] : o[c + 1]].mT @ a_c)  # (MC, n): O(N C M^2) per component
+        return Projection(means, list(a), factors, self.sign, self.coupled)
+
+
+class CoupledPrecisionPosterior(VariationalFamily):
+    """``q(U) = N(K_UU alpha, (K_UU^{-1} + B B^T)^{-1})`` (Eq. 7, Appendix C).
+
+    Args:
+        sizes: ``M_c`` of every component.
+        rank: number of columns ``R`` of ``B`` (default ``max_c M_c``: the paper's ``M``).
+        whiten: parameterise ``(m, B~) = (L^T alpha, L^T B)`` (module docstring).
+        init_scale: standard deviation of the random initial ``B`` (``B = 0``, i.e. ``q`` =
+            prior, is a stationary point of the ELBO in ``B``, so ``B`` starts small and random).
+
+    Parameters ``mean[c]`` (``alpha_c`` when not whitened) and ``B[c]`` of shape ``(M_c, R)``.
+
+    Example:
+        >>> q = CoupledPrecisionPosterior([3, 4], rank=2)
+        >>> q.B[1].shape
+        torch.Size([4, 2])
+    """
+
+    name = "coupled_precision"
+    sign = -1.0
+    coupled = True
+
+    def __init__(
+        self, sizes, rank=None, whiten=True, dtype=None, device=None, init_scale=1e-2
+    ) -> None:
+        super().__init__(sizes, whiten, dtype, device)
+        self.rank = int(rank) if rank is not None else max(self.sizes)
+        if self.rank < 1:
+            raise ValueError(f"CoupledPrecisionPosterior: rank must be >= 1, got {rank}")
+        self.init_scale = float(init_scale)
+        self.mean = nn.ParameterList([nn.Parameter(self._new(m)) for m in self.sizes])
+        self.B = nn.ParameterList(
+            [
+                nn.Parameter(self.init_scale * torch.randn(m, self.rank, **self._factory))
+                for m in self.sizes
+            ]
+        )
+
+    @property
+    def needs_cholesky(self) -> bool:
+        return self.whiten
+
+    @torch.no_grad()
+    def initialize_from_prior(self, Kuu: Sequence[Tensor]) -> None:
+        for c, m in enumerate(self.sizes):
+            self.mean[c].zero_()
+            scale = self.init_scale
+            if not self.whiten:  # B~ = L^T B has scale init_scale: B ~ init_scale / sqrt(k)
+                scale = scale / float(Kuu[c].diagonal().mean().clamp_min(1e-12).sqrt())
+            self.B[c].copy_(scale * torch.randn(m, self.rank, dtype=self.B[c].dtype))
+
+    def prepare(self, Kuu: list[Tensor], chol: list[Tensor] | None) -> VariationalState:
+        state = VariationalState(Kuu=Kuu, chol=chol)
+        B = list(self.B)
+        KB = B if self.whiten else [K @ Bc for K, Bc in zip(Kuu, B, strict=True)]
+        A = torch.eye(self.rank, dtype=B[0].dtype, device=B[0].device)
+        for Bc, KBc in zip(B, KB, strict=True):
+            A = A + Bc.mT @ KBc  # A = I + B^T K_UU B (Appendix C.3), O(C M^3)
+        LA = stable_cholesky(A, name="A = I + B^T K_UU B")
+        state.extra["LA"] = LA
+        state.extra["W"] = [_solve_lower(LA, Bc.mT) for Bc in B]  # L_A^{-1} B_c^T (C.1)
+        state.extra["KB"] = KB
+        return state
+
+    def kl(self, state: VariationalState) -> Tensor:
+        # Appendix C.3: KL = 1/2 [log|A| + alpha^T K_UU alpha - sum_c tr(B_c A^{-1} B_c^T K_cc)]
+        LA, W = state.extra["LA"], state.extra["W"]
+        logdet_A = 2.0 * LA.diagonal().log().sum()
+        quad, trace = 0.0, 0.0
+        for c, (m, Wc) in enumerate(zip(self.mean, W, strict=True)):
+            if self.whiten:
+                quad = quad + m.square().sum()
+                trace = trace + Wc.square().sum()  # tr(B~ A^{-1} B~^T)
+            else:
+                K = state.Kuu[c]
+                quad = quad + m @ (K @ m)
+                trace = trace + ((Wc @ K) * Wc).sum()  # tr(W_c K_cc W_c^T)
+        return 0.5 * (logdet_A + quad - trace)
+
+    def project(self, state: VariationalState, Kux: list[Tensor]) -> Projection:
+        W = state.extra["W"]
+        cross = self._whitened_cross(state, Kux) if self.whiten else Kux
+        means, factors = [], []
+        for m, Wc, Kc in zip(self.mean, W, cross, strict=True):
+            means.append((m.unsqueeze(-1) * Kc).sum(-2))  # mu_c = K_{f_c U_c} alpha_c (C.3)
+            factors.append(Wc @ Kc)  # L_A^{-1} B_c^T K_{U_c f_c} (C.1), O(N M R)
+        # Sigma_{cc'} = delta_{cc'} k_c - G_c^T G_c' (C.1): the Nystrom terms cancel
+        return Projection(means, [None] * len(means), factors, self.sign, self.coupled)
+
+
+FAMILIES: dict[str, type[VariationalFamily]] = {
+    cls.name: cls
+    for cls in (MeanFieldPosterior, CoupledPrecisionPosterior, FullCovariancePosterior)
+}
