@@ -1,0 +1,169 @@
+"""Belief over the representer weights and its update (IterGP's probabilistic linear solver).
+
+Tatzel et al., Algorithm 2, lines 8 and 11-16 (after Wenger et al. 2022, "Posterior and
+computational uncertainty in Gaussian processes"): the solver's belief about the solution
+``v = K_hat^{-1}(y_hat - m)`` is summarised by the approximate precision matrix
+``C_j = S_j (S_j^T K_hat S_j)^{-1} S_j^T`` (Eq. 10), stored through its low-rank root
+``C_j = Q_j Q_j^T``, and the estimate ``v_j = C_j (y_hat - m)``. They give the posterior
+
+    m_{i,j}(.) = m(.) + K(., X) v_j                                             (Eq. 8)
+    K_{i,j}(., .) = K(., .) - K(., X) C_j K(X, .)                                (Eq. 9)
+
+We also keep ``K Q_j`` and ``K v_j`` so that residuals and the Newton update
+``f_{i+1} = m + K v_j`` (Algorithm 1, line 9) need no further products with ``K``.
+
+Numerics: ``d_j = s_j - C_{j-1} K_hat s_j`` (line 12) is a Gram-Schmidt step in the
+``K_hat`` inner product; it is repeated once ("twice is enough") to keep ``Q^T K_hat Q = I``
+in finite precision, and ``eta_j = d_j^T K_hat d_j`` and ``alpha_j = d_j^T r_{j-1}`` are used,
+which equal the paper's ``z_j^T d_j`` and ``s_j^T r_{j-1}`` in exact arithmetic. An action that
+adds (numerically) almost nothing new (``eta_j <= sqrt(eps) s_j^T K_hat s_j``: less than about
+1e-4 of its K_hat-norm lies outside the span of the earlier actions in float64) leaves the
+belief unchanged and is reported as ``accepted = False``; normalising such a direction would
+amplify round-off and destroy ``Q^T K_hat Q = I``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+from torch import Tensor
+
+from bo_ncgp.models.iterncgp.operators import inner
+
+__all__ = ["Belief", "BeliefUpdate", "ColumnBuffer"]
+
+
+class _Problem(Protocol):
+    def noise_matmul(self, V: Tensor) -> Tensor: ...
+
+    def project(self, V: Tensor) -> Tensor: ...
+
+
+class ColumnBuffer:
+    """A ``(*b, C, n, k)`` matrix that grows by columns without re-allocating every time.
+
+    Example:
+        >>> buf = ColumnBuffer(torch.zeros(2, 3, 0))
+        >>> buf.append(torch.ones(2, 3, 1)); buf.data.shape
+        torch.Size([2, 3, 1])
+    """
+
+    def __init__(self, data: Tensor, extra: int = 16) -> None:
+        self._store = data.new_zeros(*data.shape[:-1], data.shape[-1] + max(1, extra))
+        self._store[..., : data.shape[-1]] = data
+        self._k = data.shape[-1]
+
+    @property
+    def data(self) -> Tensor:
+        """The columns appended so far (a view: later appends do not change it)."""
+        return self._store[..., : self._k]
+
+    @property
+    def size(self) -> int:
+        return self._k
+
+    def append(self, col: Tensor) -> None:
+        """Append ``col`` of shape ``(*b, C, n, 1)``."""
+        if self._k == self._store.shape[-1]:
+            grown = self._store.new_zeros(*self._store.shape[:-1], 2 * self._k + 8)
+            grown[..., : self._k] = self._store[..., : self._k]
+            self._store = grown
+        self._store[..., self._k : self._k + 1] = col
+        self._k += 1
+
+
+@dataclass
+class BeliefUpdate:
+    """Diagnostics of one belief update (Algorithm 2, lines 8 and 13)."""
+
+    alpha: Tensor  # (*b,) observation alpha_j = s_j^T r_{j-1}
+    eta: Tensor  # (*b,) normalisation eta_j
+    accepted: Tensor  # (*b,) bool: the action added a new direction
+
+
+class Belief:
+    """Gaussian belief over the representer weights, ``C_j = Q Q^T``, ``v_j = C_j (y_hat - m)``.
+
+    Args:
+        Q: root of the precision approximation, ``(*b, C, n, B)``.
+        KQ: ``K Q``.
+        rhs: ``y_hat - m``, ``(*b, C, n, 1)``.
+        capacity: columns reserved for later updates.
+
+    Example:
+        >>> b = torch.randn(1, 4, 1)
+        >>> Q = torch.zeros(1, 4, 0)
+        >>> belief = Belief(Q, Q, b)
+        >>> belief.v.abs().max()  # no actions yet: v_0 = C_0 b = 0
+        tensor(0.)
+    """
+
+    def __init__(self, Q: Tensor, KQ: Tensor, rhs: Tensor, capacity: int = 16) -> None:
+        self._Q = ColumnBuffer(Q, capacity)
+        self._KQ = ColumnBuffer(KQ, capacity)
+        # Alg. 2, line 3: consistent initial iterate v_0 = C_0 (y_hat - m) = Q_0 (Q_0^T b)
+        w = inner(Q, rhs)  # (*b, B, 1)
+        self.v = Q @ w
+        self.Kv = KQ @ w
+
+    @property
+    def Q(self) -> Tensor:
+        """Root of ``C_j``: ``(*b, C, n, B)``."""
+        return self._Q.data
+
+    @property
+    def KQ(self) -> Tensor:
+        return self._KQ.data
+
+    @property
+    def rank(self) -> int:
+        """Number of columns of ``Q`` (an upper bound on the rank of ``C_j``)."""
+        return self._Q.size
+
+    def precision_matmul(self, V: Tensor) -> Tensor:
+        """``C_j V = Q (Q^T V)``."""
+        return self.Q @ inner(self.Q, V)
+
+    def update(
+        self,
+        s: Tensor,
+        t: Tensor,
+        residual: Tensor,
+        problem: _Problem,
+        eps: float | None = None,
+    ) -> BeliefUpdate:
+        """Condition the belief on the observation ``alpha = s^T r`` (Alg. 2, lines 8, 11-16).
+
+        Args:
+            s: action ``(*b, C, n, 1)``.
+            t: ``K s`` (line 9).
+            residual: ``r_{j-1}``.
+            problem: supplies ``W^{-1}`` products.
+            eps: relative threshold on ``eta_j`` below which the action is rejected
+                (default ``sqrt(machine epsilon)``).
+        """
+        eps = torch.finfo(s.dtype).eps ** 0.5 if eps is None else eps
+        Q, KQ = self.Q, self.KQ
+        z = t + problem.noise_matmul(s)  # line 11: z = K_hat s
+        sz = inner(s, z)[..., 0, 0]
+        d, Kd = s, t
+        Khat_d = z
+        for _ in range(2):  # line 12, repeated once for stability
+            c = inner(Q, Khat_d)  # (*b, B, 1)
+            d = d - Q @ c
+            Kd = Kd - KQ @ c
+            Khat_d = Kd + problem.noise_matmul(d)
+        eta = inner(d, Khat_d)[..., 0, 0]  # line 13
+        alpha = inner(d, residual)[..., 0, 0]  # line 8 (= s^T r_{j-1})
+        accepted = eta > eps * sz.abs()
+        safe = torch.where(accepted, eta, torch.ones_like(eta))
+        scale = torch.where(accepted, safe.rsqrt(), torch.zeros_like(eta))[..., None, None, None]
+        step = torch.where(accepted, alpha / safe, torch.zeros_like(alpha))[..., None, None, None]
+        if bool(accepted.any()):
+            self._Q.append(scale * d)  # line 14 (zero columns where rejected)
+            self._KQ.append(scale * Kd)
+            self.v = self.v + step * d  # line 16
+            self.Kv = self.Kv + step * Kd
+        return BeliefUpdate(alpha=alpha, eta=eta, accepted=accepted)

@@ -1,0 +1,557 @@
+"""IterNCGP: computation-aware Laplace inference for non-conjugate GPs.
+
+Tatzel, Wenger, Schneider & Hennig, "Accelerating Non-Conjugate Gaussian Processes By Trading
+Off Computation For Uncertainty". The model runs Newton's method on the log posterior as a
+sequence of GP regressions (Algorithm 1, :mod:`.newton`), each solved approximately by IterGP
+(Algorithm 2, :mod:`.itergp`) with recycled, optionally compressed actions (Algorithm 3,
+:mod:`.recycling`). Its posterior ``GP(m_ij, K_ij)`` (Eqs. 8-9) contains the *computational
+uncertainty* of stopping the solver early: with few iterations the variance stays close to the
+prior; with unit-vector actions run to ``N C`` iterations it is the exact Laplace
+approximation.
+
+Shapes (C = ``likelihood.num_latents``):
+
+* ``fit(X, y)``: ``X`` ``(n, d)``, ``y`` ``(*b, n)`` (leading batch dimensions allowed).
+* ``predict_f(X)``: ``X`` ``(..., m, d)``. Scalar likelihoods: mean ``(..., m)``, var ``(..., m)``,
+  cov ``(..., m, m)``. Multi-class (C > 1): mean ``(..., m, C)``, var ``(..., m, C)`` and, with
+  ``full_cov=True``, the per-class covariances ``(..., C, m, m)`` (the cross-class covariances
+  that the Laplace posterior also has are returned per point by :meth:`predict_f_joint`).
+  A model with batch shape ``*b`` (batched targets, fantasies) broadcasts ``*b`` against ``...``.
+
+Multi-class models use C latent GPs that are independent a priori: a kernel without batch
+shape is shared by all of them, a kernel with ``batch_shape == (C,)`` gives each its own
+hyperparameters. Hyperparameters are fixed during ``fit`` (as in the paper).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+import warnings
+from collections.abc import Callable
+from typing import Literal, NamedTuple
+
+import gpytorch
+import torch
+from torch import Tensor
+
+from bo_ncgp.likelihoods import Bernoulli, Likelihood, Poisson, Softmax
+from bo_ncgp.linalg import NumericalWarning
+from bo_ncgp.models.iterncgp.belief import Belief
+from bo_ncgp.models.iterncgp.newton import LaplaceState, NewtonConfig, newton_laplace
+from bo_ncgp.models.iterncgp.operators import LatentKernelOperator, _check_kernel
+from bo_ncgp.models.iterncgp.policies import Policy, make_policy
+from bo_ncgp.models.iterncgp.problem import PseudoRegressionProblem
+
+__all__ = ["IterNCGP", "RatePrediction"]
+
+Callback = Callable[[int, int, float, "IterNCGP"], bool | None]
+
+
+class RatePrediction(NamedTuple):
+    """Monte-Carlo summary of the Poisson rate ``exp(f)`` at test inputs (Sec. C.2)."""
+
+    mean: Tensor
+    median: Tensor
+    lower: Tensor
+    upper: Tensor
+
+
+class _Clock:
+    """Wall-clock that excludes the time spent in callbacks."""
+
+    def __init__(self) -> None:
+        self.start = time.perf_counter()
+        self.paused = 0.0
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.start - self.paused
+
+    def run_excluded(self, fn: Callable[[], bool | None]) -> bool | None:
+        t = time.perf_counter()
+        try:
+            return fn()
+        finally:
+            self.paused += time.perf_counter() - t
+
+
+class IterNCGP(torch.nn.Module):
+    """Computation-aware Laplace approximation of a GP with a non-Gaussian likelihood.
+
+    Args:
+        kernel: GPyTorch kernel (batch shape ``()`` shared, or ``(C,)`` per latent function).
+        likelihood: a :mod:`bo_ncgp.likelihoods` likelihood (Bernoulli, Binomial, Poisson,
+            Gaussian, Softmax(C)).
+        policy: ``"cg"`` (residual actions), ``"unit_vector"`` (data order) or a
+            :class:`~bo_ncgp.models.iterncgp.policies.Policy` instance (e.g.
+            ``UnitVectorPolicy(permutation)``).
+        max_solver_iters_per_step: IterGP iterations per Newton step (products with ``K``);
+            None: until the residual tolerance is met.
+        max_newton_steps: Newton steps (outer iterations).
+        recycle: carry the actions ``S`` and ``T = K S`` across Newton steps (Sec. 3.3).
+        compression_rank: ``R`` of the virtual solver run (Sec. 3.4; None: no compression).
+        tol: outer tolerance ``delta`` on the relative change of ``f - m`` (Sec. B.2).
+        solver_rtol, solver_atol: inner tolerances on ``||r_j||`` (Sec. B.2).
+        backend: :class:`~bo_ncgp.linalg.KernelOperator` backend for products with ``K``.
+        mean: optional GPyTorch mean module (default: zero mean).
+
+    Example:
+        >>> from bo_ncgp.likelihoods import Bernoulli
+        >>> X = torch.linspace(0, 1, 30).unsqueeze(-1)
+        >>> y = (X[:, 0] > 0.5).double()
+        >>> model = IterNCGP(gpytorch.kernels.RBFKernel(), Bernoulli(), policy="cg",
+        ...                  max_solver_iters_per_step=5).fit(X, y)
+        >>> mean, var = model.predict_f(X[:3])
+        >>> mean.shape, bool((var > 0).all())
+        (torch.Size([3]), True)
+    """
+
+    def __init__(
+        self,
+        kernel: gpytorch.kernels.Kernel,
+        likelihood: Likelihood,
+        policy: str | Policy = "cg",
+        max_solver_iters_per_step: int | None = 10,
+        max_newton_steps: int = 20,
+        recycle: bool = True,
+        compression_rank: int | None = None,
+        tol: float = 1e-2,
+        solver_rtol: float = 1e-5,
+        solver_atol: float = 1e-5,
+        backend: Literal["auto", "dense", "chunked", "keops"] = "auto",
+        mean: gpytorch.means.Mean | None = None,
+    ) -> None:
+        super().__init__()
+        if not isinstance(kernel, gpytorch.kernels.Kernel):
+            raise ValueError(f"IterNCGP: kernel must be a gpytorch Kernel, got {type(kernel)}")
+        if not isinstance(likelihood, Likelihood):
+            raise ValueError(
+                f"IterNCGP: likelihood must be a bo_ncgp.likelihoods Likelihood, got "
+                f"{type(likelihood)}"
+            )
+        _check_kernel(kernel, likelihood.num_latents)
+        if max_solver_iters_per_step is not None and int(max_solver_iters_per_step) < 0:
+            raise ValueError(
+                f"IterNCGP: max_solver_iters_per_step must be >= 0 or None, got "
+                f"{max_solver_iters_per_step}"
+            )
+        if int(max_newton_steps) < 1:
+            raise ValueError(f"IterNCGP: max_newton_steps must be >= 1, got {max_newton_steps}")
+        if compression_rank is not None and int(compression_rank) < 0:
+            raise ValueError(
+                f"IterNCGP: compression_rank must be >= 0 or None, got {compression_rank}"
+            )
+        if tol < 0 or solver_rtol < 0 or solver_atol < 0:
+            raise ValueError("IterNCGP: tolerances must be non-negative")
+        if backend not in ("auto", "dense", "chunked", "keops"):
+            raise ValueError(
+                f"IterNCGP: unknown backend {backend!r}; use 'auto', 'dense', 'chunked' or 'keops'"
+            )
+        self.kernel = kernel
+        self.likelihood = likelihood
+        self.mean_module = mean if mean is not None else gpytorch.means.ZeroMean()
+        self.policy = make_policy(policy)
+        self.config = NewtonConfig(
+            max_newton_steps=int(max_newton_steps),
+            max_solver_iters=None
+            if max_solver_iters_per_step is None
+            else int(max_solver_iters_per_step),
+            tol=float(tol),
+            solver_atol=float(solver_atol),
+            solver_rtol=float(solver_rtol),
+            recycle=bool(recycle),
+            compression_rank=None if compression_rank is None else int(compression_rank),
+        )
+        self.backend = backend
+        self._reset_state()
+
+    # ------------------------------------------------------------------ state
+    def _reset_state(self) -> None:
+        self._X: Tensor | None = None
+        self._y: Tensor | None = None
+        self._K: LatentKernelOperator | None = None
+        self._m: Tensor | None = None
+        self._state: LaplaceState | None = None
+        self._belief: Belief | None = None
+        self._fitted_policy: Policy | None = None
+        self.history: list = []
+        self.num_solver_iters = 0
+        self.fit_seconds = 0.0
+
+    @property
+    def num_latents(self) -> int:
+        """C, the number of latent functions."""
+        return self.likelihood.num_latents
+
+    @property
+    def train_inputs(self) -> Tensor | None:
+        return self._X
+
+    @property
+    def train_targets(self) -> Tensor | None:
+        return self._y
+
+    @property
+    def batch_shape(self) -> torch.Size:
+        """Batch shape of the targets (fantasies), ``()`` for a plain model."""
+        self._require_fit()
+        return self._y.shape[:-1]
+
+    @property
+    def is_fitted(self) -> bool:
+        return self._belief is not None
+
+    def _require_fit(self) -> None:
+        if self._belief is None:
+            raise RuntimeError("IterNCGP: call fit(X, y) before predicting or conditioning")
+
+    # ------------------------------------------------------------- validation
+    def _check_inputs(self, X: Tensor, name: str = "X", train: bool = True) -> Tensor:
+        if not isinstance(X, Tensor):
+            raise ValueError(f"IterNCGP: {name} must be a torch.Tensor, got {type(X)}")
+        if not X.is_floating_point():
+            raise ValueError(f"IterNCGP: {name} must be a floating-point tensor, got {X.dtype}")
+        if train and X.dim() != 2:
+            raise ValueError(f"IterNCGP: {name} must have shape (n, d), got {tuple(X.shape)}")
+        if X.dim() < 2:
+            raise ValueError(f"IterNCGP: {name} must have shape (..., n, d), got {tuple(X.shape)}")
+        if train and X.shape[-2] == 0:
+            raise ValueError(f"IterNCGP: {name} is empty (no data points)")
+        if self._X is not None and X.shape[-1] != self._X.shape[-1]:
+            raise ValueError(
+                f"IterNCGP: {name} has {X.shape[-1]} input dimensions, the training inputs "
+                f"have {self._X.shape[-1]}"
+            )
+        if not torch.isfinite(X).all():
+            raise ValueError(f"IterNCGP: {name} contains NaN or inf")
+        return X
+
+    def _check_targets(self, y: Tensor, X: Tensor, name: str = "y") -> Tensor:
+        if not isinstance(y, Tensor):
+            y = torch.as_tensor(y)
+        if y.dim() == 0 or y.shape[-1] != X.shape[-2]:
+            raise ValueError(
+                f"IterNCGP: {name} must have shape (*b, n) with n = {X.shape[-2]} points (the "
+                f"rows of X), got {tuple(y.shape)}"
+            )
+        self.likelihood.check_targets(y)  # labels / counts / NaN, raises ValueError
+        y = y.to(device=X.device)
+        if not isinstance(self.likelihood, Softmax):
+            y = y.to(dtype=X.dtype)
+        return y
+
+    def _prior_mean(self, X: Tensor) -> Tensor:
+        """``m(X)`` as ``(..., 1|C, n)``."""
+        m = self.mean_module(X.unsqueeze(-3))
+        return m.to(dtype=X.dtype)
+
+    # -------------------------------------------------------------------- fit
+    def fit(self, X: Tensor, y: Tensor, callback: Callback | None = None) -> IterNCGP:
+        """Run IterNCGP (Algorithm 1) on ``(X, y)`` from the prior mean.
+
+        Args:
+            X: ``(n, d)`` training inputs.
+            y: ``(*b, n)`` targets (labels for classifiers, counts for Poisson/Binomial).
+            callback: ``callback(newton_step, solver_iter, elapsed_seconds, model)``, called
+                after the initial belief of every Newton step (``solver_iter = 0``) and after
+                every solver iteration; ``model`` predicts with the current belief.
+                ``elapsed_seconds`` excludes the time spent in callbacks. Returning True stops
+                the fit (the model keeps the current belief).
+
+        Returns:
+            self.
+        """
+        X = self._check_inputs(X)
+        y = self._check_targets(y, X)
+        self._reset_state()
+        self._X, self._y = X, y
+        self._K = LatentKernelOperator(self.kernel, X, self.num_latents, self.backend)
+        with torch.no_grad():
+            self._m = self._prior_mean(X).unsqueeze(-1)  # (1|C, n, 1)
+            C, n = self.num_latents, X.shape[-2]
+            f0 = self._m.expand(*y.shape[:-1], C, n, 1)
+            policy = copy.deepcopy(self.policy)
+            self._run(f0, policy, self.config, None, None, callback)
+        return self
+
+    def _run(
+        self,
+        f0: Tensor,
+        policy: Policy,
+        config: NewtonConfig,
+        S: Tensor | None,
+        T: Tensor | None,
+        callback: Callback | None,
+    ) -> None:
+        clock = _Clock()
+        total = [0]
+
+        def hook(i: int, j: int, belief: Belief, problem: PseudoRegressionProblem) -> bool:
+            if j > 0:
+                total[0] += 1
+            self._belief = belief
+            self.num_solver_iters = total[0]
+            if callback is None:
+                return False
+            self.fit_seconds = clock.elapsed()
+            return bool(clock.run_excluded(lambda: callback(i, j, self.fit_seconds, self)))
+
+        state = newton_laplace(
+            self._K, self.likelihood, self._y, self._m, f0, policy, config, S, T, hook
+        )
+        self._state = state
+        self._belief = state.belief
+        self._fitted_policy = policy
+        self.history = state.steps
+        self.num_solver_iters = total[0]
+        self.fit_seconds = clock.elapsed()
+
+    # ------------------------------------------------------------- predictions
+    def _components(self, X: Tensor) -> tuple[Tensor, Tensor]:
+        """Mean ``(..., C, m)`` and ``A = K(X, X_train) Q`` ``(..., C, m, B)``."""
+        self._require_fit()
+        X = self._check_inputs(X, train=False)
+        belief = self._belief
+        V = torch.cat([belief.v, belief.Q], dim=-1)
+        KV = self._K.cross_matmul(X, V)
+        mean = self._prior_mean(X) + KV[..., 0]  # Eq. 8
+        return mean, KV[..., 1:]
+
+    def _latent_var(self, X: Tensor, A: Tensor) -> Tensor:
+        prior = self._K.prior_diag(X)
+        var = prior - A.square().sum(-1)  # Eq. 9, diagonal
+        return self._clamp_var(var, prior)
+
+    @staticmethod
+    def _clamp_var(var: Tensor, prior: Tensor) -> Tensor:
+        bad = var < -1e-6 * prior.abs().clamp_min(1e-12)
+        if bool(bad.any()):
+            warnings.warn(
+                f"IterNCGP: {int(bad.sum())} predictive variances were negative (min "
+                f"{float(var.min()):.3e}) from round-off and were clamped to zero",
+                NumericalWarning,
+                stacklevel=3,
+            )
+        return var.clamp_min(0)
+
+    def _to_output(self, T: Tensor) -> Tensor:
+        """``(..., C, m)`` -> ``(..., m)`` or ``(..., m, C)``."""
+        return T[..., 0, :] if self.num_latents == 1 else T.transpose(-1, -2)
+
+    def predict_f(self, X: Tensor, full_cov: bool = False) -> tuple[Tensor, Tensor]:
+        """Latent posterior ``GP(m_ij, K_ij)`` (Eqs. 8-9), including computational uncertainty.
+
+        Args:
+            X: ``(..., m, d)`` test inputs.
+            full_cov: return the covariance matrix instead of the marginal variance.
+
+        Returns:
+            ``(mean, var)`` or ``(mean, cov)``; shapes in the module docstring. Differentiable
+            with respect to ``X`` (the solver's state is held fixed).
+        """
+        mean, A = self._components(X)
+        if not full_cov:
+            return self._to_output(mean), self._to_output(self._latent_var(X, A))
+        cov = self._K.prior_cov(X) - A @ A.mT
+        if self.num_latents == 1:
+            cov = cov[..., 0, :, :]
+        return self._to_output(mean), cov
+
+    def predict_f_joint(self, X: Tensor) -> tuple[Tensor, Tensor]:
+        """Mean ``(..., m, C)`` and the per-point covariance across latents ``(..., m, C, C)``.
+
+        ``Cov(f_c(x), f_c'(x)) = delta_cc' k_c(x, x) - [K_c(x, X) Q_c] [K_c'(x, X) Q_c']^T``.
+        """
+        mean, A = self._components(X)
+        prior = self._K.prior_diag(X)  # (..., C|1, m)
+        A = A.transpose(-3, -2)  # (..., m, C, B)
+        cov = torch.diag_embed(prior.transpose(-1, -2).expand(*A.shape[:-1])) - A @ A.mT
+        return mean.transpose(-1, -2), cov
+
+    def predict_proba(
+        self,
+        X: Tensor,
+        method: Literal["probit", "mc", "quadrature"] = "probit",
+        num_samples: int = 512,
+        generator: torch.Generator | None = None,
+    ) -> Tensor:
+        """Predictive class probabilities.
+
+        Args:
+            X: ``(..., m, d)``.
+            method: ``"probit"``: ``sigmoid(m / sqrt(1 + pi v / 8))`` (binary) or
+                ``softmax(m / sqrt(1 + pi v / 8))`` (softmax, Sec. C.3; MacKay 1992);
+                ``"mc"``: Monte Carlo with ``num_samples`` draws (softmax: from the joint
+                per-point C x C covariance); ``"quadrature"``: Gauss-Hermite (binary only).
+            num_samples: Monte-Carlo samples.
+            generator: random generator for ``"mc"``.
+
+        Returns:
+            ``(..., m)`` probability of the positive class (Bernoulli) or ``(..., m, C)``.
+        """
+        lik = self.likelihood
+        if not isinstance(lik, Bernoulli | Softmax):
+            raise ValueError(
+                f"IterNCGP.predict_proba: needs a Bernoulli or Softmax likelihood, got "
+                f"{lik.name}; use predict_y (or predict_rate for Poisson)"
+            )
+        if method not in ("probit", "mc", "quadrature"):
+            raise ValueError(f"IterNCGP.predict_proba: unknown method {method!r}")
+        if method == "probit":
+            mean, var = self.predict_f(X)
+            kappa = torch.rsqrt(1 + math.pi / 8 * var)
+            if isinstance(lik, Bernoulli):
+                return torch.sigmoid(mean * kappa)
+            return torch.softmax(mean * kappa, dim=-1)
+        if method == "quadrature":
+            if not isinstance(lik, Bernoulli):
+                raise ValueError("IterNCGP.predict_proba: 'quadrature' is for binary models")
+            mean, var = self.predict_f(X)
+            return lik.predictive_mean(mean, var)
+        if isinstance(lik, Bernoulli):
+            mean, var = self.predict_f(X)
+            eps = self._normal((num_samples, *mean.shape), mean, generator)
+            return torch.sigmoid(mean + var.sqrt() * eps).mean(0)
+        mean, cov = self.predict_f_joint(X)
+        eye = torch.eye(self.num_latents, dtype=cov.dtype, device=cov.device)
+        L = torch.linalg.cholesky_ex(cov + 1e-10 * cov.diagonal(0, -2, -1).mean() * eye)[0]
+        eps = self._normal((num_samples, *mean.shape), mean, generator)
+        f = mean + (L @ eps.unsqueeze(-1)).squeeze(-1)
+        return torch.softmax(f, dim=-1).mean(0)
+
+    @staticmethod
+    def _normal(shape: tuple, like: Tensor, generator: torch.Generator | None) -> Tensor:
+        eps = torch.randn(shape, generator=generator, dtype=like.dtype, device="cpu")
+        return eps.to(like.device)
+
+    def predict_y(self, X: Tensor) -> Tensor:
+        """``E[y]`` under the latent posterior (likelihood's ``predictive_mean``; for the
+        softmax this uses the per-class marginals)."""
+        mean, var = self.predict_f(X)
+        return self.likelihood.predictive_mean(mean, var)
+
+    def predict_rate(
+        self,
+        X: Tensor,
+        num_samples: int = 1000,
+        level: float = 0.95,
+        generator: torch.Generator | None = None,
+    ) -> RatePrediction:
+        """Poisson: Monte-Carlo distribution of the rate ``exp(f)`` (Sec. C.2).
+
+        Returns the MC mean, median and central ``level`` interval, each ``(..., m)``.
+        """
+        if not isinstance(self.likelihood, Poisson):
+            raise ValueError("IterNCGP.predict_rate: needs a Poisson likelihood")
+        if not 0 < level < 1:
+            raise ValueError(f"IterNCGP.predict_rate: level must be in (0, 1), got {level}")
+        mean, var = self.predict_f(X)
+        eps = self._normal((num_samples, *mean.shape), mean, generator)
+        rate = torch.exp(mean + var.sqrt() * eps)
+        q = torch.tensor(
+            [0.5, (1 - level) / 2, (1 + level) / 2], dtype=rate.dtype, device=rate.device
+        )
+        med, lo, hi = torch.quantile(rate, q, dim=0)
+        return RatePrediction(mean=rate.mean(0), median=med, lower=lo, upper=hi)
+
+    # ------------------------------------------------------------ diagnostics
+    @property
+    def mode(self) -> Tensor:
+        """Last Newton iterate at the training inputs: ``(*b, n)`` or ``(*b, n, C)``."""
+        self._require_fit()
+        return self._to_output(self._state.f[..., 0])
+
+    @property
+    def buffer_size(self) -> int:
+        """Columns of the recycling buffers ``S``, ``T``."""
+        self._require_fit()
+        return self._state.S.shape[-1]
+
+    def state_nbytes(self) -> int:
+        """Bytes held by the solver state (``S``, ``T``, ``Q``, ``K Q``, ``v``, ``f``): O(B N C)."""
+        self._require_fit()
+        st, b = self._state, self._belief
+        ts = [st.S, st.T, st.f, b.Q, b.KQ, b.v, b.Kv]
+        return sum(t.numel() * t.element_size() for t in ts)
+
+    # ------------------------------------------------------------ conditioning
+    def condition(
+        self,
+        X_new: Tensor,
+        y_new: Tensor,
+        num_iters: int = 5,
+        max_newton_steps: int = 2,
+        callback: Callback | None = None,
+    ) -> IterNCGP:
+        """A new model that also includes ``(X_new, y_new)``, warm-started from this one.
+
+        The new model starts from the current mode (extended to ``X_new`` by the predictive
+        mean) and from this model's recycled buffers ``S``, ``T`` (extended by zero rows and
+        ``K(X_new, X) S``: one cross-kernel product with ``n_new x n`` entries), then runs
+        ``max_newton_steps`` Newton steps with ``num_iters`` solver iterations each (always
+        recycling). ``self`` is not modified; kernel and likelihood modules are shared.
+
+        Args:
+            X_new: ``(n_new, d)``.
+            y_new: ``(*b, n_new)``; leading batch dimensions (fantasies) are vectorised: the
+                new model has batch shape ``broadcast(self.batch_shape, *b)`` and its buffers
+                are ``*b`` times larger.
+            num_iters: solver iterations per Newton step.
+            max_newton_steps: Newton steps.
+            callback: as in :meth:`fit`.
+
+        Cost: ``max_newton_steps * num_iters`` products with the ``(n + n_new)``-point kernel
+        plus the cross product above, against ``J`` products of a full refit.
+        """
+        self._require_fit()
+        X_new = self._check_inputs(X_new, "X_new")
+        y_new = self._check_targets(y_new, X_new, "y_new")
+        if X_new.dtype != self._X.dtype or X_new.device != self._X.device:
+            raise ValueError("IterNCGP.condition: X_new must match the training dtype and device")
+        if int(num_iters) < 0 or int(max_newton_steps) < 1:
+            raise ValueError("IterNCGP.condition: need num_iters >= 0 and max_newton_steps >= 1")
+        n, n_new, C = self._X.shape[-2], X_new.shape[-2], self.num_latents
+        batch = torch.broadcast_shapes(self._y.shape[:-1], y_new.shape[:-1])
+        new = IterNCGP(
+            self.kernel,
+            self.likelihood,
+            policy=self.policy,
+            max_solver_iters_per_step=self.config.max_solver_iters,
+            max_newton_steps=self.config.max_newton_steps,
+            recycle=True,
+            compression_rank=self.config.compression_rank,
+            tol=self.config.tol,
+            solver_rtol=self.config.solver_rtol,
+            solver_atol=self.config.solver_atol,
+            backend=self.backend,
+            mean=self.mean_module,
+        )
+        config = copy.deepcopy(new.config)
+        config.max_solver_iters = int(num_iters)
+        config.max_newton_steps = int(max_newton_steps)
+        X_all = torch.cat([self._X, X_new], dim=-2)
+        y_all = torch.cat([self._y.expand(*batch, n), y_new.expand(*batch, n_new)], dim=-1)
+        new._X, new._y = X_all, y_all
+        new._K = LatentKernelOperator(self.kernel, X_all, C, self.backend)
+        with torch.no_grad():
+            st = self._state
+            new._m = self._prior_mean(X_all).unsqueeze(-1)
+            # warm start: f at the new inputs = predictive mean; T rows = K(X_new, X) S
+            V = torch.cat([self._belief.v, st.S], dim=-1)
+            KV = self._K.cross_matmul(X_new, V)
+            f_new = self._prior_mean(X_new).unsqueeze(-1) + KV[..., :1]
+            f0 = torch.cat(
+                [st.f.expand(*batch, C, n, 1), f_new.expand(*batch, C, n_new, 1)], dim=-2
+            )
+            B = st.S.shape[-1]
+            S0 = torch.cat(
+                [st.S.expand(*batch, C, n, B), st.S.new_zeros(*batch, C, n_new, B)], dim=-2
+            )
+            T0 = torch.cat(
+                [st.T.expand(*batch, C, n, B), KV[..., 1:].expand(*batch, C, n_new, B)], dim=-2
+            )
+            base = self._fitted_policy if self._fitted_policy is not None else self.policy
+            policy = base.extend(n, n_new)
+            new._run(f0, policy, config, S0, T0, callback)
+        return new

@@ -1,0 +1,171 @@
+"""Newton's method as a sequence of GP regressions: the outer loop of IterNCGP.
+
+Tatzel et al., Algorithm 1 (Sec. 3.1, Prop. A.1):
+
+    line 4   buffers S, T (empty, or carried over from an earlier fit)
+    line 5   for i = 0, 1, ... while not OuterStoppingCriterion()
+    lines 6-7   W(f_i)^{-1} and pseudo targets y_hat(f_i)       (problem.py)
+    line 8      GP(m_ij, K_ij), v_j <- IterGP(..., S, T)         (itergp.py)
+    line 9      f_{i+1} <- K v_j + m
+
+With ``recycle=True`` the buffers ``S``, ``T`` of step ``i`` enter the virtual solver run of
+step ``i + 1`` (Sec. 3.3); otherwise every step starts from ``C_0 = 0``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from torch import Tensor
+
+from bo_ncgp.likelihoods import Likelihood
+from bo_ncgp.models.iterncgp.belief import Belief
+from bo_ncgp.models.iterncgp.itergp import itergp
+from bo_ncgp.models.iterncgp.operators import LatentKernelOperator
+from bo_ncgp.models.iterncgp.policies import Policy
+from bo_ncgp.models.iterncgp.problem import PseudoRegressionProblem
+from bo_ncgp.models.iterncgp.stopping import MaxIterations, RelativeChange, ResidualNorm
+
+__all__ = ["LaplaceState", "NewtonConfig", "NewtonStepInfo", "newton_laplace"]
+
+#: ``(newton_step, solver_iter, belief, problem) -> stop?``
+NewtonHook = Callable[[int, int, Belief, PseudoRegressionProblem], bool | None]
+
+
+@dataclass
+class NewtonConfig:
+    """Settings of the two loops (see :class:`~bo_ncgp.models.iterncgp.IterNCGP`)."""
+
+    max_newton_steps: int = 20
+    max_solver_iters: int | None = 10
+    tol: float = 1e-2
+    solver_atol: float = 1e-5
+    solver_rtol: float = 1e-5
+    recycle: bool = True
+    compression_rank: int | None = None
+
+
+@dataclass
+class NewtonStepInfo:
+    """Diagnostics of one Newton step."""
+
+    step: int
+    solver_iters: int
+    recycled_rank: int
+    rank: int
+    residual_norm: float
+    rel_change: float
+
+
+@dataclass
+class LaplaceState:
+    """Result of :func:`newton_laplace`.
+
+    Attributes:
+        f: last Newton iterate ``f_{i+1} = m + K v_j`` at the training inputs, ``(*b, C, n, 1)``.
+        belief: belief of the last step (``v_j`` and the root ``Q_j`` of ``C_j``).
+        S, T: action buffer and ``K S`` after the last step (for recycling / conditioning).
+        steps: per-step diagnostics.
+        converged: the outer stopping criterion was met.
+        interrupted: a hook asked to stop.
+    """
+
+    f: Tensor
+    belief: Belief
+    S: Tensor
+    T: Tensor
+    steps: list[NewtonStepInfo] = field(default_factory=list)
+    converged: bool = False
+    interrupted: bool = False
+
+
+def newton_laplace(
+    kernel_op: LatentKernelOperator,
+    likelihood: Likelihood,
+    y: Tensor,
+    prior_mean: Tensor,
+    f0: Tensor,
+    policy: Policy,
+    config: NewtonConfig,
+    S: Tensor | None = None,
+    T: Tensor | None = None,
+    on_iteration: NewtonHook | None = None,
+) -> LaplaceState:
+    """Algorithm 1 from ``f0`` (and optional initial buffers ``S``, ``T = K S``).
+
+    Args:
+        kernel_op: products with ``K``.
+        likelihood: the likelihood.
+        y: targets ``(*b, n)``.
+        prior_mean: ``m(X)``, ``(1|C, n, 1)``.
+        f0: initial iterate ``(*b, C, n, 1)`` (the prior mean for a fresh fit).
+        policy: action policy.
+        config: loop settings.
+        S, T: initial buffers, used by the first step's virtual solver run.
+        on_iteration: hook ``(i, j, belief, problem) -> stop?``.
+
+    Example:
+        >>> # see IterNCGP.fit
+    """
+    outer = RelativeChange(config.tol)
+    inner_stop = MaxIterations(config.max_solver_iters) | ResidualNorm(
+        config.solver_atol, config.solver_rtol
+    )
+    capacity = config.max_solver_iters if config.max_solver_iters is not None else 64
+    f = f0
+    state = None
+    steps: list[NewtonStepInfo] = []
+    converged = interrupted = False
+    for i in range(config.max_newton_steps):  # line 5
+        problem = PseudoRegressionProblem(kernel_op, likelihood, y, f, prior_mean)  # lines 6-7
+        recycled = S is not None and S.shape[-1] > 0
+        policy.reset(problem, recycled)
+        hook = None
+        if on_iteration is not None:
+
+            def hook(j: int, belief: Belief, i: int = i, problem=problem) -> bool | None:
+                return on_iteration(i, j, belief, problem)
+
+        res = itergp(  # line 8
+            problem,
+            policy,
+            inner_stop,
+            S,
+            T,
+            config.compression_rank,
+            capacity=max(1, min(capacity, 4096)),
+            on_iteration=hook,
+        )
+        f_new = prior_mean + res.belief.Kv  # line 9
+        change = outer.change(f - prior_mean, f_new - prior_mean)
+        steps.append(
+            NewtonStepInfo(
+                step=i,
+                solver_iters=res.iterations,
+                recycled_rank=res.recycled_rank,
+                rank=res.belief.rank,
+                residual_norm=float(res.residual_norm.max()),
+                rel_change=float(change.max()),
+            )
+        )
+        f = f_new
+        state = res
+        S, T = (res.S, res.T) if config.recycle else (None, None)
+        if res.interrupted:
+            interrupted = True
+            break
+        if bool((change <= config.tol).all()):
+            converged = True
+            break
+    if state is None:
+        raise ValueError("newton_laplace: max_newton_steps must be >= 1")
+    return LaplaceState(
+        f=f,
+        belief=state.belief,
+        S=state.S,
+        T=state.T,
+        steps=steps,
+        converged=converged,
+        interrupted=interrupted,
+    )

@@ -1,0 +1,143 @@
+"""Action policies of IterNCGP's inner solver (Tatzel et al., Algorithm 2, line 6; Sec. 3.2).
+
+An action ``s_j`` in R^{NC} selects which linear combination of the residual the solver
+observes next (``alpha_j = s_j^T r_{j-1}``). A new policy is one small class: subclass
+:class:`Policy` and implement ``__call__``.
+
+* :class:`CGPolicy` -- residual actions ``s_j = r_{j-1}``: conjugate gradients (Sec. 3.2,
+  "(Conjugate) Gradient Policy"; Wenger et al. 2022, Tab. 1);
+* :class:`UnitVectorPolicy` -- unit vectors ``s_j = e_j``: partial Cholesky, i.e. exact
+  conditioning on a growing subset of the data (Sec. 3.2, "Unit Vector Policy = Subset of
+  Data"), in data order or a given permutation of the points. Vectors are enumerated point
+  by point (all C latents of one point, then the next point), so after ``k C`` actions the
+  first ``k`` points are used.
+
+Actions are returned in the latent layout ``(*b, C, n, 1)`` and already projected onto the
+range of ``W`` (see :mod:`bo_ncgp.models.iterncgp.problem`).
+"""
+
+from __future__ import annotations
+
+import abc
+import copy
+
+import torch
+from torch import Tensor
+
+from bo_ncgp.models.iterncgp.problem import PseudoRegressionProblem
+
+__all__ = ["CGPolicy", "Policy", "UnitVectorPolicy", "make_policy"]
+
+
+class Policy(abc.ABC):
+    """Base class: ``policy(residual, problem, iteration) -> action or None`` (exhausted)."""
+
+    #: whether an action that adds no new direction ends the inner loop (CG: the residual
+    #: would repeat); a policy whose next action differs anyway sets this to False
+    stop_on_dependent_action: bool = True
+
+    def reset(self, problem: PseudoRegressionProblem, recycled: bool) -> None:  # noqa: B027
+        """Called at the start of every Newton step; ``recycled`` says whether the actions of
+        earlier steps are kept in the recycling buffers."""
+
+    @abc.abstractmethod
+    def __call__(
+        self, residual: Tensor, problem: PseudoRegressionProblem, iteration: int
+    ) -> Tensor | None:
+        """The next action ``(*b, C, n, 1)``, or None when the policy has nothing left."""
+
+    def extend(self, num_old: int, num_new: int) -> Policy:
+        """A copy of this policy for the data set grown by ``num_new`` points (appended)."""
+        return copy.deepcopy(self)
+
+
+class CGPolicy(Policy):
+    """Residual actions ``s_j = r_{j-1}`` (IterNCGP-CG).
+
+    Example:
+        >>> r = torch.randn(1, 5, 1)
+        >>> torch.equal(CGPolicy()(r, None, 0), r)
+        True
+    """
+
+    def __call__(
+        self, residual: Tensor, problem: PseudoRegressionProblem, iteration: int
+    ) -> Tensor | None:
+        return residual
+
+
+class UnitVectorPolicy(Policy):
+    """Unit-vector actions ``s_j = e_j`` (IterNCGP-Chol / subset of data).
+
+    Args:
+        permutation: order in which the points are used (default: data order).
+
+    With recycling the policy continues where the previous Newton step stopped (earlier
+    points stay in the recycled buffers); without recycling every Newton step starts again
+    from the first point, which is exactly the subset-of-data Laplace approximation.
+
+    Example:
+        >>> pol = UnitVectorPolicy(permutation=torch.tensor([2, 0, 1]))
+    """
+
+    stop_on_dependent_action = False
+
+    def __init__(self, permutation: Tensor | None = None) -> None:
+        if permutation is not None:
+            permutation = torch.as_tensor(permutation, dtype=torch.long).cpu()
+            if permutation.dim() != 1:
+                raise ValueError("UnitVectorPolicy: permutation must be a 1-D tensor of indices")
+        self.permutation = permutation
+        self._order: Tensor | None = None
+        self._cursor = 0
+        self._num_latents = 1
+
+    def reset(self, problem: PseudoRegressionProblem, recycled: bool) -> None:
+        n = problem.kernel_op.n
+        self._num_latents = problem.C
+        if self._order is None or self._order.numel() != n:
+            order = torch.arange(n) if self.permutation is None else self.permutation
+            if order.numel() != n or not torch.equal(torch.sort(order).values, torch.arange(n)):
+                raise ValueError(
+                    f"UnitVectorPolicy: permutation must be a permutation of range({n}) (the "
+                    f"number of training points), got {order.numel()} entries"
+                )
+            self._order = order
+            self._cursor = 0
+        if not recycled:
+            self._cursor = 0
+
+    def __call__(
+        self, residual: Tensor, problem: PseudoRegressionProblem, iteration: int
+    ) -> Tensor | None:
+        C = residual.shape[-3]
+        if self._order is None or self._cursor >= self._order.numel() * C:
+            return None
+        point = int(self._order[self._cursor // C])
+        latent = self._cursor % C
+        self._cursor += 1
+        s = torch.zeros_like(residual)
+        s[..., latent, point, 0] = 1.0
+        return problem.project(s)
+
+    def extend(self, num_old: int, num_new: int) -> UnitVectorPolicy:
+        """New points are used next (right after the point the cursor is in)."""
+        new = copy.deepcopy(self)
+        order = torch.arange(num_old) if self._order is None else self._order
+        pos = -(-self._cursor // self._num_latents)  # ceil(cursor / C)
+        new._order = torch.cat([order[:pos], torch.arange(num_old, num_old + num_new), order[pos:]])
+        new.permutation = new._order
+        return new
+
+
+def make_policy(policy: str | Policy) -> Policy:
+    """``"cg"`` / ``"unit_vector"`` or a :class:`Policy` instance (copied)."""
+    if isinstance(policy, Policy):
+        return copy.deepcopy(policy)
+    if policy == "cg":
+        return CGPolicy()
+    if policy == "unit_vector":
+        return UnitVectorPolicy()
+    raise ValueError(
+        f"IterNCGP: unknown policy {policy!r}; use 'cg', 'unit_vector' or a Policy instance"
+    )

@@ -1,0 +1,135 @@
+"""Stopping criteria of IterNCGP's inner (IterGP) and outer (Newton) loops.
+
+Tatzel et al., Sec. B.2:
+
+* inner loop (Algorithm 2, line 4): stop when ``||r_j|| <= max(delta_abs, delta_rel ||y_hat - m||)``
+  (Wenger et al. 2022, Sec. S3.2; both tolerances 1e-5 by default), after a maximum number of
+  iterations, or when the policy's action adds no new direction (``eta_j <= 0``);
+* outer loop (Algorithm 1, line 5): stop when the relative change of ``g_i = f_i - m`` is
+  small, ``||g_i - g_{i-1}|| / ||g_i|| <= delta`` (default 1%), or after ``max_newton_steps``.
+
+Criteria are small callables on :class:`SolverState` returning one boolean per batch element;
+combine them with ``|``.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+__all__ = [
+    "AnyOf",
+    "MaxIterations",
+    "RelativeChange",
+    "ResidualNorm",
+    "SolverState",
+    "StoppingCriterion",
+]
+
+
+@dataclass
+class SolverState:
+    """What an inner-loop stopping criterion may look at.
+
+    Attributes:
+        iteration: solver iterations ``j`` run in this Newton step.
+        residual_norm: ``||r_j||`` per batch element ``(*b,)``.
+        rhs_norm: ``||y_hat - m||`` per batch element ``(*b,)``.
+    """
+
+    iteration: int
+    residual_norm: Tensor
+    rhs_norm: Tensor
+
+
+class StoppingCriterion(abc.ABC):
+    """``criterion(state) -> (*b,)`` bool tensor, True where the solver may stop."""
+
+    @abc.abstractmethod
+    def __call__(self, state: SolverState) -> Tensor: ...
+
+    def __or__(self, other: StoppingCriterion) -> StoppingCriterion:
+        return AnyOf(self, other)
+
+
+class AnyOf(StoppingCriterion):
+    """Stop as soon as any of the given criteria says so."""
+
+    def __init__(self, *criteria: StoppingCriterion) -> None:
+        self.criteria = criteria
+
+    def __call__(self, state: SolverState) -> Tensor:
+        out = torch.zeros_like(state.residual_norm, dtype=torch.bool)
+        for c in self.criteria:
+            out = out | c(state)
+        return out
+
+
+class MaxIterations(StoppingCriterion):
+    """Stop after ``max_iters`` solver iterations (``None``: never).
+
+    Example:
+        >>> s = SolverState(3, torch.ones(2), torch.ones(2))
+        >>> MaxIterations(3)(s)
+        tensor([True, True])
+    """
+
+    def __init__(self, max_iters: int | None) -> None:
+        if max_iters is not None and int(max_iters) < 0:
+            raise ValueError(f"MaxIterations: max_iters must be >= 0, got {max_iters}")
+        self.max_iters = None if max_iters is None else int(max_iters)
+
+    def __call__(self, state: SolverState) -> Tensor:
+        hit = self.max_iters is not None and state.iteration >= self.max_iters
+        return torch.full_like(state.residual_norm, hit, dtype=torch.bool)
+
+
+class ResidualNorm(StoppingCriterion):
+    """``||r_j|| <= max(atol, rtol ||y_hat - m||)`` (Sec. B.2).
+
+    Example:
+        >>> s = SolverState(1, torch.tensor([1e-7, 1.0]), torch.tensor([1.0, 1.0]))
+        >>> ResidualNorm(atol=1e-5, rtol=1e-5)(s)
+        tensor([ True, False])
+    """
+
+    def __init__(self, atol: float = 1e-5, rtol: float = 1e-5) -> None:
+        if atol < 0 or rtol < 0:
+            raise ValueError(f"ResidualNorm: tolerances must be >= 0, got atol={atol}, rtol={rtol}")
+        self.atol = float(atol)
+        self.rtol = float(rtol)
+
+    def __call__(self, state: SolverState) -> Tensor:
+        bound = torch.clamp_min(self.rtol * state.rhs_norm, self.atol)
+        return state.residual_norm <= bound
+
+
+class RelativeChange:
+    """Outer (Newton) criterion: ``||g_i - g_{i-1}|| <= tol ||g_i||`` for every batch element.
+
+    ``g`` are latent vectors in the layout ``(*b, C, n, 1)``.
+
+    Example:
+        >>> g_old, g_new = torch.tensor([[[1.0], [0.0]]]), torch.tensor([[[1.001], [0.0]]])
+        >>> RelativeChange(0.01)(g_old, g_new)
+        True
+    """
+
+    def __init__(self, tol: float = 1e-2) -> None:
+        if tol < 0:
+            raise ValueError(f"RelativeChange: tol must be >= 0, got {tol}")
+        self.tol = float(tol)
+
+    @staticmethod
+    def change(g_old: Tensor, g_new: Tensor) -> Tensor:
+        """Relative change ``(*b,)``."""
+        num = torch.linalg.vector_norm(g_new - g_old, dim=(-3, -2, -1))
+        den = torch.linalg.vector_norm(g_new, dim=(-3, -2, -1))
+        tiny = torch.finfo(g_new.dtype).tiny
+        return torch.where(den > tiny, num / den.clamp_min(tiny), num)
+
+    def __call__(self, g_old: Tensor, g_new: Tensor) -> bool:
+        return bool((self.change(g_old, g_new) <= self.tol).all())
