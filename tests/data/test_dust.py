@@ -18,7 +18,7 @@ def test_load_dust(data_root):
 
 
 def test_load_dust_errors(tmp_path):
-    with pytest.raises(FileNotFoundError, match="domain_subsample.dat"):
+    with pytest.raises(FileNotFoundError, match=r"domain_subsample\.dat"):
         load_dust(root=tmp_path)
     (tmp_path / "dust").mkdir()
     f = tmp_path / "dust" / "domain_subsample.dat"

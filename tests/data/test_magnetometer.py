@@ -18,11 +18,11 @@ def test_load_magnetometer(data_root):
 
 
 def test_load_magnetometer_errors(tmp_path):
-    with pytest.raises(ValueError, match="1..9"):
+    with pytest.raises(ValueError, match=r"1\.\.9"):
         load_magnetometer(paths=[0])
     with pytest.raises(ValueError, match="no paths"):
         load_magnetometer(paths=[])
-    with pytest.raises(FileNotFoundError, match="1-loc.csv"):
+    with pytest.raises(FileNotFoundError, match=r"1-loc\.csv"):
         load_magnetometer(paths=[1], root=tmp_path)
     d = tmp_path / "streaming" / "invensense"
     d.mkdir(parents=True)
