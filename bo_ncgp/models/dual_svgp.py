@@ -184,6 +184,7 @@ class DualSVGP(ResizableModule):
         self.generator = generator
         self.max_inducing = m
         self._C = C
+        self._batched_kernel = len(kb) > 0
         self._shares_hyperparameters = False
         self._version = 0
         self._cache: tuple[Any, DualFactors, SiteBlock | None] | None = None
@@ -309,13 +310,13 @@ class DualSVGP(ResizableModule):
     # ---------------------------------------------------------------- kernels
     def _latent(self, K: Tensor) -> Tensor:
         """Insert/expand the latent dimension of a shared kernel's output."""
-        if self.kernel.batch_shape:
+        if self._batched_kernel:
             return K
         K = K.unsqueeze(-3)
         return K.expand(*K.shape[:-3], self._C, *K.shape[-2:]) if self._C > 1 else K
 
     def _kx(self, X: Tensor) -> Tensor:
-        return X.unsqueeze(-3) if self.kernel.batch_shape else X
+        return X.unsqueeze(-3) if self._batched_kernel else X
 
     def _Kzz(self, Z: Tensor | None = None) -> Tensor:
         Z = self._Z if Z is None else Z
@@ -332,7 +333,7 @@ class DualSVGP(ResizableModule):
         if full_cov:
             return self._latent(self.kernel(Xk, Xk).to_dense())
         d = self.kernel(Xk, Xk, diag=True)
-        if self.kernel.batch_shape:
+        if self._batched_kernel:
             return d
         d = d.unsqueeze(-2)
         return d.expand(*d.shape[:-2], self._C, d.shape[-1]) if self._C > 1 else d
@@ -728,23 +729,17 @@ class DualSVGP(ResizableModule):
         return new
 
     def _sibling(self) -> DualSVGP:
-        """A new model sharing kernel, likelihood and (immutable) state tensors with self."""
-        new = DualSVGP(
-            self.kernel, self.likelihood, self._Z, generator=self.generator, **self._config()
-        )
-        new.max_inducing = self.max_inducing
+        """A new model sharing kernel, likelihood and (immutable) state tensors with self.
+
+        State tensors are only ever replaced, never modified in place, so sharing them is
+        safe; the module dictionaries (and the memory module) are copied so that assigning
+        state on either model leaves the other untouched.
+        """
+        new = _shallow_module_copy(self)
+        new._modules["memory"] = _shallow_module_copy(self.memory)
         new._shares_hyperparameters = True
-        new._Z, new._lam_rest, new._B_rest = self._Z, self._lam_rest, self._B_rest
-        new._num_data = self._num_data
-        for name in self._optional:
-            setattr(new, name, getattr(self, name))
-        mem = self.memory
-        new.memory.X, new.memory.y, new.memory.eta, new.memory.beta = (
-            mem.X,
-            mem.y,
-            mem.eta,
-            mem.beta,
-        )
+        new._cache = None
+        new._version = 0
         return new
 
     def _require_unbatched(self, what: str) -> None:
@@ -777,3 +772,14 @@ class DualSVGP(ResizableModule):
             f"num_inducing={self.num_inducing}, num_latents={self._C}, num_data={self.num_data}, "
             f"memory={len(self.memory)}, batch_shape={tuple(self.batch_shape)}"
         )
+
+
+def _shallow_module_copy(module: torch.nn.Module) -> torch.nn.Module:
+    """A new module object whose attribute, buffer and submodule dictionaries are copies of
+    ``module``'s (the tensors and submodules themselves are shared)."""
+    new = module.__class__.__new__(module.__class__)
+    new.__dict__ = module.__dict__.copy()
+    new._buffers = dict(module._buffers)
+    new._modules = dict(module._modules)
+    new._parameters = dict(module._parameters)
+    return new
