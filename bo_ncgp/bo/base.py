@@ -97,6 +97,15 @@ class LatentGPModel(Model, FantasizeMixin):
     def num_outputs(self) -> int:
         return self._num_outputs
 
+    def subset_output(self, idcs: list[int]) -> LatentGPModel:
+        """A view of this model restricted to the outputs ``idcs`` (posterior only)."""
+        idcs = list(idcs)
+        if any(not 0 <= i < self.num_outputs for i in idcs):
+            raise ValueError(f"subset_output: indices {idcs} out of range [0, {self.num_outputs})")
+        if idcs == list(range(self.num_outputs)):
+            return self
+        return _OutputSubset(self, idcs)
+
     @property
     def batch_shape(self) -> torch.Size:
         return torch.Size(getattr(self.model, "batch_shape", torch.Size()))
@@ -238,3 +247,25 @@ class LatentGPModel(Model, FantasizeMixin):
             if name in self._modules:
                 new._modules[name] = copy.deepcopy(self._modules[name])
         return new
+
+
+class _OutputSubset(LatentGPModel):
+    """``subset_output`` view: the parent's posterior restricted to some outputs."""
+
+    def __init__(self, parent: LatentGPModel, idcs: list[int]) -> None:
+        super().__init__(parent.model, len(idcs))
+        self._parent_ref = (parent,)  # not a submodule: the parent owns the transforms
+        self._idcs = idcs
+
+    @property
+    def batch_shape(self) -> torch.Size:
+        return self._parent_ref[0].batch_shape
+
+    def posterior(
+        self, X, output_indices=None, observation_noise=False, posterior_transform=None, **kwargs
+    ):
+        idx = self._idcs if output_indices is None else [self._idcs[i] for i in output_indices]
+        return self._parent_ref[0].posterior(X, idx, observation_noise, posterior_transform)
+
+    def _latent_mean_cov(self, X):  # pragma: no cover - posterior is overridden
+        raise NotImplementedError

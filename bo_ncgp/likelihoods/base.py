@@ -157,6 +157,13 @@ class Likelihood(gpytorch.Module):
         f, w = gh_points(mean, var, num_points or self.num_predictive_quadrature)
         return torch.logsumexp(self._log_prob(y.unsqueeze(-1), f) + w.log(), dim=-1)
 
+    def conditional_mean(self, f: Tensor) -> Tensor:
+        """``E[y | f]`` (``sigmoid(f)``, ``N sigmoid(f)``, ``exp(f)``, ``f``; softmax
+        probabilities ``(..., C)``)."""
+        if self.num_latents > 1:
+            return torch.softmax(f, dim=-1)
+        return self._mean_of_y(f)
+
     def sample(self, f: Tensor, generator: torch.Generator | None = None) -> Tensor:
         """Draw observations ``y ~ p(y | f)`` (same shape as ``f``; labels for the softmax)."""
         raise NotImplementedError(f"{self.name} does not implement sample")

@@ -75,7 +75,10 @@ class Binomial(Likelihood):
         N = self._N(f).expand(f.shape)
         return torch.binomial(N, torch.sigmoid(f), generator=generator)
 
-    def _mean_of_y(self, f: Tensor) -> Tensor:
+    def conditional_mean(self, f: Tensor) -> Tensor:
+        return self._N(f) * torch.sigmoid(f)
+
+    def _mean_of_y(self, f: Tensor) -> Tensor:  # f carries a trailing quadrature axis
         N = self._N(f)
         if N.dim() > 0:
             N = N.unsqueeze(-1)
