@@ -40,6 +40,7 @@ so ``B_rest`` stays positive semi-definite instead of picking up the Nyström er
 from __future__ import annotations
 
 import copy
+import warnings
 from typing import Any, Literal
 
 import gpytorch
@@ -47,7 +48,7 @@ import torch
 from torch import Tensor
 
 from bo_ncgp.likelihoods import Likelihood
-from bo_ncgp.linalg import stable_cholesky
+from bo_ncgp.linalg import NotPSDError, NumericalWarning, stable_cholesky
 from bo_ncgp.models.dual._state import ResizableModule
 from bo_ncgp.models.dual.inducing import (
     check_inducing_points,
@@ -594,19 +595,35 @@ class DualSVGP(ResizableModule):
             q_fixed = self._fixed_q()
         opt = torch.optim.Adam(params, lr=self.lr)
         with torch.enable_grad():
-            for _ in range(self.num_hyper_steps):
+            for step in range(self.num_hyper_steps):
+                saved = [p.detach().clone() for p in params]
                 opt.zero_grad()
-                obj = self._objective(
-                    Xa, ya, eta, beta, weights, rest, self.hyper_objective, q_fixed
-                )
-                loss = -(obj + self._log_prior())
-                if not torch.isfinite(loss):
-                    raise FloatingPointError(
-                        "DualSVGP: the hyperparameter objective is not finite; lower lr or "
-                        "check the data scaling"
+                try:
+                    obj = self._objective(
+                        Xa, ya, eta, beta, weights, rest, self.hyper_objective, q_fixed
                     )
-                loss.backward()
-                opt.step()
+                    loss = -(obj + self._log_prior())
+                    ok = bool(torch.isfinite(loss))
+                    if ok:
+                        loss.backward()
+                        ok = all(torch.isfinite(p.grad).all() for p in params if p.grad is not None)
+                except NotPSDError:
+                    ok = False
+                if ok:
+                    opt.step()
+                    ok = all(torch.isfinite(p).all() for p in params)
+                if not ok:  # report, restore the last good hyperparameters, stop
+                    with torch.no_grad():
+                        for p, v in zip(params, saved, strict=True):
+                            p.copy_(v)
+                    warnings.warn(
+                        f"DualSVGP: hyperparameter step {step + 1} gave a non-finite objective or "
+                        "a non-PSD K_zz + B_u; kept the previous hyperparameters and stopped "
+                        "(lower lr or rescale the data)",
+                        NumericalWarning,
+                        stacklevel=3,
+                    )
+                    break
         opt.zero_grad(set_to_none=True)
         self._touch()
 

@@ -422,10 +422,14 @@ def test_state_dict_round_trip_and_copy():
             assert torch.allclose(a, b, atol=1e-12)
         assert fresh.num_data == src.num_data and fresh.batch_shape == src.batch_shape
         assert torch.equal(fresh.memory_inputs, src.memory_inputs)
+    Xs = torch.rand(6, 1) * 5
+    before = model.predict_f(Xs)[0].detach()
     dup = model.copy()
+    dup.num_hyper_steps = 3
     dup.update(torch.rand(5, 1) * 5, torch.ones(5))
     assert dup.num_data == model.num_data + 5
-    assert not torch.equal(dup.Z, model.Z) or dup.num_data != model.num_data
+    assert torch.equal(model.predict_f(Xs)[0].detach(), before)  # the copy is independent
+    assert not torch.allclose(dup.predict_f(Xs)[0], before)
 
 
 def test_softmax_multi_latent_shapes_and_robustness():
@@ -530,3 +534,34 @@ def test_duplicate_inducing_points_are_dropped_with_warning():
         DualSVGP(matern(), Bernoulli(), torch.tensor([[math.nan]]))
     with pytest.raises(ValueError, match="empty"):
         DualSVGP(matern(), Bernoulli(), torch.zeros(0, 1))
+
+
+def test_update_on_a_conditioned_model_copies_shared_hyperparameters():
+    model = _bernoulli_model()
+    before = [p.detach().clone() for p in model.parameters()]
+    Xs = torch.rand(3, 1) * 5
+    mean_before = model.predict_f(Xs)[0].detach()
+    cond = model.condition(torch.rand(2, 1) * 5, torch.tensor([1.0, 0.0]))
+    cond.num_hyper_steps, cond.lr = 5, 0.1
+    X, y = bernoulli_data(10)
+    cond.update(X, y)
+    assert cond.batch_shape == () and cond.num_data == model.num_data + 12
+    for p, q in zip(model.parameters(), before, strict=True):
+        assert torch.equal(p, q)  # self untouched: copy-on-write of kernel/likelihood
+    assert any(not torch.equal(p, q) for p, q in zip(cond.parameters(), before, strict=True))
+    assert len(model.memory) == 8 and len(cond.memory) == 12
+    assert torch.equal(model.predict_f(Xs)[0].detach(), mean_before)
+
+
+def test_runaway_hyperparameter_steps_are_reported_not_propagated():
+    X, y = poisson_data(30)
+    y = y * 40  # large counts and a huge learning rate drive the outputscale to overflow
+    model = DualSVGP(
+        matern(), Poisson(), X[::3], memory_size=5, num_inner_steps=3, num_hyper_steps=30,
+        lr=20.0, rho=0.5,
+    )  # fmt: skip
+    with pytest.warns(NumericalWarning):
+        model.update(X, y)
+    mean, var = model.predict_f(X)
+    assert torch.isfinite(mean).all() and torch.isfinite(var).all()
+    assert all(torch.isfinite(p).all() for p in model.parameters())
