@@ -325,7 +325,7 @@ class HIPGP(torch.nn.Module):
                     loss = -self._elbo_from(K, Xb, yb, cb, n, nb) / n
                     loss.backward()
                     opt.step()
-                    value = float(-loss) * n
+                    value = float(-loss.detach()) * n
                     trace.append(value)
                 if callback is not None:
                     callback(epoch, step, value)
