@@ -187,8 +187,8 @@ class DualSVGP(ResizableModule):
         self._C = C
         self._batched_kernel = len(kb) > 0
         self._shares_hyperparameters = False
-        self._version = 0
-        self._cache: tuple[Any, DualFactors, SiteBlock | None] | None = None
+        self._base_cache: tuple[tuple, DualFactors] | None = None
+        self._block_cache: tuple[tuple, SiteBlock] | None = None
         self.register_buffer("_Z", Z)
         self.register_buffer("_lam_rest", Z.new_zeros(C, m))
         self.register_buffer("_B_rest", Z.new_zeros(C, m, m))
@@ -284,8 +284,9 @@ class DualSVGP(ResizableModule):
 
     # ------------------------------------------------------------ state utils
     def _touch(self) -> None:
-        self._version += 1
-        self._cache = None
+        """Drop cached factorisations (state or hyperparameters changed)."""
+        self._base_cache = None
+        self._block_cache = None
 
     def _on_state_loaded(self) -> None:
         self._touch()
@@ -298,15 +299,25 @@ class DualSVGP(ResizableModule):
     def _hyperparameters(self) -> list[Tensor]:
         return [p for p in self.parameters() if p.requires_grad]
 
-    def _cache_key(self) -> tuple | None:
-        if torch.is_grad_enabled():
-            if self._hyperparameters():
-                return None
-            if self._ceta is not None and any(
-                t.requires_grad for t in (self._cX, self._ceta, self._cbeta)
-            ):
-                return None
-        return (self._version, *((id(p), p._version) for p in self.parameters()))
+    def _caching_allowed(self) -> bool:
+        """Factorisations are cached only when no autograd graph would be kept alive in them
+        (grad disabled, or nothing requires grad), so repeated backward passes stay valid."""
+        if not torch.is_grad_enabled():
+            return True
+        if self._hyperparameters():
+            return False
+        return self._ceta is None or not any(
+            t.requires_grad for t in (self._cX, self._ceta, self._cbeta)
+        )
+
+    def _base_key(self) -> tuple:
+        """What the base factorisation depends on: the state tensors (replaced, never
+        modified in place, so compared by identity) and snapshots of the hyperparameter values
+        (GPyTorch setters write through ``.data``, which leaves ``_version`` unchanged)."""
+        mem = self.memory
+        key: list = [self._Z, self._lam_rest, self._B_rest, mem.X, mem.eta, mem.beta]
+        key += [_Snapshot(p) for p in self.parameters()]
+        return tuple(key)
 
     # ---------------------------------------------------------------- kernels
     def _latent(self, K: Tensor) -> Tensor:
@@ -319,21 +330,26 @@ class DualSVGP(ResizableModule):
     def _kx(self, X: Tensor) -> Tensor:
         return X.unsqueeze(-3) if self._batched_kernel else X
 
+    def _k(self, X1: Tensor, X2: Tensor, diag: bool = False) -> Tensor:
+        with gpytorch.settings.lazily_evaluate_kernels(False):  # eager: half the overhead
+            K = self.kernel(X1, X2, diag=diag)
+        return K if diag else K.to_dense()
+
     def _Kzz(self, Z: Tensor | None = None) -> Tensor:
         Z = self._Z if Z is None else Z
-        return self._latent(self.kernel(Z, Z).to_dense())
+        return self._latent(self._k(Z, Z))
 
     def _Kzx(self, X: Tensor, Z: Tensor | None = None) -> Tensor:
         """``(*bx, L, m, n)``."""
         Z = self._Z if Z is None else Z
-        return self._latent(self.kernel(Z, self._kx(X)).to_dense())
+        return self._latent(self._k(Z, self._kx(X)))
 
     def _kxx(self, X: Tensor, full_cov: bool) -> Tensor:
         """``(*bx, L, n)`` prior variances or ``(*bx, L, n, n)`` covariance."""
         Xk = self._kx(X)
         if full_cov:
-            return self._latent(self.kernel(Xk, Xk).to_dense())
-        d = self.kernel(Xk, Xk, diag=True)
+            return self._latent(self._k(Xk, Xk))
+        d = self._k(Xk, Xk, diag=True)
         if self._batched_kernel:
             return d
         d = d.unsqueeze(-2)
@@ -352,16 +368,27 @@ class DualSVGP(ResizableModule):
         return lam, B
 
     def _factors(self) -> tuple[DualFactors, SiteBlock | None]:
-        key = self._cache_key()
-        if key is not None and self._cache is not None and self._cache[0] == key:
-            return self._cache[1], self._cache[2]
-        lam, B = self._total_pair()
-        f = dual_factors(self._Kzz(), B, lam)
-        block = None
-        if self._ceta is not None:
-            block = site_block(f, self._Kzx(self._cX), self._ceta, self._cbeta)
-        if key is not None:
-            self._cache = (key, f, block)
+        """Base factors (Eq. 10) and the conditioning block, cached when allowed; a model
+        returned by :meth:`condition` reuses its parent's base factors."""
+        cache = self._caching_allowed()
+        f = None
+        if cache:
+            key = self._base_key()
+            if self._base_cache is not None and _same(self._base_cache[0], key):
+                f = self._base_cache[1]
+        if f is None:
+            lam, B = self._total_pair()
+            f = dual_factors(self._Kzz(), B, lam)
+            if cache:
+                self._base_cache = (key, f)
+        if self._ceta is None:
+            return f, None
+        bkey = (f, self._cX, self._ceta, self._cbeta)
+        if cache and self._block_cache is not None and _same(self._block_cache[0], bkey):
+            return f, self._block_cache[1]
+        block = site_block(f, self._Kzx(self._cX), self._ceta, self._cbeta)
+        if cache:
+            self._block_cache = (bkey, block)
         return f, block
 
     def _marginals(self, X: Tensor, full_cov: bool = False) -> tuple[Tensor, Tensor]:
@@ -742,7 +769,7 @@ class DualSVGP(ResizableModule):
             new._ceta = cat([self._ceta.expand(*batch, *self._ceta.shape[-2:]), eta], -1)
             new._cbeta = cat([self._cbeta.expand(*batch, *self._cbeta.shape[-2:]), beta], -1)
         new._num_data = self._num_data + X.shape[-2]
-        new._touch()
+        new._block_cache = None
         return new
 
     def _sibling(self) -> DualSVGP:
@@ -755,8 +782,7 @@ class DualSVGP(ResizableModule):
         new = _shallow_module_copy(self)
         new._modules["memory"] = _shallow_module_copy(self.memory)
         new._shares_hyperparameters = True
-        new._cache = None
-        new._version = 0
+        new._block_cache = None  # the base factorisation (if cached) stays valid
         return new
 
     def _require_unbatched(self, what: str) -> None:
@@ -789,6 +815,28 @@ class DualSVGP(ResizableModule):
             f"num_inducing={self.num_inducing}, num_latents={self._C}, num_data={self.num_data}, "
             f"memory={len(self.memory)}, batch_shape={tuple(self.batch_shape)}"
         )
+
+
+class _Snapshot:
+    """A copy of a (small) hyperparameter tensor, compared by value in cache keys."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, t: Tensor) -> None:
+        self.value = t.detach().clone()
+
+
+def _same(a: tuple, b: tuple) -> bool:
+    """Cache keys are equal: identical objects, or equal snapshots."""
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b, strict=True):
+        if isinstance(x, _Snapshot):
+            if not (isinstance(y, _Snapshot) and torch.equal(x.value, y.value)):
+                return False
+        elif x is not y:
+            return False
+    return True
 
 
 def _shallow_module_copy(module: torch.nn.Module) -> torch.nn.Module:

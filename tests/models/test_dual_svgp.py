@@ -565,3 +565,21 @@ def test_runaway_hyperparameter_steps_are_reported_not_propagated():
     mean, var = model.predict_f(X)
     assert torch.isfinite(mean).all() and torch.isfinite(var).all()
     assert all(torch.isfinite(p).all() for p in model.parameters())
+
+
+def test_cached_factorisation_follows_hyperparameter_changes():
+    """Under no_grad the factorisation is cached; setting a hyperparameter (GPyTorch setters
+    write through .data) or an optimiser step must invalidate it."""
+    model = _bernoulli_model()
+    Xs = torch.rand(4, 1) * 5
+    with torch.no_grad():
+        first = model.predict_f(Xs)[1]
+        assert torch.equal(model.predict_f(Xs)[1], first)
+        model.kernel.base_kernel.lengthscale = 2.5
+        changed = model.predict_f(Xs)[1]
+    ref = model.copy()
+    with torch.no_grad():
+        assert torch.allclose(changed, ref.predict_f(Xs)[1], atol=1e-12)
+        assert not torch.allclose(changed, first)
+        model.kernel.raw_outputscale.add_(0.5)
+        assert torch.allclose(model.predict_f(Xs)[1], model.copy().predict_f(Xs)[1], atol=1e-12)
