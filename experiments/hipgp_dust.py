@@ -212,14 +212,16 @@ def plot(m: HIPGP, data, cfg, path: Path) -> None:
     ext = ext + rho0 * P.norm(dim=-1)
     fig, axes = plt.subplots(1, 3, figsize=(14, 4.2))
     ext_ext = [-0.25, 0.25, -0.25, 0.25]
-    im = axes[0].imshow(ext.reshape(s, s).T, origin="lower", extent=ext_ext, cmap="magma")
+    im = axes[0].imshow(ext.reshape(s, s).T.numpy(), origin="lower", extent=ext_ext, cmap="magma")
     axes[0].set_title("posterior mean extinction, plane z = 0")
     fig.colorbar(im, ax=axes[0])
-    im = axes[1].imshow(lat.reshape(s, s).T, origin="lower", extent=ext_ext, cmap="viridis")
+    im = axes[1].imshow(lat.reshape(s, s).T.numpy(), origin="lower", extent=ext_ext, cmap="viridis")
     axes[1].set_title("posterior mean dust density (e units / kpc), z = 0")
     fig.colorbar(im, ax=axes[1])
     sel = Xte[:, 2].abs() < 0.01
-    sc = axes[2].scatter(Xte[sel, 0], Xte[sel, 1], c=yte[sel], s=8, cmap="magma")
+    sc = axes[2].scatter(
+        Xte[sel, 0].numpy(), Xte[sel, 1].numpy(), c=yte[sel].numpy(), s=8, cmap="magma"
+    )
     axes[2].set_title("held-out extinctions, |z| < 0.01 kpc")
     fig.colorbar(sc, ax=axes[2])
     for a in axes:

@@ -110,7 +110,9 @@ DEFAULT = {
     "repeats": 3,
     "file": "whitening.json",
 }
-QUICK = dict(DEFAULT, sizes=[64, 256], num_obs=20, max_cholesky=256, file="whitening_quick.json")
+QUICK = dict(
+    DEFAULT, sizes=[64, 256], num_obs=20, max_cholesky=256, repeats=1, file="whitening_quick.json"
+)
 
 
 def main(argv: list[str] | None = None) -> int:

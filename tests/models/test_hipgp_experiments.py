@@ -1,0 +1,61 @@
+"""The HIP-GP experiment scripts' --quick configurations write well-formed results."""
+
+import importlib.util
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+EXP = Path(__file__).resolve().parents[2] / "experiments"
+
+
+@pytest.fixture(autouse=True)
+def _restore_threads():
+    old = torch.get_num_threads()
+    yield
+    torch.set_num_threads(old)
+
+
+def _load(name):
+    spec = importlib.util.spec_from_file_location(name, EXP / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_whitening_and_pcg_quick(tmp_path):
+    assert _load("hipgp_whitening").main(["--quick", "--out", str(tmp_path)]) == 0
+    res = json.loads((tmp_path / "whitening_quick.json").read_text())
+    for row in res["rows"]:
+        assert row["hipgp"]["seconds"] > 0 and row["cholesky"]["seconds"] > 0
+        # both whitenings give the same |k_n|^2 = k_un^T K_uu^{-1} k_un
+        assert math.isclose(
+            row["hipgp"]["knorm2_mean"], row["cholesky"]["knorm2_mean"], rel_tol=1e-5
+        )
+    assert _load("hipgp_pcg").main(["--quick", "--out", str(tmp_path)]) == 0
+    res = json.loads((tmp_path / "pcg_quick.json").read_text())
+    assert all(0 < r["fraction_mean"] < 1 and r["pcg"]["converged"] for r in res["rows"])
+    assert (tmp_path / "pcg_quick.png").stat().st_size > 0
+
+
+def test_derivative_quick(tmp_path):
+    assert _load("hipgp_derivative").main(["--quick", "--out", str(tmp_path)]) == 0
+    res = json.loads((tmp_path / "derivative_quick.json").read_text())
+    s = res["summary"]["with_derivatives"]
+    assert set(s) >= {"exact", "hipgp", "svgp"}
+    assert abs(s["hipgp"]["rmse"]["mean"] - s["exact"]["rmse"]["mean"]) < 0.05
+
+
+def test_dust_and_magnetometer_quick(tmp_path, data_root):
+    assert (
+        _load("hipgp_dust").main(["--quick", "--out", str(tmp_path), "--root", str(data_root)]) == 0
+    )
+    res = json.loads((tmp_path / "dust_quick.json").read_text())
+    assert {r["model"] for r in res["rows"]} == {"hipgp", "svgp"}
+    assert (tmp_path / "dust_quick_maps.png").stat().st_size > 0
+    mod = _load("hipgp_magnetometer")
+    assert mod.main(["--quick", "--out", str(tmp_path), "--root", str(data_root)]) == 0
+    res = json.loads((tmp_path / "magnetometer_quick.json").read_text())
+    assert all(math.isfinite(r["rmse"]) and r["seconds_per_epoch"] > 0 for r in res["rows"])
