@@ -142,6 +142,23 @@ class Likelihood(gpytorch.Module):
         beta = (self._neg_hessian(yk, f) * w).sum(-1)
         return elp, alpha, beta
 
+    def expected_log_prob(
+        self, y: Tensor, mean: Tensor, var: Tensor, num_points: int | None = None
+    ) -> Tensor:
+        """``E[log p(y|f)]`` under ``f ~ N(mean, var)`` only (the data term of an ELBO);
+        subclasses may skip the derivative expectations of :meth:`expected`."""
+        return self.expected(y, mean, var, num_points)[0]
+
+    def expected_diagonal(
+        self, y: Tensor, mean: Tensor, var: Tensor, num_points: int | None = None
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """:meth:`expected` with only the diagonal of ``beta``: ``(..., n)`` for one latent
+        (the same as :meth:`expected`), ``(..., n, C)`` for multi-latent likelihoods."""
+        elp, alpha, beta = self.expected(y, mean, var, num_points)
+        if self.num_latents > 1:
+            beta = beta.diagonal(dim1=-2, dim2=-1)
+        return elp, alpha, beta
+
     def _check_var(self, var: Tensor) -> None:
         if torch.isnan(var).any():
             raise ValueError(f"{self.name}: var contains NaN")

@@ -154,6 +154,27 @@ class Softmax(Likelihood):
         beta = torch.diag_embed(pbar) - (pi.unsqueeze(-1) * pi.unsqueeze(-2)).mean(0)
         return elp, alpha, beta
 
+    def expected_log_prob(self, y, mean, var, num_points=None):
+        """Monte-Carlo ``E log p`` only, ``(..., n)`` (no ``C x C`` Hessian expectation)."""
+        y = self._prepare(y, mean, "mean")
+        self._check_var(var)
+        return self._log_prob(y, self._samples(mean, var)).mean(0)
+
+    def expected_diagonal(self, y, mean, var, num_points=None):
+        """``(E log p (..., n), alpha (..., n, C), diag(beta) (..., n, C))`` with
+        ``diag(beta)_c = E[pi_c (1 - pi_c)]``: O(S n C) memory instead of O(S n C^2)."""
+        y = self._prepare(y, mean, "mean")
+        self._check_var(var)
+        f = self._samples(mean, var)
+        log_pi = torch.log_softmax(f, dim=-1)
+        pi = log_pi.exp()
+        idx = y.unsqueeze(-1).expand(*torch.broadcast_shapes(y.shape, f.shape[:-1]), 1)
+        elp = torch.gather(log_pi, -1, idx).squeeze(-1).mean(0)
+        pbar = pi.mean(0)
+        alpha = self._onehot(y, mean) - pbar
+        beta = pbar - pi.square().mean(0)
+        return elp, alpha, beta
+
     def predictive_log_prob(self, y, mean, var, num_points=None):
         y = self._prepare(y, mean, "mean")
         self._check_var(var)
