@@ -104,7 +104,7 @@ class Belief:
         self._Q = ColumnBuffer(Q, capacity)
         self._KQ = ColumnBuffer(KQ, capacity)
         # Alg. 2, line 3: consistent initial iterate v_0 = C_0 (y_hat - m) = Q_0 (Q_0^T b)
-        w = inner(Q, rhs)  # (*b, B, 1)
+        w = inner(Q, rhs).unsqueeze(-3)  # (*b, 1, B, 1)
         self.v = Q @ w
         self.Kv = KQ @ w
 
@@ -124,7 +124,7 @@ class Belief:
 
     def precision_matmul(self, V: Tensor) -> Tensor:
         """``C_j V = Q (Q^T V)``."""
-        return self.Q @ inner(self.Q, V)
+        return self.Q @ inner(self.Q, V).unsqueeze(-3)
 
     def update(
         self,
@@ -151,7 +151,7 @@ class Belief:
         d, Kd = s, t
         Khat_d = z
         for _ in range(2):  # line 12, repeated once for stability
-            c = inner(Q, Khat_d)  # (*b, B, 1)
+            c = inner(Q, Khat_d).unsqueeze(-3)  # (*b, 1, B, 1)
             d = d - Q @ c
             Kd = Kd - KQ @ c
             Khat_d = Kd + problem.noise_matmul(d)

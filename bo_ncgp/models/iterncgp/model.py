@@ -329,7 +329,7 @@ class IterNCGP(torch.nn.Module):
         if bool(bad.any()):
             warnings.warn(
                 f"IterNCGP: {int(bad.sum())} predictive variances were negative (min "
-                f"{float(var.min()):.3e}) from round-off and were clamped to zero",
+                f"{float(var.detach().min()):.3e}) from round-off and were clamped to zero",
                 NumericalWarning,
                 stacklevel=3,
             )

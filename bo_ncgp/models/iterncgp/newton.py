@@ -145,8 +145,8 @@ def newton_laplace(
                 solver_iters=res.iterations,
                 recycled_rank=res.recycled_rank,
                 rank=res.belief.rank,
-                residual_norm=float(res.residual_norm.max()),
-                rel_change=float(change.max()),
+                residual_norm=float(res.residual_norm.detach().max()),
+                rel_change=float(change.detach().max()),
             )
         )
         f = f_new
