@@ -321,11 +321,10 @@ class DualSVGP(ResizableModule):
 
     # ---------------------------------------------------------------- kernels
     def _latent(self, K: Tensor) -> Tensor:
-        """Insert/expand the latent dimension of a shared kernel's output."""
-        if self._batched_kernel:
-            return K
-        K = K.unsqueeze(-3)
-        return K.expand(*K.shape[:-3], self._C, *K.shape[-2:]) if self._C > 1 else K
+        """Insert the latent dimension of a shared kernel's output with size 1: every later
+        operation broadcasts it against the C latents, so shared quantities (``chol K_zz``,
+        ``L_K^{-1} K_zx``) are computed once, not C times."""
+        return K if self._batched_kernel else K.unsqueeze(-3)
 
     def _kx(self, X: Tensor) -> Tensor:
         return X.unsqueeze(-3) if self._batched_kernel else X
@@ -352,8 +351,7 @@ class DualSVGP(ResizableModule):
         d = self._k(Xk, Xk, diag=True)
         if self._batched_kernel:
             return d
-        d = d.unsqueeze(-2)
-        return d.expand(*d.shape[:-2], self._C, d.shape[-1]) if self._C > 1 else d
+        return d.unsqueeze(-2)
 
     # ------------------------------------------------------------- posterior
     def _memory_sites(self) -> tuple[Tensor, Tensor]:

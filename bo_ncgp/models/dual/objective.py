@@ -30,7 +30,7 @@ from torch import Tensor
 
 from bo_ncgp.likelihoods import Likelihood
 from bo_ncgp.linalg import stable_cholesky
-from bo_ncgp.models.dual.sites import expected_terms, site_contributions
+from bo_ncgp.models.dual.sites import expected_log_prob, site_contributions
 
 __all__ = ["dual_objective", "sequential_elbo"]
 
@@ -92,7 +92,7 @@ def dual_objective(
         mean = (G * w.unsqueeze(-1)).sum(-2)
         var_u = G.square().sum(-2)  # Var[a_i^T u] = k^T A^{-1} k
         var_f = (kaa - H.square().sum(-2)).clamp_min(0) + var_u
-        elp, _, _ = expected_terms(likelihood, y, mean, var_f)
+        elp = expected_log_prob(likelihood, y, mean, var_f)
         e_log_t = (eta * mean - 0.5 * beta * (var_u + mean.square())).sum()
         out = out + (weights * elp).sum() - e_log_t
     if include_rest:
@@ -130,7 +130,7 @@ def sequential_elbo(
         H = _tri(L_K, Kza)
         mean = (Kza * Kinv_m.unsqueeze(-1)).sum(-2)
         var = (kaa - H.square().sum(-2)).clamp_min(0) + (KinvL_V.mT @ Kza).square().sum(-2)
-        elp, _, _ = expected_terms(likelihood, y, mean, var)
+        elp = expected_log_prob(likelihood, y, mean, var)
         out = out + (weights * elp).sum()
     # KL[q || p T_rest / Z_rest] = E log q - E log p - E log T_rest + log Z_rest
     e_log_q = -0.5 * (m * math.log(2 * math.pi) + _logdet(L_V) + m)

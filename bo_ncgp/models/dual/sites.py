@@ -36,7 +36,13 @@ from torch import Tensor
 from bo_ncgp.likelihoods import Likelihood
 from bo_ncgp.linalg import NumericalWarning
 
-__all__ = ["damp", "expected_terms", "site_contributions", "site_targets"]
+__all__ = [
+    "damp",
+    "expected_log_prob",
+    "expected_terms",
+    "site_contributions",
+    "site_targets",
+]
 
 
 def _to_lik(x: Tensor, L: int) -> Tensor:
@@ -60,10 +66,14 @@ def expected_terms(
     mean = mean.expand(*batch, *mean.shape[-2:])  # targets may carry more batch dims (fantasies)
     var = var.clamp_min(0).expand(*batch, *var.shape[-2:])
     y = y.expand(*batch, y.shape[-1])
-    elp, alpha, beta = likelihood.expected(y, _to_lik(mean, L), _to_lik(var, L))
-    if L > 1:
-        beta = beta.diagonal(dim1=-2, dim2=-1)
+    elp, alpha, beta = likelihood.expected_diagonal(y, _to_lik(mean, L), _to_lik(var, L))
     return elp, _from_lik(alpha, L), _from_lik(beta, L)
+
+
+def expected_log_prob(likelihood: Likelihood, y: Tensor, mean: Tensor, var: Tensor) -> Tensor:
+    """``E log p(y|f)`` ``(..., n)`` under ``N(mean, var)`` (latent-major inputs)."""
+    L = mean.shape[-2]
+    return likelihood.expected_log_prob(y, _to_lik(mean, L), _to_lik(var.clamp_min(0), L))
 
 
 def site_targets(
