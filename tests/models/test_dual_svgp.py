@@ -583,3 +583,17 @@ def test_cached_factorisation_follows_hyperparameter_changes():
         assert not torch.allclose(changed, first)
         model.kernel.raw_outputscale.add_(0.5)
         assert torch.allclose(model.predict_f(Xs)[1], model.copy().predict_f(Xs)[1], atol=1e-12)
+
+
+def test_condition_accepts_relaxed_labels_inside_soft_targets():
+    from bo_ncgp.likelihoods import soft_targets
+
+    model = _bernoulli_model()
+    X = torch.rand(4, 2, 1) * 5
+    Y = torch.rand(3, 4, 2)  # probabilities as relaxed fantasy labels
+    with pytest.raises(ValueError, match="labels must be in"):
+        model.condition(X, Y)
+    with soft_targets():
+        cond = model.condition(X, Y)
+    mean, var = cond.predict_f(torch.rand(5, 1) * 5)
+    assert mean.shape == (3, 4, 5) and torch.isfinite(mean).all() and (var >= 0).all()
