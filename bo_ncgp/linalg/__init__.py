@@ -4,10 +4,14 @@
 * :func:`cg` -- batched preconditioned conjugate gradients;
 * :func:`pivoted_cholesky` -- greedy low-rank factorisation from row access;
 * :func:`stable_cholesky` -- Cholesky with documented jitter escalation;
-* :func:`low_rank_plus_diagonal_inverse` -- Woodbury preconditioner.
+* :func:`low_rank_plus_diagonal_inverse` -- Woodbury preconditioner;
+* :func:`cg_solve` -- CG solve with an adjoint backward pass (differentiable);
+* :class:`Grid`, :class:`CirculantEmbedding` -- hierarchical Toeplitz ``K_uu`` on grids,
+  its circulant embedding, rectangular root and preconditioner (HIP-GP).
 """
 
 from bo_ncgp.linalg.cg import CGResult, cg
+from bo_ncgp.linalg.cg_solve import cg_solve
 from bo_ncgp.linalg.cholesky import (
     NotPSDError,
     NumericalWarning,
@@ -17,17 +21,28 @@ from bo_ncgp.linalg.cholesky import (
 from bo_ncgp.linalg.kernel_operator import KernelOperator
 from bo_ncgp.linalg.pivoted_cholesky import PivotedCholeskyResult, RowAccess, pivoted_cholesky
 from bo_ncgp.linalg.preconditioners import low_rank_plus_diagonal_inverse
+from bo_ncgp.linalg.toeplitz import (
+    CirculantEmbedding,
+    Grid,
+    circulant_first_row,
+    toeplitz_first_row,
+)
 
 __all__ = [
     "CGResult",
+    "CirculantEmbedding",
+    "Grid",
     "KernelOperator",
     "NotPSDError",
     "NumericalWarning",
     "PivotedCholeskyResult",
     "RowAccess",
     "cg",
+    "cg_solve",
+    "circulant_first_row",
     "default_jitter_base",
     "low_rank_plus_diagonal_inverse",
     "pivoted_cholesky",
     "stable_cholesky",
+    "toeplitz_first_row",
 ]
