@@ -194,9 +194,9 @@ class IterNCGP(torch.nn.Module):
 
     @property
     def batch_shape(self) -> torch.Size:
-        """Batch shape of the targets (fantasies), ``()`` for a plain model."""
+        """Batch shape of the model (fantasies), ``()`` for a plain model."""
         self._require_fit()
-        return self._y.shape[:-1]
+        return torch.broadcast_shapes(self._y.shape[:-1], self._X.shape[:-2])
 
     @property
     def is_fitted(self) -> bool:
@@ -493,10 +493,11 @@ class IterNCGP(torch.nn.Module):
         recycling). ``self`` is not modified; kernel and likelihood modules are shared.
 
         Args:
-            X_new: ``(n_new, d)``.
+            X_new: ``(*bx, n_new, d)``; batched inputs (BoTorch t-batches) give the new model
+                batched training inputs ``(*bx, n + n_new, d)`` (dense/chunked kernel products).
             y_new: ``(*b, n_new)``; leading batch dimensions (fantasies) are vectorised: the
-                new model has batch shape ``broadcast(self.batch_shape, *b)`` and its buffers
-                are ``*b`` times larger.
+                new model has batch shape ``broadcast(self.batch_shape, *b, *bx)`` and its
+                buffers are that many times larger.
             num_iters: solver iterations per Newton step.
             max_newton_steps: Newton steps.
             callback: as in :meth:`fit`.
@@ -505,14 +506,25 @@ class IterNCGP(torch.nn.Module):
         plus the cross product above, against ``J`` products of a full refit.
         """
         self._require_fit()
-        X_new = self._check_inputs(X_new, "X_new")
+        X_new = self._check_inputs(X_new, "X_new", train=False)
+        if X_new.shape[-2] == 0:
+            raise ValueError("IterNCGP: X_new is empty (no data points)")
         y_new = self._check_targets(y_new, X_new, "y_new")
         if X_new.dtype != self._X.dtype or X_new.device != self._X.device:
             raise ValueError("IterNCGP.condition: X_new must match the training dtype and device")
         if int(num_iters) < 0 or int(max_newton_steps) < 1:
             raise ValueError("IterNCGP.condition: need num_iters >= 0 and max_newton_steps >= 1")
-        n, n_new, C = self._X.shape[-2], X_new.shape[-2], self.num_latents
-        batch = torch.broadcast_shapes(self._y.shape[:-1], y_new.shape[:-1])
+        n, n_new, C, d = self._X.shape[-2], X_new.shape[-2], self.num_latents, X_new.shape[-1]
+        try:
+            batch = torch.broadcast_shapes(
+                self._y.shape[:-1], y_new.shape[:-1], self._X.shape[:-2], X_new.shape[:-2]
+            )
+            xbatch = torch.broadcast_shapes(self._X.shape[:-2], X_new.shape[:-2])
+        except RuntimeError as err:
+            raise ValueError(
+                f"IterNCGP.condition: batch shapes do not broadcast: model "
+                f"{tuple(self.batch_shape)}, X_new {tuple(X_new.shape)}, y_new {tuple(y_new.shape)}"
+            ) from err
         new = IterNCGP(
             self.kernel,
             self.likelihood,
@@ -530,7 +542,7 @@ class IterNCGP(torch.nn.Module):
         config = copy.deepcopy(new.config)
         config.max_solver_iters = int(num_iters)
         config.max_newton_steps = int(max_newton_steps)
-        X_all = torch.cat([self._X, X_new], dim=-2)
+        X_all = torch.cat([self._X.expand(*xbatch, n, d), X_new.expand(*xbatch, n_new, d)], -2)
         y_all = torch.cat([self._y.expand(*batch, n), y_new.expand(*batch, n_new)], dim=-1)
         new._X, new._y = X_all, y_all
         new._K = LatentKernelOperator(self.kernel, X_all, C, self.backend)

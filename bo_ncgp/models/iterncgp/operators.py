@@ -75,7 +75,8 @@ class LatentKernelOperator:
 
     Args:
         kernel: GPyTorch kernel, batch shape ``()`` (shared) or ``(C,)``.
-        X: ``(n, d)`` training inputs.
+        X: ``(n, d)`` training inputs, or ``(*bx, n, d)`` for batched models (fantasies at
+            batched inputs; dense or chunked backend).
         num_latents: C.
         backend: :class:`~bo_ncgp.linalg.KernelOperator` backend.
 
@@ -98,7 +99,14 @@ class LatentKernelOperator:
         self.num_latents = int(num_latents)
         self.shared = _check_kernel(kernel, self.num_latents)
         self.backend = backend
-        self.op = KernelOperator(kernel, X, backend=backend)
+        # batched inputs (*bx, n, d) -- conditioned models of fantasy batches -- broadcast a
+        # (*bx, C|1, n, n) operator against the latent batch, which needs a torch backend
+        self.batched_inputs = X.dim() > 2
+        if self.batched_inputs:
+            Xb = X.unsqueeze(-3)
+            self.op = KernelOperator(kernel, Xb, backend=self._torch_backend(Xb))
+        else:
+            self.op = KernelOperator(kernel, X, backend=backend)
 
     @property
     def n(self) -> int:
@@ -107,6 +115,9 @@ class LatentKernelOperator:
     # ------------------------------------------------------------------ K V
     def matmul(self, V: Tensor) -> Tensor:
         """``K V`` for ``V`` of shape ``(*b, C, n, k)`` (one kernel product for all columns)."""
+        if self.batched_inputs:
+            _check_latent(V, self.n)
+            return self.op.matmul(V)
         return _block_matmul(self.op, self.shared, V, self.n)
 
     __matmul__ = matmul
@@ -122,29 +133,33 @@ class LatentKernelOperator:
         Returns:
             ``(broadcast(..., *b), C, m, k)``. Differentiable with respect to ``X_star``.
         """
-        if X_star.dim() == 2:
+        _check_latent(V, self.n)
+        if X_star.dim() == 2 and not self.batched_inputs:
             # one operator for all batch elements of V: fold them into columns (KeOps-friendly)
             op = KernelOperator(self.kernel, X_star, self.X, backend=self._cross_backend(V, X_star))
             return _block_matmul(op, self.shared, V, self.n)
-        # batched test inputs: broadcast K(X_star, X) of shape (..., C|1, m, n) against V
-        backend = self._cross_backend(V, X_star)
-        op = KernelOperator(self.kernel, X_star.unsqueeze(-3), self.X, backend=backend)
+        # batched inputs: broadcast K(X_star, X) of shape (..., C|1, m, n) against V
+        Xs = X_star.unsqueeze(-3)
+        op = KernelOperator(self.kernel, Xs, self.X.unsqueeze(-3), backend=self._torch_backend(Xs))
         return op.matmul(V)
 
+    def _torch_backend(self, X1: Tensor) -> str:
+        """``dense`` when ``K(X1, X)`` fits the dense budget, else ``chunked``."""
+        if self.backend in ("dense", "chunked"):
+            return self.backend
+        return "dense" if self._fits_dense(X1) else "chunked"
+
     def _cross_backend(self, V: Tensor, X_star: Tensor) -> str:
-        fits = self._fits_dense(X_star)
-        if X_star.dim() > 2:
-            # broadcasting extra batch dimensions of K(X_star, X) needs a torch backend
-            return "dense" if fits else "chunked"
-        if self.backend != "auto" or fits:
+        if self.backend != "auto" or self._fits_dense(X_star):
             return self.backend
         # KeOps does one reduction per column: with many columns blocked BLAS is faster
         columns = V.shape[-1] * max(1, math.prod(V.shape[:-3]))
         return "auto" if columns <= 64 else "chunked"
 
-    def _fits_dense(self, X_star: Tensor) -> bool:
-        numel = math.prod(X_star.shape[:-1]) * self.n * (1 if self.shared else self.num_latents)
-        return numel * X_star.element_size() <= 128 * 2**20
+    def _fits_dense(self, X1: Tensor) -> bool:
+        rows = math.prod(torch.broadcast_shapes(X1.shape[:-1], self.X.shape[:-1]))
+        numel = rows * self.n * (1 if self.shared else self.num_latents)
+        return numel * X1.element_size() <= 128 * 2**20
 
     def prior_diag(self, X_star: Tensor) -> Tensor:
         """``k_c(x, x)`` for every latent function: ``(..., C|1, m)``."""
@@ -156,12 +171,16 @@ class LatentKernelOperator:
         return self.kernel(Xs, Xs).to_dense()
 
 
-def _block_matmul(op: KernelOperator, shared: bool, V: Tensor, n: int) -> Tensor:
-    """Apply a (possibly class-batched) kernel operator to ``V`` of shape ``(*b, C, n, k)``."""
+def _check_latent(V: Tensor, n: int) -> None:
     if V.dim() < 3 or V.shape[-2] != n:
         raise ValueError(
             f"LatentKernelOperator: expected a (*b, C, {n}, k) tensor, got {tuple(V.shape)}"
         )
+
+
+def _block_matmul(op: KernelOperator, shared: bool, V: Tensor, n: int) -> Tensor:
+    """Apply a (possibly class-batched) kernel operator to ``V`` of shape ``(*b, C, n, k)``."""
+    _check_latent(V, n)
     *b, C, _, k = V.shape
     nb = len(b)
     if shared:

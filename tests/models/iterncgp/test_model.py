@@ -310,3 +310,20 @@ def test_bad_input_raises_clear_errors():
         model.condition(torch.rand(2, 2), torch.tensor([1.0, 3.0]))
     with pytest.raises(ValueError, match="permutation"):
         IterNCGP(rbf(), Bernoulli(), policy=UnitVectorPolicy(torch.tensor([0, 0, 1]))).fit(X, y)
+
+
+def test_condition_on_batched_inputs_equals_separate_conditions():
+    # BoTorch t-batches: X_new (b, q, d) with fantasies y_new (nf, b, q)
+    model, _, _ = fitted_softmax(batched=False)
+    X_new = torch.rand(2, 3, 2)
+    y_new = torch.randint(0, 3, (4, 2, 3))
+    fant = model.condition(X_new, y_new, num_iters=3)
+    assert fant.batch_shape == (4, 2) and fant.train_inputs.shape == (2, 43, 2)
+    Xs = torch.rand(5, 2)
+    mean, var = fant.predict_f(Xs)
+    assert mean.shape == (4, 2, 5, 3)
+    for f_idx, b_idx in [(0, 0), (3, 1)]:
+        single = model.condition(X_new[b_idx], y_new[f_idx, b_idx], num_iters=3)
+        m_s, v_s = single.predict_f(Xs)
+        torch.testing.assert_close(mean[f_idx, b_idx], m_s, atol=1e-8, rtol=1e-6)
+        torch.testing.assert_close(var[f_idx, b_idx], v_s, atol=1e-8, rtol=1e-6)
