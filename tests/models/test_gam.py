@@ -151,13 +151,14 @@ def test_fit_minibatch_and_callback():
     model.fit(
         X,
         y,
-        num_steps=80,
+        num_steps=50,
         lr=0.05,
         batch_size=16,
         generator=g,
         callback=lambda s, m, v: seen.append(s),
+        init_variational=False,  # Adam alone must make progress
     )
-    assert seen == list(range(80))
+    assert seen == list(range(50))
     assert float(model.elbo(X, y).detach()) > before
 
 

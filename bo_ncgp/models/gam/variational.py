@@ -63,6 +63,14 @@ def _solve_lower(L: Tensor, B: Tensor) -> Tensor:
     return torch.linalg.solve_triangular(L, B, upper=False)
 
 
+def _covariance_chol(precision: Tensor, name: str) -> Tensor:
+    """Lower Cholesky factor of ``precision^{-1}`` (via two triangular solves, no inverse)."""
+    Lp = stable_cholesky(precision, name=name)
+    eye = torch.eye(precision.shape[-1], dtype=precision.dtype, device=precision.device)
+    cov = torch.cholesky_solve(eye, Lp)
+    return stable_cholesky(0.5 * (cov + cov.mT), name=f"inverse of {name}")
+
+
 def _whitened_gaussian_kl(mean: Tensor, chol: Tensor) -> Tensor:
     """``KL[N(m, R R^T) || N(0, I)]`` for lower-triangular ``R``."""
     diag = chol.diagonal(dim1=-2, dim2=-1)
@@ -104,6 +112,58 @@ class Projection:
     factors: list[Tensor]
     sign: float
     coupled: bool
+
+    def sum_mean(self) -> Tensor:
+        """Mean of ``rho = sum_c f_c`` (Appendix C.3, ``mu_sum``), ``(..., n)``."""
+        return torch.stack(self.means).sum(0)
+
+    def _conditional_diag(self, kxx: list[Tensor]) -> list[Tensor]:
+        return [
+            k if a is None else k - a.square().sum(-2)
+            for k, a in zip(kxx, self.nystrom, strict=True)
+        ]
+
+    def sum_variance(self, kxx: list[Tensor]) -> Tensor:
+        """Marginal variance of the sum (Appendix C.3, ``Sigma_sum``) from ``k_c(x, x)``.
+
+        ``sum_{c,c'} G_c^T G_c' = ||sum_c G_c||^2``: linear in ``C`` (C.1 writes a double sum).
+        """
+        base = sum(self._conditional_diag(kxx))
+        if self.coupled:
+            corr = torch.stack(self.factors).sum(0).square().sum(-2)
+        else:
+            corr = sum(G.square().sum(-2) for G in self.factors)
+        return base + self.sign * corr
+
+    def sum_covariance(self, Kxx: list[Tensor]) -> Tensor:
+        """Joint covariance of the sum, ``(..., n, n)``, from ``k_c(X, X)``."""
+        base = 0.0
+        for K, a in zip(Kxx, self.nystrom, strict=True):
+            base = base + (K if a is None else K - a.mT @ a)
+        if self.coupled:
+            H = torch.stack(self.factors).sum(0)
+            corr = H.mT @ H
+        else:
+            corr = sum(G.mT @ G for G in self.factors)
+        cov = base + self.sign * corr
+        return 0.5 * (cov + cov.mT)
+
+    def component_variances(self, kxx: list[Tensor]) -> Tensor:
+        """Marginal variance of every ``f_c``, ``(..., n, C)``."""
+        own = [G.square().sum(-2) for G in self.factors]
+        return torch.stack(
+            [b + self.sign * o for b, o in zip(self._conditional_diag(kxx), own, strict=True)], -1
+        )
+
+    def component_covariance(self, kxx: list[Tensor]) -> Tensor:
+        """Covariance between the components at the same input, ``(..., n, C, C)``."""
+        base = torch.diag_embed(torch.stack(self._conditional_diag(kxx), -1))
+        if self.coupled:
+            G = torch.stack(self.factors, dim=-3)  # (..., C, r, n)
+            cross = torch.einsum("...crn,...ern->...nce", G, G)
+        else:
+            cross = torch.diag_embed(torch.stack([G.square().sum(-2) for G in self.factors], -1))
+        return base + self.sign * cross
 
 
 class VariationalFamily(nn.Module):
@@ -156,6 +216,16 @@ class VariationalFamily(nn.Module):
 
     def initialize_from_prior(self, Kuu: Sequence[Tensor]) -> None:
         """Set ``q(U) = p(U)`` (zero mean, prior covariance); ``Kuu`` used if not whitened."""
+        raise NotImplementedError
+
+    def assign_whitened(self, mean: Tensor, precision_update: Tensor, chol: list[Tensor]) -> None:
+        """Set ``q`` to the family's member nearest ``N(mean, (I + P)^{-1})`` in whitened
+        coordinates ``v = blockdiag(L)^{-1} U`` (``P = precision_update``, ``(MC, MC)``, PSD).
+
+        Used by :meth:`~bo_ncgp.models.gam.SparseGAM.initialize_variational`: exact for the
+        full family, diagonal blocks of the precision for the mean field (the optimal mean-field
+        factors for a Gaussian likelihood), best rank-``R`` approximation of ``P`` for ``B B^T``.
+        """
         raise NotImplementedError
 
     def prepare(self, Kuu: list[Tensor], chol: list[Tensor] | None) -> VariationalState:
@@ -214,6 +284,19 @@ class MeanFieldPosterior(VariationalFamily):
             else:
                 self.chol[c].copy_(stable_cholesky(Kuu[c], name=f"K_uu of component {c}"))
 
+    @torch.no_grad()
+    def assign_whitened(self, mean: Tensor, precision_update: Tensor, chol: list[Tensor]) -> None:
+        o = self.offsets
+        for c, L in enumerate(chol):
+            sl = slice(o[c], o[c + 1])
+            P = precision_update[sl, sl]
+            R = _covariance_chol(torch.eye(P.shape[0], dtype=P.dtype) + P, f"I + P_{c}{c}")
+            m = mean[sl]
+            if not self.whiten:
+                m, R = L @ m, L @ R
+            self.mean[c].copy_(m)
+            self.chol[c].copy_(R)
+
     def _whitened_q(self, state: VariationalState, c: int) -> tuple[Tensor, Tensor]:
         """``(m~_c, R~_c)`` with ``q(v_c) = N(m~_c, R~_c R~_c^T)``, ``v_c = L_c^{-1} U_c``."""
         m, R = self.mean[c], torch.tril(self.chol[c])
@@ -269,6 +352,17 @@ class FullCovariancePosterior(VariationalFamily):
                     *[stable_cholesky(K, name=f"K_uu of component {c}") for c, K in enumerate(Kuu)]
                 )
             )
+
+    @torch.no_grad()
+    def assign_whitened(self, mean: Tensor, precision_update: Tensor, chol: list[Tensor]) -> None:
+        P = precision_update
+        R = _covariance_chol(torch.eye(P.shape[0], dtype=P.dtype) + P, "I + P")
+        m = mean
+        if not self.whiten:
+            Lb = torch.block_diag(*chol)
+            m, R = Lb @ m, Lb @ R
+        self.mean.copy_(m)
+        self.chol.copy_(R)
 
     def prepare(self, Kuu: list[Tensor], chol: list[Tensor] | None) -> VariationalState:
         state = VariationalState(Kuu=Kuu, chol=chol)
@@ -345,6 +439,23 @@ class CoupledPrecisionPosterior(VariationalFamily):
             if not self.whiten:  # B~ = L^T B has scale init_scale: B ~ init_scale / sqrt(k)
                 scale = scale / float(Kuu[c].diagonal().mean().clamp_min(1e-12).sqrt())
             self.B[c].copy_(scale * torch.randn(m, self.rank, dtype=self.B[c].dtype))
+
+    @torch.no_grad()
+    def assign_whitened(self, mean: Tensor, precision_update: Tensor, chol: list[Tensor]) -> None:
+        evals, evecs = torch.linalg.eigh(0.5 * (precision_update + precision_update.mT))
+        k = min(self.rank, evals.shape[0])
+        top = evecs[:, -k:] * evals[-k:].clamp_min(0).sqrt()  # best rank-R factor of P
+        B = torch.zeros(evals.shape[0], self.rank, dtype=top.dtype, device=top.device)
+        B[:, :k] = top
+        o = self.offsets
+        for c, L in enumerate(chol):
+            sl = slice(o[c], o[c + 1])
+            m, Bc = mean[sl], B[sl]
+            if not self.whiten:  # alpha = L^{-T} m, B = L^{-T} B~
+                m = torch.linalg.solve_triangular(L.mT, m.unsqueeze(-1), upper=True)[:, 0]
+                Bc = torch.linalg.solve_triangular(L.mT, Bc, upper=True)
+            self.mean[c].copy_(m)
+            self.B[c].copy_(Bc)
 
     def prepare(self, Kuu: list[Tensor], chol: list[Tensor] | None) -> VariationalState:
         state = VariationalState(Kuu=Kuu, chol=chol)
