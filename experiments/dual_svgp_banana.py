@@ -83,7 +83,7 @@ def stream(data, cfg: dict, memory_size: int, selection: str, seed: int) -> dict
         "Z": model.Z.tolist(),
         "memory": model.memory_inputs.tolist(),
         "lengthscale": model.kernel.base_kernel.lengthscale.detach().reshape(-1).tolist(),
-        "outputscale": float(model.kernel.outputscale),
+        "outputscale": float(model.kernel.outputscale.detach()),
     }
     return {"per_batch": rows, "final_state": state, "model": model}
 

@@ -473,7 +473,7 @@ class DualSVGP(ResizableModule):
         """``(alpha_u, V_u)``: mean ``(L, m)`` and covariance ``(L, m, m)`` of ``u = f(Z)``
         (Eq. 24: ``alpha_u = K_zz (K_zz + B_u)^{-1} lam``, ``V_u = K_zz (K_zz + B_u)^{-1} K_zz``)
         for an unconditioned model."""
-        self._require_unbatched("inducing_posterior")
+        self._require_unconditioned("inducing_posterior")
         f, _ = self._factors()
         Kzz = self._Kzz()
         mu_v = torch.linalg.solve_triangular(f.L_A.mT, f.w.unsqueeze(-1), upper=True)
@@ -484,6 +484,7 @@ class DualSVGP(ResizableModule):
         """``(lam, B_u)`` of the unconditioned posterior at the current ``Z`` and
         hyperparameters (Eq. 11 / the issue's natural-parameter form), ``(L, m)``,
         ``(L, m, m)``."""
+        self._require_unconditioned("dual_parameters")
         return self._total_pair()
 
     # ------------------------------------------------------------- objectives
@@ -533,17 +534,17 @@ class DualSVGP(ResizableModule):
         exact log marginal likelihood of the (DTC) sparse GP, which is the exact GP's when
         ``Z`` holds the data. Priors on the hyperparameters are added when ``include_prior``.
         """
-        self._require_unbatched("log_marginal")
+        self._require_unconditioned("log_marginal")
         mem = self.memory
         eta, beta = self._memory_sites()
         weights = self._memory_weights(self.num_data)
         val = self._objective(mem.X, mem.y, eta, beta, weights, len(mem) > 0, "dual")
         return val + self._log_prior() if include_prior else val
 
-    def elbo(self, include_prior: bool = False) -> Tensor:
+    def elbo(self, include_prior: bool = True) -> Tensor:
         """The sequential ELBO of Eq. 21 over the memory at the current state, with
         ``q(u)`` fixed at the current posterior (differentiable in the hyperparameters)."""
-        self._require_unbatched("elbo")
+        self._require_unconditioned("elbo")
         mem = self.memory
         eta, beta = self._memory_sites()
         val = self._objective(mem.X, mem.y, eta, beta, mem.y.new_ones(len(mem)), True, "elbo")
@@ -782,6 +783,13 @@ class DualSVGP(ResizableModule):
         new._shares_hyperparameters = True
         new._block_cache = None  # the base factorisation (if cached) stays valid
         return new
+
+    def _require_unconditioned(self, what: str) -> None:
+        if self._ceta is not None:
+            raise ValueError(
+                f"DualSVGP.{what}: not available for a model returned by condition(); call it "
+                "on the model that was conditioned (or fold the points in with update())"
+            )
 
     def _require_unbatched(self, what: str) -> None:
         if self.batch_shape:

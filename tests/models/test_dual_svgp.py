@@ -517,6 +517,8 @@ def test_bad_inputs_raise_clear_errors(small_model):
         m.condition(torch.rand(3, 2, 1), torch.ones(4, 2))
     with pytest.raises(ValueError, match="batch_shape"):
         m.condition(torch.rand(2, 1), torch.ones(3, 2)).update(X, torch.ones(5))
+    with pytest.raises(ValueError, match="returned by condition"):
+        m.condition(torch.rand(2, 1), torch.ones(2)).log_marginal()
     with pytest.raises(ValueError, match="rho"):
         DualSVGP(matern(), Bernoulli(), X, rho=0.0)
     with pytest.raises(ValueError, match="num_latents"):
