@@ -33,12 +33,12 @@ def test_bls_sampling_frequencies_follow_the_scores_and_random_is_uniform():
     scores = torch.tensor([1.0, 3.0, 6.0])
     counts = torch.zeros(3)
     rand_counts = torch.zeros(3)
-    for _ in range(3000):
+    for _ in range(1500):
         counts[sample_by_score(scores, 1, generator=g)] += 1
         rand_counts[sample_by_score(scores, 1, method="random", generator=g)] += 1
     freq = counts / counts.sum()
-    assert torch.allclose(freq, scores / scores.sum(), atol=0.03)
-    assert torch.allclose(rand_counts / 3000, torch.full((3,), 1 / 3), atol=0.03)
+    assert torch.allclose(freq, scores / scores.sum(), atol=0.05)
+    assert torch.allclose(rand_counts / 1500, torch.full((3,), 1 / 3), atol=0.05)
 
 
 def test_memory_add_keep_sites_and_state_dict_resize():
