@@ -31,8 +31,10 @@ def check_inducing_points(Z: Tensor, name: str = "inducing_points") -> Tensor:
     """Validate ``Z`` ``(m, d)``: finite, non-empty; exact duplicates are dropped with a warning.
 
     Example:
-        >>> Z = torch.tensor([[0.0], [1.0], [1.0]])
-        >>> check_inducing_points(Z).shape  # doctest: +SKIP  (warns about the duplicate)
+        >>> import warnings
+        >>> with warnings.catch_warnings():
+        ...     warnings.simplefilter("ignore")  # it warns about the duplicate
+        ...     check_inducing_points(torch.tensor([[0.0], [1.0], [1.0]])).shape
         torch.Size([2, 1])
     """
     if not isinstance(Z, Tensor):
