@@ -270,3 +270,25 @@ def test_bad_data():
         model.fit(X, y, num_steps=1, batch_size=0)
     # (n, 1) targets are accepted
     assert torch.allclose(model.elbo(X, y.unsqueeze(-1)), model.elbo(X, y))
+
+
+@pytest.mark.parametrize("posterior", FAMILIES)
+def test_partial_sums_of_components(posterior):
+    model = SparseGAM(components(), Gaussian(0.1), posterior)
+    with torch.no_grad():
+        for p in model.variational.parameters():
+            p.add_(0.2 * torch.randn_like(p))
+    X = torch.rand(2, 5, 3)
+    cm, cj = model.predict_components(X, joint=True)
+    for subset in ([1], [0, 2], [2, 0, 1]):
+        mean, var = model.predict_f(X, components=subset)
+        idx = torch.tensor(subset)
+        assert torch.allclose(mean, cm[..., idx].sum(-1), atol=1e-12)
+        block = cj[..., idx[:, None], idx[None, :]]
+        assert torch.allclose(var, block.sum((-1, -2)), atol=1e-10)
+        _, cov = model.predict_f(X, full_cov=True, components=subset)
+        assert torch.allclose(cov.diagonal(dim1=-2, dim2=-1), var, atol=1e-10)
+    with pytest.raises(ValueError, match="distinct indices"):
+        model.predict_f(X, components=[0, 0])
+    with pytest.raises(ValueError, match="distinct indices"):
+        model.predict_f(X, components=[3])

@@ -218,14 +218,33 @@ class SparseGAM(gpytorch.Module):
             )
         return torch.maximum(var, floor)
 
+    def _check_subset(self, components: Sequence[int] | None) -> list[int]:
+        if components is None:
+            return list(range(self.num_components))
+        idx = [int(i) for i in components]
+        C = self.num_components
+        if not idx or len(set(idx)) != len(idx) or any(not 0 <= i < C for i in idx):
+            raise ValueError(
+                f"SparseGAM: components must be distinct indices in [0, {C}), got {components}"
+            )
+        return idx
+
     def _sum_marginals(
-        self, X: Tensor, state: VariationalState | None = None, full_cov: bool = False
+        self,
+        X: Tensor,
+        state: VariationalState | None = None,
+        full_cov: bool = False,
+        components: Sequence[int] | None = None,
     ) -> tuple[Tensor, Tensor]:
         proj = self._project(X, state)
+        comps = list(self.components)
+        if components is not None:
+            idx = self._check_subset(components)
+            proj, comps = proj.subset(idx), [comps[i] for i in idx]
         mean = proj.sum_mean()
         if full_cov:
-            return mean, proj.sum_covariance([c.kxx(X, diag=False) for c in self.components])
-        kxx = [comp.kxx(X) for comp in self.components]
+            return mean, proj.sum_covariance([c.kxx(X, diag=False) for c in comps])
+        kxx = [comp.kxx(X) for comp in comps]
         return mean, self._floor(proj.sum_variance(kxx), sum(kxx), "variance of the sum")
 
     def kl(self) -> Tensor:
@@ -257,14 +276,22 @@ class SparseGAM(gpytorch.Module):
         return total
 
     # --------------------------------------------------------------- prediction
-    def predict_f(self, X: Tensor, full_cov: bool = False) -> tuple[Tensor, Tensor]:
+    def predict_f(
+        self, X: Tensor, full_cov: bool = False, components: Sequence[int] | None = None
+    ) -> tuple[Tensor, Tensor]:
         """Posterior of the additive predictor ``rho = sum_c f_c`` at ``X (..., n, d)``.
+
+        Args:
+            X: ``(..., n, d)`` inputs (any leading batch dimensions).
+            full_cov: return the joint covariance over the ``n`` points.
+            components: only sum these components (default: all), e.g. ``[c]`` for the
+                posterior of ``f_c`` alone with its joint covariance.
 
         Returns ``(mean (..., n), var (..., n))`` or ``(mean, cov (..., n, n))``;
         differentiable with respect to ``X`` and all parameters.
         """
         X = self._check_X(X)
-        return self._sum_marginals(X, None, full_cov=full_cov)
+        return self._sum_marginals(X, None, full_cov=full_cov, components=components)
 
     def forward(self, X: Tensor, full_cov: bool = False) -> tuple[Tensor, Tensor]:
         return self.predict_f(X, full_cov=full_cov)

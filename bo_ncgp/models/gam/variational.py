@@ -113,6 +113,16 @@ class Projection:
     sign: float
     coupled: bool
 
+    def subset(self, idx: Sequence[int]) -> Projection:
+        """The projection of the components ``idx`` only (posterior of a partial sum)."""
+        return Projection(
+            [self.means[i] for i in idx],
+            [self.nystrom[i] for i in idx],
+            [self.factors[i] for i in idx],
+            self.sign,
+            self.coupled,
+        )
+
     def sum_mean(self) -> Tensor:
         """Mean of ``rho = sum_c f_c`` (Appendix C.3, ``mu_sum``), ``(..., n)``."""
         return torch.stack(self.means).sum(0)

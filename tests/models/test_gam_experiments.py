@@ -1,0 +1,80 @@
+"""The SparseGAM experiment scripts run in their --quick configuration and write well-formed
+results (the full runs are in experiments/RESULTS.md)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _load(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "experiments" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(autouse=True)
+def _restore_torch_state():
+    dtype, threads = torch.get_default_dtype(), torch.get_num_threads()
+    yield
+    torch.set_default_dtype(dtype)
+    torch.set_num_threads(threads)
+
+
+def test_analytic_anova_terms_of_the_test_function():
+    exp = _load("gam_friedman")
+    X = torch.rand(5000, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    terms = exp.analytic_components(X)
+    # the terms add up to f, and every non-constant term has zero mean (Monte Carlo)
+    torch.testing.assert_close(terms.sum(-1), exp.friedman(X))
+    assert terms[:, 1:].mean(0).abs().max() < 0.1
+    # f_12 integrates to zero in x2 for fixed x1 (quadrature)
+    t = torch.linspace(0, 1, 2001, dtype=torch.float64)
+    grid = torch.zeros(2001, 6, dtype=torch.float64)
+    grid[:, 0], grid[:, 1] = 0.37, t
+    assert abs(float(torch.trapezoid(exp.analytic_components(grid)[:, 7], t))) < 1e-6
+
+
+def test_friedman_quick(tmp_path):
+    exp = _load("gam_friedman")
+    res = exp.main(["--quick", "--out", str(tmp_path), "--extra-ranks", "8"])
+    saved = json.loads((tmp_path / "friedman_quick.json").read_text())
+    assert set(saved["families"]) == {
+        "mean_field",
+        "coupled_precision",
+        "full",
+        "coupled_precision_R8",
+    }
+    for fam, r in saved["families"].items():
+        assert math.isfinite(r["test_nlpd"]) and math.isfinite(r["elbo_per_datum"])
+        assert set(r["components"]) == set(exp.NAMES)
+        for name in exp.NAMES[1:]:
+            assert 0.0 <= r["components"][name]["coverage95"] <= 1.0
+            assert r["components"][name]["rmse"] >= 0.0
+        assert (tmp_path / f"friedman_quick_{fam}.png").stat().st_size > 0
+    assert res["families"].keys() == saved["families"].keys()
+
+
+def test_timing_quick(tmp_path):
+    exp = _load("gam_timing")
+    exp.main(["--quick", "--out", str(tmp_path)])
+    saved = json.loads((tmp_path / "timing_quick.json").read_text())
+    cs = saved["config"]["components"]
+    for label, t in saved["timings_seconds"].items():
+        for w in ("kl", "expect", "elbo"):
+            assert len(t[w]) == len(cs) and all(v >= 0 for v in t[w])
+        assert math.isfinite(saved["summary"][label]["slope_storage"])
+    # storage column of Table 1: C M^2 (mean field, coupled) vs C^2 M^2 (full), exactly
+    M = saved["config"]["M"]
+    counts = saved["num_variational_parameters"]
+    assert counts["mean_field"] == [c * (M * M + M) for c in cs]
+    assert counts["coupled_precision"] == [c * (M * M + M) for c in cs]
+    assert counts["full"] == [(c * M) ** 2 + c * M for c in cs]
