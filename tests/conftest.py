@@ -40,3 +40,6 @@ def data_root() -> Path:
 
 def pytest_configure(config):
     warnings.filterwarnings("ignore", message=".*CUDA libraries not found.*")
+    # Tests use small matrices: one BLAS thread per process avoids oversubscribing the cores
+    # when pytest-xdist runs several workers (and keeps timings of noisy machines sane).
+    torch.set_num_threads(1)

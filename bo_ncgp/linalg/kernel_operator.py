@@ -177,19 +177,33 @@ class KernelOperator:
 
     # ------------------------------------------------------------ row access
     def _state_key(self) -> tuple:
-        # in-place updates (optimiser steps, initialize) bump a tensor's _version counter
-        tensors = (self.X1, self.X2, *self.kernel.parameters())
-        return (torch.is_grad_enabled(), *((id(t), t._version) for t in tensors))
+        # inputs: identity + in-place version; hyperparameters: their values, because
+        # GPyTorch's setters write through ``.data`` without bumping ``_version``
+        params = [p.detach().reshape(-1) for p in self.kernel.parameters()]
+        values = torch.cat(params).clone() if params else None
+        return (
+            torch.is_grad_enabled(),
+            (id(self.X1), self.X1._version, id(self.X2), self.X2._version),
+            values,
+        )
+
+    @staticmethod
+    def _same_key(a: tuple, b: tuple) -> bool:
+        if a[:2] != b[:2]:
+            return False
+        if a[2] is None or b[2] is None:
+            return a[2] is b[2]
+        return a[2].shape == b[2].shape and bool(torch.equal(a[2], b[2]))
 
     def to_dense(self) -> Tensor:
         """The full matrix ``K(X1, X2)`` (O(n1 n2) memory).
 
-        The matrix is cached until the inputs or the kernel's parameters change in place
-        (e.g. an optimiser step), so repeated products with the dense backend cost one
-        evaluation of the kernel.
+        The matrix is cached until the inputs change in place or the kernel's parameter
+        values change (optimiser steps, setters), so repeated products with the dense
+        backend cost one evaluation of the kernel.
         """
         key = self._state_key()
-        if self._dense_cache is not None and self._dense_cache[0] == key:
+        if self._dense_cache is not None and self._same_key(self._dense_cache[0], key):
             return self._dense_cache[1]
         K = self.kernel(self.X1, self.X2).to_dense()
         K = K.expand(self.shape) if K.shape != self.shape else K

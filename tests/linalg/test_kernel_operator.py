@@ -126,3 +126,19 @@ def test_diagonal_rows_and_errors():
         KernelOperator(k, X, torch.rand(3, 5))
     with pytest.raises(ValueError, match="square"):
         KernelOperator(k, X, torch.rand(4, 2)).diagonal()
+
+
+def test_dense_cache_invalidated_by_setter_and_optimizer_step():
+    k = gpytorch.kernels.RBFKernel().double()
+    X = torch.rand(15, 2)
+    op = KernelOperator(k, X, backend="dense")
+    v = torch.ones(15, 1)
+    first = op @ v
+    k.lengthscale = 0.1  # setter writes through .data (no _version bump)
+    torch.testing.assert_close(op @ v, k(X).to_dense() @ v)
+    assert not torch.allclose(op @ v, first)
+    opt = torch.optim.SGD(k.parameters(), lr=0.5)
+    (op @ v).sum().backward()
+    opt.step()
+    with torch.no_grad():
+        torch.testing.assert_close(op @ v, k(X).to_dense() @ v)
