@@ -1,15 +1,25 @@
 """Command line entry point: ``bo-ncgp <command> ...``.
 
-Commands register themselves in :data:`COMMANDS` (name -> (help, add_arguments, run)) so that
-each experiment module owns its own arguments. ``bo-ncgp --help`` lists them.
+Commands come from two places:
+
+* package modules register themselves in :data:`COMMANDS` (name -> (help, add_arguments,
+  run)), e.g. the campaign runners in :mod:`bo_ncgp.campaigns.cli`;
+* experiment scripts in the checkout's ``experiments/`` folder that define a module-level
+  ``CLI_NAME = "name"`` and ``main(argv) -> int`` are exposed as ``bo-ncgp name ARGS...``
+  (arguments are passed through; ``bo-ncgp name --help`` shows the script's own help).
+
+``bo-ncgp --help`` lists all of them.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import re
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 __all__ = ["COMMANDS", "main"]
 
@@ -96,21 +106,56 @@ def _load_plugins() -> None:
     """Import the modules that register further commands (experiments, campaigns)."""
     import importlib
 
-    for mod in ("bo_ncgp.campaigns.cli",):
+    for mod in ("bo_ncgp.campaigns.cli", "bo_ncgp.campaigns.hotspots_cli"):
         try:
             importlib.import_module(mod)
         except ModuleNotFoundError as err:
-            if err.name is None or not err.name.startswith("bo_ncgp"):
+            if err.name != mod:
                 raise
+
+
+EXPERIMENTS_DIR = Path(__file__).resolve().parents[1] / "experiments"
+_CLI_NAME = re.compile(r'^CLI_NAME\s*=\s*["\']([\w-]+)["\']', re.MULTILINE)
+
+
+def experiment_scripts(folder: Path = EXPERIMENTS_DIR) -> dict[str, Path]:
+    """``{CLI_NAME: path}`` of the experiment scripts in ``folder``."""
+    found: dict[str, Path] = {}
+    if folder.is_dir():
+        for f in sorted(folder.glob("*.py")):
+            m = _CLI_NAME.search(f.read_text(errors="replace"))
+            if m:
+                found[m.group(1)] = f
+    return found
+
+
+def _run_script(path: Path, argv: list[str]) -> int:
+    spec = importlib.util.spec_from_file_location(f"bo_ncgp_experiment_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(path.parent.parent))  # scripts may import experiments.<helper>
+    try:
+        spec.loader.exec_module(module)
+        return int(module.main(argv) or 0)
+    finally:
+        sys.path.remove(str(path.parent.parent))
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run ``bo-ncgp`` with ``argv`` (default ``sys.argv[1:]``) and return the exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    scripts = experiment_scripts()
+    if argv and argv[0] in scripts and argv[0] not in COMMANDS:
+        return _run_script(scripts[argv[0]], argv[1:])
     _load_plugins()
-    parser = argparse.ArgumentParser(prog="bo-ncgp", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="bo-ncgp", description="bo_ncgp: BO and active learning with non-conjugate GPs"
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (help_, add_args, _) in sorted(COMMANDS.items()):
         add_args(sub.add_parser(name, help=help_, description=help_))
+    for name, path in sorted(scripts.items()):
+        if name not in COMMANDS:
+            sub.add_parser(name, help=f"experiment script experiments/{path.name}", add_help=False)
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
