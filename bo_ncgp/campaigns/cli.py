@@ -108,10 +108,17 @@ def _lunar_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=int, default=1, help="evaluation processes")
     p.add_argument("--dask-scheduler", default=None, help="address of a dask scheduler")
     p.add_argument("--out", type=Path, default=Path("results/lunar"))
+    p.add_argument("--num-inducing", type=int, default=None, help="model inducing points")
+    p.add_argument("--hyper-steps", type=int, default=None, help="Adam steps per model update")
+    p.add_argument("--num-restarts", type=int, default=None, help="optimize_acqf restarts")
+    p.add_argument("--raw-samples", type=int, default=None, help="optimize_acqf raw samples")
+    p.add_argument(
+        "--threads", type=int, default=1, help="torch threads (1 is fastest for these models)"
+    )
     p.add_argument(
         "--quick",
         action="store_true",
-        help="small preset (2 seeds, 18 evaluations, 3 episodes) finishing in ~2 min",
+        help="small preset (2 seeds, 15 evaluations, 3 episodes) finishing in ~2 min",
     )
     p.add_argument("--no-progress", action="store_true")
 
@@ -120,11 +127,17 @@ def _lunar_args(p: argparse.ArgumentParser) -> None:
     _lunar_args
 )
 def _lunar(args: argparse.Namespace) -> int:
+    import torch
+
     from bo_ncgp.problems.lunar_lander import LunarLander
 
+    torch.set_num_threads(args.threads)
     if args.quick:
-        args.seeds, args.evaluations, args.initial = 2, 18, 6
+        args.seeds, args.evaluations, args.initial = 2, 15, 6
         args.episodes, args.heldout_episodes = 3, 10
+        args.hyper_steps = args.hyper_steps or 20
+        args.num_restarts = args.num_restarts or 2
+        args.raw_samples = args.raw_samples or 128
     problem_factory = lambda: LunarLander(  # noqa: E731
         episode_seeds=list(range(args.episodes)),
         heldout_seeds=list(range(10_000, 10_000 + args.heldout_episodes)),
