@@ -48,6 +48,7 @@ def test_derivative_quick(tmp_path):
     assert abs(s["hipgp"]["rmse"]["mean"] - s["exact"]["rmse"]["mean"]) < 0.05
 
 
+@pytest.mark.slow
 def test_dust_and_magnetometer_quick(tmp_path, data_root):
     assert (
         _load("hipgp_dust").main(["--quick", "--out", str(tmp_path), "--root", str(data_root)]) == 0
