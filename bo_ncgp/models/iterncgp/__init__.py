@@ -10,12 +10,14 @@ Off Computation For Uncertainty" (workshop version: "IterGLM").
 * :mod:`.policies` -- actions: :class:`CGPolicy`, :class:`UnitVectorPolicy`;
 * :mod:`.belief` -- belief over the representer weights and its update (Eqs. 8-10);
 * :mod:`.stopping` -- inner / outer stopping criteria (Sec. B.2);
+* :mod:`.linesearch` -- step-size control of the Newton steps (extension);
 * :mod:`.recycling` -- Algorithm 3, virtual solver run with compression;
 * :mod:`.operators` -- products with the block-diagonal prior covariance of C latent GPs.
 """
 
 from bo_ncgp.models.iterncgp.belief import Belief, BeliefUpdate
 from bo_ncgp.models.iterncgp.itergp import IterGPResult, itergp
+from bo_ncgp.models.iterncgp.linesearch import backtracking_step, log_posterior
 from bo_ncgp.models.iterncgp.model import IterNCGP, RatePrediction
 from bo_ncgp.models.iterncgp.newton import (
     LaplaceState,
@@ -57,7 +59,9 @@ __all__ = [
     "SolverState",
     "StoppingCriterion",
     "UnitVectorPolicy",
+    "backtracking_step",
     "itergp",
+    "log_posterior",
     "make_policy",
     "newton_laplace",
     "null_space_projection",

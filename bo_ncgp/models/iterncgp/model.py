@@ -95,6 +95,12 @@ class IterNCGP(torch.nn.Module):
         solver_rtol, solver_atol: inner tolerances on ``||r_j||`` (Sec. B.2).
         backend: :class:`~bo_ncgp.linalg.KernelOperator` backend for products with ``K``.
         mean: optional GPyTorch mean module (default: zero mean).
+        line_search: damp a Newton step that would decrease the log posterior
+            (:mod:`.linesearch`; an extension of the paper, whose Algorithm 1 is
+            ``line_search=False``). Steps that increase it -- all steps near the mode -- are
+            the paper's full steps. ``None`` (default): on for the Poisson likelihood, whose
+            full Newton steps from the prior mean overshoot for large counts, off otherwise.
+            Convergence is always judged on the full step.
 
     Example:
         >>> from bo_ncgp.likelihoods import Bernoulli
@@ -121,6 +127,7 @@ class IterNCGP(torch.nn.Module):
         solver_atol: float = 1e-5,
         backend: Literal["auto", "dense", "chunked", "keops"] = "auto",
         mean: gpytorch.means.Mean | None = None,
+        line_search: bool | None = None,
     ) -> None:
         super().__init__()
         if not isinstance(kernel, gpytorch.kernels.Kernel):
@@ -162,6 +169,9 @@ class IterNCGP(torch.nn.Module):
             solver_rtol=float(solver_rtol),
             recycle=bool(recycle),
             compression_rank=None if compression_rank is None else int(compression_rank),
+            line_search=isinstance(likelihood, Poisson)
+            if line_search is None
+            else bool(line_search),
         )
         self.backend = backend
         self._reset_state()
@@ -174,6 +184,7 @@ class IterNCGP(torch.nn.Module):
         self._m: Tensor | None = None
         self._state: LaplaceState | None = None
         self._belief: Belief | None = None
+        self._mean_weights: Tensor | None = None
         self._fitted_policy: Policy | None = None
         self.history: list = []
         self.num_solver_iters = 0
@@ -272,7 +283,7 @@ class IterNCGP(torch.nn.Module):
             C, n = self.num_latents, X.shape[-2]
             f0 = self._m.expand(*y.shape[:-1], C, n, 1)
             policy = copy.deepcopy(self.policy)
-            self._run(f0, policy, self.config, None, None, callback)
+            self._run(f0, policy, self.config, None, None, callback, None)
         return self
 
     def _run(
@@ -283,6 +294,7 @@ class IterNCGP(torch.nn.Module):
         S: Tensor | None,
         T: Tensor | None,
         callback: Callback | None,
+        w0: Tensor | None,
     ) -> None:
         clock = _Clock()
         total = [0]
@@ -291,6 +303,7 @@ class IterNCGP(torch.nn.Module):
             if j > 0:
                 total[0] += 1
             self._belief = belief
+            self._mean_weights = belief.v  # Eq. 8 with the current v_j
             self.num_solver_iters = total[0]
             if callback is None:
                 return False
@@ -298,10 +311,12 @@ class IterNCGP(torch.nn.Module):
             return bool(clock.run_excluded(lambda: callback(i, j, self.fit_seconds, self)))
 
         state = newton_laplace(
-            self._K, self.likelihood, self._y, self._m, f0, policy, config, S, T, hook
+            self._K, self.likelihood, self._y, self._m, f0, policy, config, S, T, hook, w0
         )
         self._state = state
         self._belief = state.belief
+        # the final iterate f = m + K w (w = v_j unless the last step was damped)
+        self._mean_weights = state.w
         self._fitted_policy = policy
         self.history = state.steps
         self.num_solver_iters = total[0]
@@ -313,7 +328,7 @@ class IterNCGP(torch.nn.Module):
         self._require_fit()
         X = self._check_inputs(X, train=False)
         belief = self._belief
-        V = torch.cat([belief.v, belief.Q], dim=-1)
+        V = torch.cat([self._mean_weights.expand_as(belief.v), belief.Q], dim=-1)
         KV = self._K.cross_matmul(X, V)
         mean = self._prior_mean(X) + KV[..., 0]  # Eq. 8
         return mean, KV[..., 1:]
@@ -472,7 +487,7 @@ class IterNCGP(torch.nn.Module):
         """Bytes held by the solver state (``S``, ``T``, ``Q``, ``K Q``, ``v``, ``f``): O(B N C)."""
         self._require_fit()
         st, b = self._state, self._belief
-        ts = [st.S, st.T, st.f, b.Q, b.KQ, b.v, b.Kv]
+        ts = [st.S, st.T, st.f, st.w, b.Q, b.KQ, b.v, b.Kv]
         return sum(t.numel() * t.element_size() for t in ts)
 
     # ------------------------------------------------------------ conditioning
@@ -538,6 +553,7 @@ class IterNCGP(torch.nn.Module):
             solver_atol=self.config.solver_atol,
             backend=self.backend,
             mean=self.mean_module,
+            line_search=self.config.line_search,
         )
         config = copy.deepcopy(new.config)
         config.max_solver_iters = int(num_iters)
@@ -550,7 +566,7 @@ class IterNCGP(torch.nn.Module):
             st = self._state
             new._m = self._prior_mean(X_all).unsqueeze(-1)
             # warm start: f at the new inputs = predictive mean; T rows = K(X_new, X) S
-            V = torch.cat([self._belief.v, st.S], dim=-1)
+            V = torch.cat([st.w.expand(*st.S.shape[:-1], 1), st.S], dim=-1)
             KV = self._K.cross_matmul(X_new, V)
             f_new = self._prior_mean(X_new).unsqueeze(-1) + KV[..., :1]
             f0 = torch.cat(
@@ -563,7 +579,10 @@ class IterNCGP(torch.nn.Module):
             T0 = torch.cat(
                 [st.T.expand(*batch, C, n, B), KV[..., 1:].expand(*batch, C, n_new, B)], dim=-2
             )
+            w0 = torch.cat(
+                [st.w.expand(*batch, C, n, 1), st.w.new_zeros(*batch, C, n_new, 1)], dim=-2
+            )
             base = self._fitted_policy if self._fitted_policy is not None else self.policy
             policy = base.extend(n, n_new)
-            new._run(f0, policy, config, S0, T0, callback)
+            new._run(f0, policy, config, S0, T0, callback, w0)
         return new

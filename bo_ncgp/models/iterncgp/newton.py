@@ -9,7 +9,9 @@ Tatzel et al., Algorithm 1 (Sec. 3.1, Prop. A.1):
     line 9      f_{i+1} <- K v_j + m
 
 With ``recycle=True`` the buffers ``S``, ``T`` of step ``i`` enter the virtual solver run of
-step ``i + 1`` (Sec. 3.3); otherwise every step starts from ``C_0 = 0``.
+step ``i + 1`` (Sec. 3.3); otherwise every step starts from ``C_0 = 0``. With
+``line_search=True`` (an extension, :mod:`.linesearch`) line 9 backtracks on the log posterior
+when the full step would decrease it.
 """
 
 from __future__ import annotations
@@ -17,11 +19,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import torch
 from torch import Tensor
 
 from bo_ncgp.likelihoods import Likelihood
 from bo_ncgp.models.iterncgp.belief import Belief
 from bo_ncgp.models.iterncgp.itergp import itergp
+from bo_ncgp.models.iterncgp.linesearch import backtracking_step
 from bo_ncgp.models.iterncgp.operators import LatentKernelOperator
 from bo_ncgp.models.iterncgp.policies import Policy
 from bo_ncgp.models.iterncgp.problem import PseudoRegressionProblem
@@ -44,6 +48,7 @@ class NewtonConfig:
     solver_rtol: float = 1e-5
     recycle: bool = True
     compression_rank: int | None = None
+    line_search: bool = True
 
 
 @dataclass
@@ -56,6 +61,7 @@ class NewtonStepInfo:
     rank: int
     residual_norm: float
     rel_change: float
+    step_size: float = 1.0
 
 
 @dataclass
@@ -63,7 +69,8 @@ class LaplaceState:
     """Result of :func:`newton_laplace`.
 
     Attributes:
-        f: last Newton iterate ``f_{i+1} = m + K v_j`` at the training inputs, ``(*b, C, n, 1)``.
+        f: last Newton iterate ``f_{i+1} = m + K w`` at the training inputs, ``(*b, C, n, 1)``.
+        w: its representer weights (``= v_j`` of the last step unless the line search damped it).
         belief: belief of the last step (``v_j`` and the root ``Q_j`` of ``C_j``).
         S, T: action buffer and ``K S`` after the last step (for recycling / conditioning).
         steps: per-step diagnostics.
@@ -72,6 +79,7 @@ class LaplaceState:
     """
 
     f: Tensor
+    w: Tensor
     belief: Belief
     S: Tensor
     T: Tensor
@@ -91,6 +99,7 @@ def newton_laplace(
     S: Tensor | None = None,
     T: Tensor | None = None,
     on_iteration: NewtonHook | None = None,
+    w0: Tensor | None = None,
 ) -> LaplaceState:
     """Algorithm 1 from ``f0`` (and optional initial buffers ``S``, ``T = K S``).
 
@@ -104,6 +113,8 @@ def newton_laplace(
         config: loop settings.
         S, T: initial buffers, used by the first step's virtual solver run.
         on_iteration: hook ``(i, j, belief, problem) -> stop?``.
+        w0: representer weights of ``f0`` (``f0 = m + K w0``; zeros when omitted, i.e.
+            ``f0 = m``); needed by the line search.
 
     Example:
         >>> # see IterNCGP.fit
@@ -114,6 +125,7 @@ def newton_laplace(
     )
     capacity = config.max_solver_iters if config.max_solver_iters is not None else 64
     f = f0
+    w = torch.zeros_like(f0) if w0 is None else w0.expand_as(f0)
     state = None
     steps: list[NewtonStepInfo] = []
     converged = interrupted = False
@@ -137,8 +149,15 @@ def newton_laplace(
             capacity=max(1, min(capacity, 4096)),
             on_iteration=hook,
         )
-        f_new = prior_mean + res.belief.Kv  # line 9
-        change = outer.change(f - prior_mean, f_new - prior_mean)
+        # line 9: f_{i+1} = m + K v_j (damped by the line search when that is on)
+        v, Kv = res.belief.v, res.belief.Kv
+        # convergence is judged on the full step, so that damping never fakes convergence
+        change = outer.change(f - prior_mean, Kv)
+        alpha = torch.ones(f.shape[:-3], dtype=f.dtype, device=f.device)
+        if config.line_search:
+            v, Kv, alpha = backtracking_step(likelihood, y, prior_mean, w, f - prior_mean, v, Kv)
+        f_new = prior_mean + Kv
+        w = v
         steps.append(
             NewtonStepInfo(
                 step=i,
@@ -147,6 +166,7 @@ def newton_laplace(
                 rank=res.belief.rank,
                 residual_norm=float(res.residual_norm.detach().max()),
                 rel_change=float(change.detach().max()),
+                step_size=float(alpha.detach().min()),
             )
         )
         f = f_new
@@ -162,6 +182,7 @@ def newton_laplace(
         raise ValueError("newton_laplace: max_newton_steps must be >= 1")
     return LaplaceState(
         f=f,
+        w=w,
         belief=state.belief,
         S=state.S,
         T=state.T,

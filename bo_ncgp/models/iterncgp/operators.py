@@ -157,7 +157,8 @@ class LatentKernelOperator:
         return "auto" if columns <= 64 else "chunked"
 
     def _fits_dense(self, X1: Tensor) -> bool:
-        rows = math.prod(torch.broadcast_shapes(X1.shape[:-1], self.X.shape[:-1]))
+        batch = torch.broadcast_shapes(X1.shape[:-2], self.X.shape[:-2])
+        rows = math.prod(batch) * X1.shape[-2]
         numel = rows * self.n * (1 if self.shared else self.num_latents)
         return numel * X1.element_size() <= 128 * 2**20
 

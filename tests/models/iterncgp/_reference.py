@@ -38,12 +38,22 @@ def _sqrt_blocks(W):
     return U @ torch.diag_embed(ev.clamp_min(0).sqrt()) @ U.mT
 
 
-def dense_laplace(kernel, lik, X, y, C, iters=100, tol=1e-14):
-    """Mode ``F`` (n, C) and a predictor ``predict(Xs) -> (mean (m, C), var (m, C))``."""
+def _psi(lik, y, f, a, C):
+    F = f.reshape(-1, C)
+    return lik.log_prob(y, F if C > 1 else F[:, 0]).sum() - 0.5 * (a * f).sum()
+
+
+def dense_laplace(kernel, lik, X, y, C, iters=100, tol=1e-12):
+    """Mode ``F`` (n, C) and a predictor ``predict(Xs) -> (mean (m, C), var (m, C))``.
+
+    Newton steps are halved while they decrease the log posterior ``log p(y|f) - a^T f / 2``
+    (``f = K a``; R&W Sec. 3.4.1, step-size control), so that count data with large rates
+    converge."""
     n = X.shape[0]
-    Kb = kernel(X).to_dense().expand(C, n, n)
+    Kb = kernel(X).to_dense().detach().expand(C, n, n)
     K = full_kernel(Kb)
     f = torch.zeros(n * C, dtype=X.dtype)
+    a_cur = torch.zeros(n * C, dtype=X.dtype)
     eye = torch.eye(n * C, dtype=X.dtype)
     for _ in range(iters):
         F = f.reshape(n, C)
@@ -56,7 +66,10 @@ def dense_laplace(kernel, lik, X, y, C, iters=100, tol=1e-14):
         a = b - sW @ c
         f_new = K @ a
         done = (f_new - f).norm() <= tol * max(1.0, float(f_new.norm()))
-        f = f_new
+        psi0, step = _psi(lik, y, f, a_cur, C), 1.0
+        while _psi(lik, y, f + step * (f_new - f), a_cur + step * (a - a_cur), C) < psi0:
+            step /= 2
+        f, a_cur = f + step * (f_new - f), a_cur + step * (a - a_cur)
         if done:
             break
     F = f.reshape(n, C)
@@ -66,10 +79,10 @@ def dense_laplace(kernel, lik, X, y, C, iters=100, tol=1e-14):
 
     def predict(Xs):
         m = Xs.shape[0]
-        Ks = full_kernel(kernel(X, Xs).to_dense().expand(C, n, m))  # (nC, mC)
+        Ks = full_kernel(kernel(X, Xs).to_dense().detach().expand(C, n, m))  # (nC, mC)
         mean = (Ks.mT @ a).reshape(m, C)
         V = torch.linalg.solve_triangular(L, sW @ Ks, upper=False)
-        prior = kernel(Xs, diag=True).expand(C, m).mT  # (m, C)
+        prior = kernel(Xs, diag=True).detach().expand(C, m).mT  # (m, C)
         var = prior - V.square().sum(0).reshape(m, C)
         return mean, var
 

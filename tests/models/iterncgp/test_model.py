@@ -327,3 +327,22 @@ def test_condition_on_batched_inputs_equals_separate_conditions():
         m_s, v_s = single.predict_f(Xs)
         torch.testing.assert_close(mean[f_idx, b_idx], m_s, atol=1e-8, rtol=1e-6)
         torch.testing.assert_close(var[f_idx, b_idx], v_s, atol=1e-8, rtol=1e-6)
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_backends_agree(batched):
+    X, y = softmax_data(30)
+    k = rbf(batch_shape=torch.Size([3]) if batched else None)
+    Xs, X_new = torch.rand(7, 2), torch.rand(2, 1, 2)
+    out = {}
+    for backend in ("dense", "chunked", "auto"):
+        m = IterNCGP(
+            k, Softmax(3), max_solver_iters_per_step=4, max_newton_steps=3, backend=backend
+        ).fit(X, y)
+        out[backend] = (m.predict_f(Xs), m.predict_f(Xs[None].expand(2, 7, 2)))
+        fant = m.condition(X_new, torch.tensor([[0], [2]]), num_iters=2)
+        out[backend] += (fant.predict_f(Xs),)
+    for backend in ("chunked", "auto"):
+        for a, b in zip(out[backend], out["dense"], strict=True):
+            torch.testing.assert_close(a[0], b[0])
+            torch.testing.assert_close(a[1], b[1])

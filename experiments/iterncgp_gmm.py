@@ -1,0 +1,336 @@
+"""Large-scale GP multi-class classification on a Gaussian mixture (Tatzel et al., Sec. 5.2,
+Fig. 6; App. C.3 / workshop App. D.3).
+
+Data: C = 10 Gaussians in 3-D (means uniform in [-1, 1]^3; covariances U diag(lambda) U^T with
+U the eigenvectors of A A^T, A uniform in [0, 1]^{3x3}, lambda uniform in [0.001, 0.1]); the
+mixture is fixed (seed 0), the samples are re-drawn per run seed. Model: softmax likelihood,
+C independent zero-mean GPs sharing a Matern-3/2 kernel, lengthscale 0.05, outputscale 0.05
+(fixed). Methods (wall-clock per method capped by ``--budget``):
+
+* IterNCGP-CG, recycling, at most 5 solver iterations per Newton step, R in {inf, 10};
+* subset of data (SoD): exact Laplace on a random subset with Newton + Cholesky;
+* GPyTorch SVGP (grid over the learning rate and the number of inducing points per class).
+
+Metrics (accuracy, NLL, ECE of probit-approximated probabilities, App. C.3) on the test set
+and a training subset, against wall-clock time (metric evaluation excluded), and the peak
+resident memory of each method (fresh process per method).
+
+This CPU (2 cores shared by 4 engineers) runs N = 10,000 by default; ``--large`` is the paper's
+N = 100,000 / 10,000 test setting for a machine with a GPU (``--device cuda``).
+
+Usage::
+
+    python experiments/iterncgp_gmm.py                 # N = 10,000 (default budgets)
+    python experiments/iterncgp_gmm.py --large --device cuda --budget 10000
+    python experiments/iterncgp_gmm.py --quick         # tiny configuration (CI)
+
+Results: ``experiments/results/iterncgp/gmm[_quick|_large].json`` and ``.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+import gpytorch
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from experiments.iterncgp_baselines import (
+    SoDLaplace,
+    classification_metrics,
+    mark_baseline,
+    plot_curves,
+    probit_softmax,
+    run_isolated,
+    run_svgp,
+    save_json,
+)
+
+OUT = Path(__file__).resolve().parent / "results" / "iterncgp"
+C = 10
+
+
+# --------------------------------------------------------------------------- data
+def make_gmm(n_per_class: int, seed: int, dtype=torch.float64) -> tuple[torch.Tensor, torch.Tensor]:
+    """Samples of the fixed 10-class mixture in 3-D (App. C.3)."""
+    g = torch.Generator().manual_seed(0)  # the mixture itself
+    means = 2 * torch.rand(C, 3, generator=g, dtype=torch.float64) - 1
+    covs = []
+    for _ in range(C):
+        A = torch.rand(3, 3, generator=g, dtype=torch.float64)
+        _, U = torch.linalg.eigh(A @ A.T)
+        lam = 0.001 + (0.1 - 0.001) * torch.rand(3, generator=g, dtype=torch.float64)
+        covs.append(U @ torch.diag(lam) @ U.T)
+    gs = torch.Generator().manual_seed(1000 + seed)  # the samples
+    X, y = [], []
+    for c in range(C):
+        L = torch.linalg.cholesky(covs[c])
+        X.append(means[c] + torch.randn(n_per_class, 3, generator=gs, dtype=torch.float64) @ L.T)
+        y.append(torch.full((n_per_class,), c))
+    X, y = torch.cat(X), torch.cat(y)
+    perm = torch.randperm(len(y), generator=gs)
+    return X[perm].to(dtype), y[perm]
+
+
+def make_kernel(batch: int | None = None) -> gpytorch.kernels.Kernel:
+    bs = torch.Size([batch]) if batch else torch.Size()
+    k = gpytorch.kernels.ScaleKernel(
+        gpytorch.kernels.MaternKernel(nu=1.5, batch_shape=bs), batch_shape=bs
+    )
+    k.base_kernel.lengthscale = 0.05
+    k.outputscale = 0.05
+    return k.double()
+
+
+def data(cfg: dict) -> dict:
+    X, y = make_gmm(cfg["n_train"] // C, cfg["seed"])
+    Xt, yt = make_gmm(cfg["n_test"] // C, cfg["seed"] + 500)
+    g = torch.Generator().manual_seed(cfg["seed"])
+    sub = torch.randperm(len(y), generator=g)[: cfg["n_eval_train"]]
+    dev = torch.device(cfg["device"])
+    return {
+        "X": X.to(dev),
+        "y": y.to(dev),
+        "evals": {"test": (Xt.to(dev), yt.to(dev)), "train": (X[sub].to(dev), y[sub].to(dev))},
+    }
+
+
+# ---------------------------------------------------------------------- methods
+class CrossCache:
+    """Cached ``K(X_eval, X_train)`` so that metrics cost one matmul per evaluation (the
+    same numbers as ``IterNCGP.predict_f``; checked at the end of each run)."""
+
+    def __init__(self, kernel, evals, X, max_bytes=600 * 2**20):
+        self.evals = evals
+        self.K = {}
+        for name, (Xe, _) in evals.items():
+            if Xe.shape[0] * X.shape[0] * Xe.element_size() <= max_bytes:
+                with torch.no_grad():
+                    self.K[name] = (kernel(Xe, X).to_dense(), kernel(Xe, diag=True))
+
+    def predict(self, model, name, rows=slice(None)):
+        Xe = self.evals[name][0][rows]
+        if name not in self.K:
+            return model.predict_f(Xe)
+        Kx, prior = (t[rows] for t in self.K[name])
+        b = model._belief
+        V = torch.cat([b.v, b.Q], -1)  # (C, n, 1 + B)
+        KV = Kx @ V  # (C, m, 1 + B)
+        mean = KV[..., 0].T
+        var = (prior - KV[..., 1:].square().sum(-1)).clamp_min(0).T
+        return mean, var
+
+
+def metrics_of(mean, var, y) -> dict:
+    return classification_metrics(probit_softmax(mean, var), y)
+
+
+def run_iterncgp(cfg: dict) -> dict:
+    from bo_ncgp.likelihoods import Softmax
+    from bo_ncgp.linalg import KernelOperator
+    from bo_ncgp.models import IterNCGP
+
+    torch.manual_seed(cfg["seed"])
+    d = data(cfg)
+    kernel = make_kernel().to(d["X"].device)
+    with torch.no_grad():  # compile / load the KeOps formula before the clock starts
+        KernelOperator(kernel, d["X"][:64], backend=cfg["backend"]) @ d["X"][:64, :1]
+    cache = CrossCache(kernel, d["evals"], d["X"])
+    mark_baseline()
+    curve = []
+    J = cfg["iters_per_step"]
+
+    def evaluate(i, j, t, model):
+        rec = {"time": t, "newton_step": i, "solver_iter": j, "total_iters": model.num_solver_iters}
+        with torch.no_grad():
+            for name, (_, ye) in d["evals"].items():
+                mean, var = cache.predict(model, name)
+                rec.update({f"{name}_{k}": v for k, v in metrics_of(mean, var, ye).items()})
+        curve.append(rec)
+
+    def callback(i, j, t, model):
+        if (i == 0 and j == 0) or j == J:
+            evaluate(i, j, t, model)
+        return t > cfg["budget"]
+
+    model = IterNCGP(
+        kernel,
+        Softmax(C),
+        policy="cg",
+        max_solver_iters_per_step=J,
+        max_newton_steps=cfg["newton_steps"],
+        recycle=True,
+        compression_rank=cfg["rank"],
+        tol=cfg["tol"],
+        backend=cfg["backend"],
+    )
+    model.fit(d["X"], d["y"], callback=callback)
+    if curve[-1]["total_iters"] != model.num_solver_iters:
+        evaluate(len(model.history) - 1, -1, model.fit_seconds, model)
+    # the cached evaluation is IterNCGP.predict_f
+    rows = slice(0, 200)
+    with torch.no_grad():
+        m_ref, v_ref = model.predict_f(d["evals"]["test"][0][rows])
+        m_c, v_c = cache.predict(model, "test", rows)
+    check = float(torch.maximum((m_c - m_ref).abs().max(), (v_c - v_ref).abs().max()))
+    return {
+        "curve": curve,
+        "fit_seconds": model.fit_seconds,
+        "newton_steps": len(model.history),
+        "solver_iters": model.num_solver_iters,
+        "buffer_size": model.buffer_size,
+        "state_mb": model.state_nbytes() / 2**20,
+        "cache_vs_predict_f": check,
+        "history": [h.__dict__ for h in model.history],
+    }
+
+
+def run_sod(cfg: dict) -> dict:
+    torch.manual_seed(cfg["seed"])
+    d = data(cfg)
+    g = torch.Generator().manual_seed(cfg["seed"])
+    idx = torch.randperm(d["X"].shape[0], generator=g)[: cfg["n_sub"]].to(d["X"].device)
+    kernel = make_kernel().to(d["X"].device)
+    mark_baseline()
+    curve = []
+
+    def evaluate(i, t, sod):
+        rec = {"time": t, "newton_step": i}
+        for name, (Xe, ye) in d["evals"].items():
+            mean, var = sod.predict(Xe)
+            rec.update({f"{name}_{k}": v for k, v in metrics_of(mean, var, ye).items()})
+        curve.append(rec)
+
+    t0 = time.perf_counter()
+    sod = SoDLaplace(kernel, C, d["X"][idx], d["y"][idx])  # forms K (timed)
+    setup = time.perf_counter() - t0
+    sod.fit(
+        max_newton_steps=cfg["newton_steps"],
+        tol=cfg["tol"],
+        callback=lambda i, t, s: evaluate(i, setup + t, s),
+    )
+    return {"curve": curve, "newton_steps": sod.newton_steps}
+
+
+def run_svgp_cfg(cfg: dict) -> dict:
+    torch.manual_seed(cfg["seed"])
+    d = data(cfg)
+    mark_baseline()
+    return run_svgp(
+        make_kernel,
+        d["X"],
+        d["y"],
+        d["evals"],
+        C,
+        cfg["num_inducing"],
+        cfg["lr"],
+        time_budget=cfg["budget"],
+        eval_every=cfg["eval_every"],
+        seed=cfg["seed"],
+    )
+
+
+# -------------------------------------------------------------------------- main
+def summarise(run: dict) -> dict:
+    curve = run["curve"]
+    last = curve[-1]
+    out = {k: last[k] for k in last if k.startswith(("test_", "train_"))}
+    out["time"] = last["time"]
+    out["best_test_acc"] = max(r["test_acc"] for r in curve)
+    out["best_test_nll"] = min(r["test_nll"] for r in curve)
+    out["peak_mb"] = run.get("peak_mb")
+    return out
+
+
+def main(argv: list[str] | None = None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="tiny configuration for CI")
+    p.add_argument("--large", action="store_true", help="paper setting N = 100,000 (GPU)")
+    p.add_argument("--n-train", type=int, default=10_000)
+    p.add_argument("--n-test", type=int, default=2_000)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--budget", type=float, default=900.0, help="seconds per method")
+    p.add_argument("--svgp-budget", type=float, default=300.0)
+    p.add_argument("--svgp-inducing", type=int, nargs="+", default=[100, 250])
+    p.add_argument("--svgp-lr", type=float, nargs="+", default=[0.01, 0.05])
+    p.add_argument("--sod", type=int, nargs="+", default=[250, 500, 1000, 2000])
+    p.add_argument("--ranks", type=str, nargs="+", default=["inf", "10"])
+    p.add_argument("--newton-steps", type=int, default=30)
+    p.add_argument("--methods", nargs="+", default=["iterncgp", "sod", "svgp"])
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--inline", action="store_true", help="no subprocess / memory figure (CI)")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--out", type=Path, default=None)
+    args = p.parse_args(argv)
+    if args.quick:
+        args.n_train, args.n_test, args.budget, args.svgp_budget = 200, 100, 30.0, 1.0
+        args.svgp_inducing, args.svgp_lr, args.sod = [10], [0.05], [50]
+        args.newton_steps = 3
+    if args.large:
+        args.n_train, args.n_test = 100_000, 10_000
+        args.svgp_inducing = [1000, 2500, 5000, 10000]
+        args.svgp_lr = [0.001, 0.01, 0.05]
+    tag = "gmm_quick" if args.quick else ("gmm_large" if args.large else "gmm")
+    out_dir = args.out or OUT
+    base = {
+        "n_train": args.n_train,
+        "n_test": args.n_test,
+        "n_eval_train": min(2000, args.n_train),
+        "seed": args.seed,
+        "device": args.device,
+        "tol": 1e-2,
+        "newton_steps": args.newton_steps,
+    }
+    runs: dict[str, dict] = {}
+    jobs = []
+    if "iterncgp" in args.methods:
+        for r in args.ranks:
+            rank = None if r == "inf" else int(r)
+            cfg = dict(base, rank=rank, iters_per_step=5, budget=args.budget, backend="auto")
+            jobs.append((f"IterNCGP-CG R={r}", run_iterncgp, cfg))
+    if "sod" in args.methods:
+        for n_sub in args.sod:
+            jobs.append((f"SoD N_sub={n_sub}", run_sod, dict(base, n_sub=n_sub)))
+    if "svgp" in args.methods:
+        for U in args.svgp_inducing:
+            for lr in args.svgp_lr:
+                cfg = dict(
+                    base,
+                    num_inducing=U,
+                    lr=lr,
+                    budget=args.svgp_budget,
+                    eval_every=max(1.0, args.svgp_budget / 15),
+                )
+                jobs.append((f"SVGP U={U}/class lr={lr}", run_svgp_cfg, cfg))
+    from tqdm import tqdm
+
+    for name, fn, cfg in tqdm(jobs, desc="methods"):
+        load0 = os.getloadavg()[0]
+        t0 = time.perf_counter()
+        run = run_isolated(fn, {"cfg": cfg}, threads=args.threads, inline=args.inline)
+        run.update(
+            config=cfg, wall_seconds=time.perf_counter() - t0, load_avg=[load0, os.getloadavg()[0]]
+        )
+        runs[name] = run
+        tqdm.write(f"{name}: {summarise(run)}")
+    result = {
+        "setting": vars(args) | {"out": str(args.out)},
+        "date": time.strftime("%Y-%m-%d"),
+        "torch_threads": args.threads,
+        "summary": {name: summarise(run) for name, run in runs.items()},
+        "runs": runs,
+    }
+    save_json(result, out_dir / f"{tag}.json")
+    plot_curves(
+        runs, out_dir / f"{tag}.png", f"GMM, N={args.n_train}, C=10 (solid: test, dashed: train)"
+    )
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,61 @@
+"""The IterNCGP experiment scripts' --quick configurations write well-formed results."""
+
+import importlib.util
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+EXP = Path(__file__).resolve().parents[3] / "experiments"
+
+
+@pytest.fixture(autouse=True)
+def _restore_threads():
+    old = torch.get_num_threads()
+    yield
+    torch.set_num_threads(old)
+
+
+def _load(name):
+    spec = importlib.util.spec_from_file_location(name, EXP / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _check_classification(res, methods):
+    assert set(res["summary"]) == methods
+    for name, s in res["summary"].items():
+        assert 0 <= s["test_acc"] <= 1 and 0 <= s["test_ece"] <= 1, name
+        assert math.isfinite(s["test_nll"]) and s["test_nll"] > 0, name
+        curve = res["runs"][name]["curve"]
+        assert [r["time"] for r in curve] == sorted(r["time"] for r in curve), name
+    for name, run in res["runs"].items():
+        if name.startswith("IterNCGP"):
+            assert run["cache_vs_predict_f"] < 1e-8  # the cached metrics are predict_f's
+
+
+def test_gmm_quick(tmp_path):
+    res = _load("iterncgp_gmm").main(["--quick", "--inline", "--out", str(tmp_path)])
+    methods = {"IterNCGP-CG R=inf", "IterNCGP-CG R=10", "SoD N_sub=50", "SVGP U=10/class lr=0.05"}
+    _check_classification(res, methods)
+    assert json.loads((tmp_path / "gmm_quick.json").read_text())["summary"] == res["summary"]
+    assert (tmp_path / "gmm_quick.png").stat().st_size > 0
+
+
+def test_mnist_quick(tmp_path, data_root):
+    mod = _load("iterncgp_mnist")
+    res = mod.main(["--quick", "--inline", "--out", str(tmp_path), "--root", str(data_root)])
+    _check_classification(res, {"IterNCGP-CG j<=5", "SoD N_sub=50", "SVGP U=10/class lr=0.05"})
+    assert (tmp_path / "mnist_quick.png").stat().st_size > 0
+
+
+def test_poisson_quick(tmp_path):
+    res = _load("iterncgp_poisson").main(["--quick", "--out", str(tmp_path)])
+    budget = res["setting"]["budget"]
+    for s in res["schedules"].values():
+        assert len(s["median"]) == budget + 1 and all(math.isfinite(v) for v in s["median"])
+    assert res["exact_laplace_test_nll_median"] > 0
+    assert (tmp_path / "poisson_quick.png").stat().st_size > 0
