@@ -7,7 +7,8 @@ noise sd (``--noise-sd``, default 1e-3, about 7% of the mean extinction; the fil
 ``e_err`` is ~1e-8). ``rho = rho0 + GP`` with the constant ``rho0`` fitted by least squares
 (``e ~ rho0 |x|``) and a zero-mean GP with an ARD Matern-3/2 kernel, as in the paper; the
 line integrals use 16-point Gauss-Legendre quadrature (the paper: Monte Carlo). Kernel
-hyperparameters are learned once on a coarse grid (Adam on the minibatch ELBO of the
+hyperparameters are learned once (``--learn-hyper``; the defaults hold the values learned
+by the run of 2026-11-22) on a coarse grid (Adam on the minibatch ELBO of the
 Cholesky-whitened model, which is cheap there) and then fixed for every model, so that the
 comparison isolates the inducing grid.
 
@@ -87,6 +88,8 @@ def fit_and_eval(name, kernel, shape, whitening, data, cfg) -> dict:
         pcg_max_iters=cfg["pcg_train"],
         pcg_tol=1e-6,
         jitter=1e-6,
+        num_quad=cfg["num_quad"],
+        embedding_factor=cfg["embedding_factor"],
     )
     ints = torch.full((Xtr.shape[0],), -1, dtype=torch.long)
     t0 = time.perf_counter()
@@ -161,21 +164,26 @@ def run(cfg: dict, out: Path, root=None) -> dict:
         num_quad=cfg["num_quad"],
     )
     hyper.likelihood.raw_noise.requires_grad_(False)
-    log("learning hyperparameters")
     t0 = time.perf_counter()
-    hyper.fit(
-        X[tr],
-        ytr,
-        op="integral",
-        num_epochs=cfg["hyper_epochs"],
-        batch_size=cfg["batch"],
-        learn_hyperparameters=True,
-        hyper_lr=0.05,
-        progress=True,
-    )
+    if cfg.get("fixed_hyper"):
+        log("using the hyperparameters learned by an earlier run of this script")
+        kernel.base_kernel.lengthscale = torch.tensor([cfg["fixed_hyper"]["lengthscale"]])
+        kernel.outputscale = cfg["fixed_hyper"]["outputscale"]
+    else:
+        log("learning hyperparameters")
+        hyper.fit(
+            X[tr],
+            ytr,
+            op="integral",
+            num_epochs=cfg["hyper_epochs"],
+            batch_size=cfg["batch"],
+            learn_hyperparameters=True,
+            hyper_lr=0.05,
+            progress=True,
+        )
     hyp = {
         "lengthscale": kernel.base_kernel.lengthscale.detach().reshape(-1).tolist(),
-        "outputscale": float(kernel.outputscale),
+        "outputscale": float(kernel.outputscale.detach()),
         "seconds": time.perf_counter() - t0,
         "rho0": rho0,
         "noise_sd": cfg["noise_sd"],
@@ -184,18 +192,19 @@ def run(cfg: dict, out: Path, root=None) -> dict:
     for p in kernel.parameters():
         p.requires_grad_(False)
     rows, models = [], {}
-    for shape in cfg["hipgp_shapes"]:
-        res, m = fit_and_eval("hipgp", kernel, shape, "fft", data, cfg)
-        rows.append(res)
-        models["hipgp"] = m
-    for shape in cfg["svgp_shapes"]:
-        res, _ = fit_and_eval("svgp", kernel, shape, "cholesky", data, cfg)
-        rows.append(res)
     res = {"config": cfg, "hyperparameters": hyp, "rows": rows, "paper": PAPER}
     out.mkdir(parents=True, exist_ok=True)
-    (out / cfg["file"]).write_text(json.dumps(res, indent=2))
+    for shape in cfg["hipgp_shapes"]:
+        row, m = fit_and_eval("hipgp", kernel, shape, "fft", data, cfg)
+        row["clamped_fraction"] = m.whitener().embedding.clamped_fraction
+        rows.append(row)
+        models["hipgp"] = m
+        (out / cfg["file"]).write_text(json.dumps(res, indent=2))
     plot(models["hipgp"], data, cfg, out / cfg["file"].replace(".json", "_maps.png"))
-    return res
+    for shape in cfg["svgp_shapes"]:
+        row, _ = fit_and_eval("svgp", kernel, shape, "cholesky", data, cfg)
+        rows.append(row)
+        return res
 
 
 @torch.no_grad()
@@ -240,14 +249,21 @@ DEFAULT = {
     "noise_sd": 1e-3,
     "hyper_shape": (12, 12, 4),
     "hyper_epochs": 10,
-    "hipgp_shapes": [(24, 24, 6)],
-    "svgp_shapes": [(16, 16, 4), (24, 24, 6)],
+    "hipgp_shapes": [(16, 16, 4)],
+    "svgp_shapes": [(16, 16, 4), (24, 24, 6), (32, 32, 8)],
     "batch": 500,
     "pcg_train": 100,
     "pcg_eval": 200,
     "num_quad": 16,
+    # the learned Matern-3/2 lengthscales are long against the thin z-extent: a deeper
+    # embedding along z keeps the clamped spectral mass small (reported in the results)
+    "embedding_factor": (2, 2, 8),
+    # learned by this script's hyperparameter step (10 epochs, Cholesky-whitened 12x12x4
+    # grid, 817 s) in the run of 2026-11-22; reused to fit the time budget. Pass
+    # --learn-hyper to learn them again.
+    "fixed_hyper": {"lengthscale": [0.1330, 0.1151, 0.0789], "outputscale": 0.002628},
     "natgrad_iters": 30,
-    "map_side": 30,
+    "map_side": 20,
     "file": "dust.json",
 }
 QUICK = dict(
@@ -255,7 +271,9 @@ QUICK = dict(
     num_stars=200,
     hyper_shape=(6, 6, 2),
     hyper_epochs=1,
+    fixed_hyper=None,
     hipgp_shapes=[(6, 6, 2)],
+    embedding_factor=2,
     svgp_shapes=[(6, 6, 2)],
     natgrad_iters=3,
     batch=100,
@@ -269,6 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="tiny configuration (CI)")
     p.add_argument("--root", default=None)
     p.add_argument("--noise-sd", type=float, default=None)
+    p.add_argument("--learn-hyper", action="store_true", help="learn the hyperparameters again")
     p.add_argument("--out", type=Path, default=OUT)
     p.add_argument("--threads", type=int, default=1)
     args = p.parse_args(argv)
@@ -277,6 +296,8 @@ def main(argv: list[str] | None = None) -> int:
     cfg = dict(QUICK if args.quick else DEFAULT)
     if args.noise_sd is not None:
         cfg["noise_sd"] = args.noise_sd
+    if args.learn_hyper:
+        cfg["fixed_hyper"] = None
     res = run(cfg, args.out, root=args.root)
     for r in res["rows"]:
         print(

@@ -96,11 +96,16 @@ class Grid:
         """Shape ``(2 M_1, ..., 2 M_D)`` of the circulant embedding (the whitened grid)."""
         return self.padded_shape(2)
 
-    def padded_shape(self, factor: int = 2) -> tuple[int, ...]:
-        """Shape ``(factor M_1, ..., factor M_D)`` of a circulant embedding."""
-        if int(factor) != factor or factor < 2:
-            raise ValueError(f"Grid: the embedding factor must be an integer >= 2, got {factor}")
-        return tuple(int(factor) * s for s in self.shape)
+    def padded_shape(self, factor: int | Sequence[int] = 2) -> tuple[int, ...]:
+        """Shape ``(f_1 M_1, ..., f_D M_D)`` of a circulant embedding (``factor`` an int or one
+        integer ``f_d >= 2`` per axis)."""
+        fs = [factor] * self.dim if isinstance(factor, int | float) else list(factor)
+        if len(fs) != self.dim or any(int(f) != f or f < 2 for f in fs):
+            raise ValueError(
+                f"Grid: the embedding factor must be an integer >= 2 (or one per axis), got "
+                f"{factor}"
+            )
+        return tuple(int(f) * s for f, s in zip(fs, self.shape, strict=True))
 
     def axes(self) -> list[Tensor]:
         return [
@@ -128,7 +133,7 @@ class Grid:
         return f"Grid(lower={self.lower.tolist()}, upper={self.upper.tolist()}, shape={self.shape})"
 
 
-def _lags(grid: Grid, periodic: bool, factor: int = 2) -> Tensor:
+def _lags(grid: Grid, periodic: bool, factor: int | Sequence[int] = 2) -> Tensor:
     """Lag vectors of the first row, ``(*shape', D)``; signed circulant lags if periodic."""
     axes = []
     for L, s, h in zip(grid.padded_shape(factor), grid.shape, grid.spacing, strict=True):
@@ -168,8 +173,8 @@ def circulant_first_row(kernel: gpytorch.kernels.Kernel, grid: Grid, factor: int
     ``(2 M_1, ..., 2 M_D)``: the kernel at the signed lags ``(0, h, ..., M h, -(M-1) h, ...,
     -h)`` along every axis, so that ``C``'s top-left block is ``K_uu``.
 
-    ``factor > 2`` embeds into ``factor M_d`` points per axis (lags up to ``factor M_d h /
-    2``): the classical remedy when the minimal embedding has negative eigenvalues
+    ``factor > 2`` (an int or one per axis) embeds into ``factor M_d`` points per axis (lags
+    up to ``factor M_d h / 2``): the classical remedy when the minimal embedding has negative eigenvalues
     (lengthscales that are long compared with the grid). ``R`` then has ``prod(factor
     M_d)`` columns.
 

@@ -59,6 +59,7 @@ class HIPGP(torch.nn.Module):
         num_quad: Gauss-Legendre nodes for line integrals of non-RBF kernels.
         precondition: use the circulant preconditioner (Eqs. 21-22) in PCG.
         embedding_factor: circulant embedding of ``embedding_factor * M_d`` points per axis
+            (an int or one int per axis)
             (2 in the paper; larger when the lengthscale is long compared with the grid and
             the minimal embedding has negative eigenvalues).
 
@@ -84,7 +85,7 @@ class HIPGP(torch.nn.Module):
         jitter: float = 1e-6,
         num_quad: int = 32,
         precondition: bool = True,
-        embedding_factor: int = 2,
+        embedding_factor: int | Sequence[int] = 2,
     ) -> None:
         super().__init__()
         if not isinstance(grid, Grid):
@@ -101,7 +102,7 @@ class HIPGP(torch.nn.Module):
         self.whitening = whitening
         self.pcg_max_iters, self.pcg_tol = pcg_max_iters, pcg_tol
         self.jitter, self.num_quad, self.precondition = jitter, num_quad, precondition
-        self.embedding_factor = int(embedding_factor)
+        self.embedding_factor = embedding_factor
         self.whitened_shape = (
             grid.padded_shape(self.embedding_factor) if whitening == "fft" else grid.shape
         )

@@ -34,7 +34,7 @@ class FFTWhitener:
         pcg_tol: float = 1e-6,
         pcg_max_iters: int | None = None,
         precondition: bool = True,
-        factor: int = 2,
+        factor: int | tuple[int, ...] = 2,
     ) -> None:
         c = circulant_first_row(kernel, grid, factor=factor)
         self.embedding = CirculantEmbedding(c, grid_shape=grid.shape, jitter=jitter)
