@@ -9,7 +9,9 @@ inputs on [0, 1] whose log rates come from the same GP draw.
 
 IterNCGP-CG with recycling and no compression spends a budget of 100 solver iterations as
 1, 5, 10 or 20 iterations per Newton step (100, 20, 10, 5 steps), outer tolerance 0.001 (as
-the paper). Reported: the test NLL ``-log int Poisson(y | e^f) N(f | m, v) df`` (80-point
+the paper), twice: with the paper's full Newton steps and with our line search (the full step
+from f = 0 overshoots to f ~ max(y) for these counts; see bo_ncgp/models/iterncgp/linesearch.py).
+Reported: the test NLL ``-log int Poisson(y | e^f) N(f | m, v) df`` (80-point
 Gauss-Hermite; the paper uses 10^5 Monte-Carlo samples) after every solver iteration, median
 and range over the runs, and the exact Laplace approximation's test NLL as a reference.
 
@@ -73,7 +75,7 @@ def nll(model, X, y) -> float:
         return float(-model.likelihood.predictive_log_prob(y, mean, var).mean())
 
 
-def run_schedule(d: dict, per_step: int, budget: int, tol: float) -> dict:
+def run_schedule(d: dict, per_step: int, budget: int, tol: float, line_search: bool) -> dict:
     from bo_ncgp.likelihoods import Poisson
     from bo_ncgp.models import IterNCGP
 
@@ -103,6 +105,7 @@ def run_schedule(d: dict, per_step: int, budget: int, tol: float) -> dict:
         compression_rank=None,
         tol=tol,
         backend="dense",
+        line_search=line_search,
     )
     model.fit(d["X"], d["y"], callback=callback)
     return {
@@ -150,23 +153,24 @@ def plot(result: dict, path: Path, example: dict | None) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    ncols = 2 if example else 1
-    fig, axes = plt.subplots(1, ncols, figsize=(6 * ncols, 4.2), squeeze=False)
-    ax = axes[0, 0]
+    variants = result["variants"]
+    ncols = len(variants) + (1 if example else 0)
+    fig, axes = plt.subplots(1, ncols, figsize=(5.5 * ncols, 4.2), squeeze=False)
     budget = result["setting"]["budget"]
-    for j in SCHEDULES:
-        s = result["schedules"][str(j)]
-        k = list(range(budget + 1))
-        ax.plot(k, s["median"], label=f"j <= {j} ({budget // j} steps)")
-        ax.fill_between(k, s["min"], s["max"], alpha=0.15)
-    ax.axhline(result["exact_laplace_test_nll_median"], color="k", ls=":", label="exact Laplace")
-    ax.set_xlabel("total solver iterations (products with K)")
-    ax.set_ylabel("test NLL")
-    ax.set_yscale("log")
-    ax.legend(fontsize=8)
-    ax.set_title("Poisson regression, 10 runs (median, min-max)")
+    for ax, (v, res) in zip(axes[0], variants.items(), strict=False):
+        for j in SCHEDULES:
+            s = res["schedules"][str(j)]
+            k = list(range(budget + 1))
+            ax.plot(k, s["median"], label=f"j <= {j} ({budget // j} steps)")
+            ax.fill_between(k, s["min"], s["max"], alpha=0.15)
+        ax.axhline(result["exact_laplace_test_nll_median"], color="k", ls=":", label="exact")
+        ax.set_xlabel("total solver iterations (products with K)")
+        ax.set_ylabel("test NLL")
+        ax.set_yscale("log")
+        ax.legend(fontsize=8)
+        ax.set_title(f"{v}: median, min-max of {result['setting']['runs']} runs", fontsize=9)
     if example:
-        ax = axes[0, 1]
+        ax = axes[0, -1]
         X, Xs = example["X"], example["Xs"]
         ax.plot(Xs, example["rate_true"], "k--", lw=1, label="true rate")
         ax.scatter(X, example["y"], s=6, c="k", alpha=0.5, label="counts")
@@ -178,7 +182,7 @@ def plot(result: dict, path: Path, example: dict | None) -> None:
         ax.set_xlabel("x")
         ax.set_ylabel("rate (MC median, 95% band)")
         ax.legend(fontsize=7)
-        ax.set_title("IterNCGP-CG, 1 iteration per step")
+        ax.set_title("IterNCGP-CG, 1 iteration per step (line search)", fontsize=9)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
@@ -194,22 +198,25 @@ def rate_example(d: dict, checkpoints: tuple[int, ...]) -> dict:
     rates = {}
     g = torch.Generator().manual_seed(0)
 
-    def callback(i, j, t, model):
-        if j > 0 and model.num_solver_iters in checkpoints:
-            r = model.predict_rate(Xs, num_samples=4000, generator=g)
-            rates[f"{model.num_solver_iters} iterations"] = {
-                k: v.tolist() for k, v in r._asdict().items()
-            }
-        return model.num_solver_iters >= max(checkpoints)
+    def record(model, label):
+        r = model.predict_rate(Xs, num_samples=4000, generator=g)
+        rates[label] = {k: v.tolist() for k, v in r._asdict().items()}
 
-    IterNCGP(
+    def callback(i, j, t, model):
+        if j > 0 and model.num_solver_iters in checkpoints[:-1]:
+            record(model, f"{model.num_solver_iters} iterations")
+        return model.num_solver_iters >= checkpoints[-1]
+
+    model = IterNCGP(
         make_kernel(),
         Poisson(),
         max_solver_iters_per_step=1,
-        max_newton_steps=1000,
+        max_newton_steps=checkpoints[-1],
         tol=0.0,
         backend="dense",
+        line_search=True,
     ).fit(d["X"], d["y"], callback=callback)
+    record(model, f"{model.num_solver_iters} iterations")
     with torch.no_grad():
         K = make_kernel()
         Kxx = K(d["X"]).to_dense() + 1e-8 * torch.eye(len(d["X"]), dtype=torch.float64)
@@ -238,28 +245,39 @@ def main(argv: list[str] | None = None) -> dict:
     from tqdm import tqdm
 
     t0 = time.perf_counter()
-    per_run, exact = {str(j): [] for j in SCHEDULES}, []
+    variants = {"paper (full Newton steps)": False, "with line search": True}
+    per_run = {v: {str(j): [] for j in SCHEDULES} for v in variants}
+    exact = []
     for run in tqdm(range(args.runs), desc="runs"):
         d = make_data(100, args.n_test, run)
         exact.append(exact_laplace_nll(d))
-        for j in SCHEDULES:
-            per_run[str(j)].append(run_schedule(d, j, args.budget, args.tol))
-    schedules = {}
-    for j in SCHEDULES:
-        curves = torch.tensor([curve_at(r["records"], args.budget) for r in per_run[str(j)]])
-        schedules[str(j)] = {
-            "median": curves.median(0).values.tolist(),
-            "min": curves.min(0).values.tolist(),
-            "max": curves.max(0).values.tolist(),
-            "newton_steps": [r["newton_steps"] for r in per_run[str(j)]],
-            "solver_iters": [r["solver_iters"] for r in per_run[str(j)]],
-            "converged": [r["converged"] for r in per_run[str(j)]],
-        }
+        for v, ls in variants.items():
+            for j in SCHEDULES:
+                per_run[v][str(j)].append(run_schedule(d, j, args.budget, args.tol, ls))
     checkpoints = [k for k in (5, 10, 20, 50, 100) if k <= args.budget]
-    table = {
-        str(k): {str(j): schedules[str(j)]["median"][k] for j in SCHEDULES} for k in checkpoints
-    }
-    best = {k: min(v, key=v.get) for k, v in table.items()}
+    results = {}
+    for v in variants:
+        schedules = {}
+        for j in SCHEDULES:
+            runs_j = per_run[v][str(j)]
+            curves = torch.tensor([curve_at(r["records"], args.budget) for r in runs_j])
+            schedules[str(j)] = {
+                "median": curves.median(0).values.tolist(),
+                "min": curves.min(0).values.tolist(),
+                "max": curves.max(0).values.tolist(),
+                "newton_steps": [r["newton_steps"] for r in runs_j],
+                "solver_iters": [r["solver_iters"] for r in runs_j],
+                "converged": [r["converged"] for r in runs_j],
+            }
+        table = {
+            str(k): {str(j): schedules[str(j)]["median"][k] for j in SCHEDULES} for k in checkpoints
+        }
+        results[v] = {
+            "schedules": schedules,
+            "median_test_nll_at": table,
+            "best_schedule_at": {k: min(t, key=t.get) for k, t in table.items()},
+            "runs": per_run[v],
+        }
     checkpoints_ex = tuple(sorted({2, min(10, args.budget), args.budget}))
     example = rate_example(make_data(100, args.n_test, 0), checkpoints_ex)
     result = {
@@ -275,18 +293,17 @@ def main(argv: list[str] | None = None) -> dict:
         "seconds": time.perf_counter() - t0,
         "exact_laplace_test_nll": exact,
         "exact_laplace_test_nll_median": float(torch.tensor(exact).median()),
-        "median_test_nll_at": table,
-        "best_schedule_at": best,
-        "schedules": schedules,
-        "runs": per_run,
+        "variants": results,
         "example": example,
     }
     out = args.out or OUT
     tag = "poisson_quick" if args.quick else "poisson"
     save_json(result, out / f"{tag}.json")
     plot(result, out / f"{tag}.png", example)
-    print("median test NLL after k iterations:", table)
-    print("best schedule:", best, "exact Laplace:", result["exact_laplace_test_nll_median"])
+    for v, r in results.items():
+        print(v, "median test NLL after k iterations:", r["median_test_nll_at"])
+        print(v, "best schedule:", r["best_schedule_at"])
+    print("exact Laplace test NLL (median):", result["exact_laplace_test_nll_median"])
     return result
 
 

@@ -55,7 +55,7 @@ def test_mnist_quick(tmp_path, data_root):
 def test_poisson_quick(tmp_path):
     res = _load("iterncgp_poisson").main(["--quick", "--out", str(tmp_path)])
     budget = res["setting"]["budget"]
-    for s in res["schedules"].values():
+    for s in (s for v in res["variants"].values() for s in v["schedules"].values()):
         assert len(s["median"]) == budget + 1 and all(math.isfinite(v) for v in s["median"])
     assert res["exact_laplace_test_nll_median"] > 0
     assert (tmp_path / "poisson_quick.png").stat().st_size > 0
