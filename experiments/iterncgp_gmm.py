@@ -41,14 +41,14 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from experiments.iterncgp_baselines import (
-    SoDLaplace,
-    classification_metrics,
+    fit_iterncgp_tracked,
+    fit_sod_tracked,
     mark_baseline,
     plot_curves,
-    probit_softmax,
     run_isolated,
     run_svgp,
     save_json,
+    summarise,
 )
 
 OUT = Path(__file__).resolve().parent / "results" / "iterncgp"
@@ -101,120 +101,16 @@ def data(cfg: dict) -> dict:
 
 
 # ---------------------------------------------------------------------- methods
-class CrossCache:
-    """Cached ``K(X_eval, X_train)`` so that metrics cost one matmul per evaluation (the
-    same numbers as ``IterNCGP.predict_f``; checked at the end of each run)."""
-
-    def __init__(self, kernel, evals, X, max_bytes=600 * 2**20):
-        self.evals = evals
-        self.K = {}
-        for name, (Xe, _) in evals.items():
-            if Xe.shape[0] * X.shape[0] * Xe.element_size() <= max_bytes:
-                with torch.no_grad():
-                    self.K[name] = (kernel(Xe, X).to_dense(), kernel(Xe, diag=True))
-
-    def predict(self, model, name, rows=slice(None)):
-        Xe = self.evals[name][0][rows]
-        if name not in self.K:
-            return model.predict_f(Xe)
-        Kx, prior = (t[rows] for t in self.K[name])
-        b = model._belief
-        V = torch.cat([b.v, b.Q], -1)  # (C, n, 1 + B)
-        KV = Kx @ V  # (C, m, 1 + B)
-        mean = KV[..., 0].T
-        var = (prior - KV[..., 1:].square().sum(-1)).clamp_min(0).T
-        return mean, var
-
-
-def metrics_of(mean, var, y) -> dict:
-    return classification_metrics(probit_softmax(mean, var), y)
-
-
 def run_iterncgp(cfg: dict) -> dict:
-    from bo_ncgp.likelihoods import Softmax
-    from bo_ncgp.linalg import KernelOperator
-    from bo_ncgp.models import IterNCGP
-
     torch.manual_seed(cfg["seed"])
     d = data(cfg)
-    kernel = make_kernel().to(d["X"].device)
-    with torch.no_grad():  # compile / load the KeOps formula before the clock starts
-        KernelOperator(kernel, d["X"][:64], backend=cfg["backend"]) @ d["X"][:64, :1]
-    cache = CrossCache(kernel, d["evals"], d["X"])
-    mark_baseline()
-    curve = []
-    J = cfg["iters_per_step"]
-
-    def evaluate(i, j, t, model):
-        rec = {"time": t, "newton_step": i, "solver_iter": j, "total_iters": model.num_solver_iters}
-        with torch.no_grad():
-            for name, (_, ye) in d["evals"].items():
-                mean, var = cache.predict(model, name)
-                rec.update({f"{name}_{k}": v for k, v in metrics_of(mean, var, ye).items()})
-        curve.append(rec)
-
-    def callback(i, j, t, model):
-        if (i == 0 and j == 0) or j == J:
-            evaluate(i, j, t, model)
-        return t > cfg["budget"]
-
-    model = IterNCGP(
-        kernel,
-        Softmax(C),
-        policy="cg",
-        max_solver_iters_per_step=J,
-        max_newton_steps=cfg["newton_steps"],
-        recycle=True,
-        compression_rank=cfg["rank"],
-        tol=cfg["tol"],
-        backend=cfg["backend"],
-    )
-    model.fit(d["X"], d["y"], callback=callback)
-    if curve[-1]["total_iters"] != model.num_solver_iters:
-        evaluate(len(model.history) - 1, -1, model.fit_seconds, model)
-    # the cached evaluation is IterNCGP.predict_f
-    rows = slice(0, 200)
-    with torch.no_grad():
-        m_ref, v_ref = model.predict_f(d["evals"]["test"][0][rows])
-        m_c, v_c = cache.predict(model, "test", rows)
-    check = float(torch.maximum((m_c - m_ref).abs().max(), (v_c - v_ref).abs().max()))
-    return {
-        "curve": curve,
-        "fit_seconds": model.fit_seconds,
-        "newton_steps": len(model.history),
-        "solver_iters": model.num_solver_iters,
-        "buffer_size": model.buffer_size,
-        "state_mb": model.state_nbytes() / 2**20,
-        "cache_vs_predict_f": check,
-        "history": [h.__dict__ for h in model.history],
-    }
+    return fit_iterncgp_tracked(d, make_kernel().to(d["X"].device), C, cfg)
 
 
 def run_sod(cfg: dict) -> dict:
     torch.manual_seed(cfg["seed"])
     d = data(cfg)
-    g = torch.Generator().manual_seed(cfg["seed"])
-    idx = torch.randperm(d["X"].shape[0], generator=g)[: cfg["n_sub"]].to(d["X"].device)
-    kernel = make_kernel().to(d["X"].device)
-    mark_baseline()
-    curve = []
-
-    def evaluate(i, t, sod):
-        rec = {"time": t, "newton_step": i}
-        for name, (Xe, ye) in d["evals"].items():
-            mean, var = sod.predict(Xe)
-            rec.update({f"{name}_{k}": v for k, v in metrics_of(mean, var, ye).items()})
-        curve.append(rec)
-
-    t0 = time.perf_counter()
-    sod = SoDLaplace(kernel, C, d["X"][idx], d["y"][idx])  # forms K (timed)
-    setup = time.perf_counter() - t0
-    sod.fit(
-        max_newton_steps=cfg["newton_steps"],
-        tol=cfg["tol"],
-        callback=lambda i, t, s: evaluate(i, setup + t, s),
-    )
-    return {"curve": curve, "newton_steps": sod.newton_steps}
+    return fit_sod_tracked(d, make_kernel().to(d["X"].device), C, cfg)
 
 
 def run_svgp_cfg(cfg: dict) -> dict:
@@ -236,17 +132,6 @@ def run_svgp_cfg(cfg: dict) -> dict:
 
 
 # -------------------------------------------------------------------------- main
-def summarise(run: dict) -> dict:
-    curve = run["curve"]
-    last = curve[-1]
-    out = {k: last[k] for k in last if k.startswith(("test_", "train_"))}
-    out["time"] = last["time"]
-    out["best_test_acc"] = max(r["test_acc"] for r in curve)
-    out["best_test_nll"] = min(r["test_nll"] for r in curve)
-    out["peak_mb"] = run.get("peak_mb")
-    return out
-
-
 def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--quick", action="store_true", help="tiny configuration for CI")
@@ -266,6 +151,7 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--inline", action="store_true", help="no subprocess / memory figure (CI)")
     p.add_argument("--device", default="cpu")
     p.add_argument("--out", type=Path, default=None)
+    p.add_argument("--tag", default=None, help="output file name (default gmm[_quick|_large])")
     args = p.parse_args(argv)
     if args.quick:
         args.n_train, args.n_test, args.budget, args.svgp_budget = 200, 100, 30.0, 1.0
@@ -275,7 +161,7 @@ def main(argv: list[str] | None = None) -> dict:
         args.n_train, args.n_test = 100_000, 10_000
         args.svgp_inducing = [1000, 2500, 5000, 10000]
         args.svgp_lr = [0.001, 0.01, 0.05]
-    tag = "gmm_quick" if args.quick else ("gmm_large" if args.large else "gmm")
+    tag = args.tag or ("gmm_quick" if args.quick else ("gmm_large" if args.large else "gmm"))
     out_dir = args.out or OUT
     base = {
         "n_train": args.n_train,

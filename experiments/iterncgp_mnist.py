@@ -121,12 +121,13 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--inline", action="store_true", help="no subprocess / memory figure (CI)")
     p.add_argument("--out", type=Path, default=None)
+    p.add_argument("--tag", default=None, help="output file name (default mnist[_quick])")
     args = p.parse_args(argv)
     if args.quick:
         args.n_train, args.n_test, args.budget, args.svgp_budget = 200, 100, 30.0, 1.0
         args.svgp_inducing, args.svgp_lr, args.sod, args.iters = [10], [0.05], [50], [5]
         args.newton_steps = 2
-    tag = "mnist_quick" if args.quick else "mnist"
+    tag = args.tag or ("mnist_quick" if args.quick else "mnist")
     base = {
         "root": args.root,
         "n_train": args.n_train,
