@@ -1,0 +1,188 @@
+"""CI smoke tests of the continual / streaming experiment scripts (issue 8): each runs in its
+tiny configuration and writes well-formed outputs; the metric helpers are checked on cases
+whose answer is known by hand. The measured numbers come from the full runs (RESULTS.md)."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import math
+
+import pytest
+import torch
+
+from bo_ncgp.likelihoods import Bernoulli, Gaussian, Softmax
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def _exp(name: str):
+    return importlib.import_module(f"experiments.{name}")
+
+
+class _Fixed:
+    """A 'model' with fixed marginals, to check the metrics by hand."""
+
+    def __init__(self, likelihood, mean, var):
+        self.likelihood, self.mean, self.var = likelihood, mean, var
+
+    def predict_f(self, X):
+        idx = X[:, 0].long()
+        return self.mean[idx], self.var[idx]
+
+
+# ------------------------------------------------------------------ metrics by hand
+def test_classification_metrics_by_hand():
+    common = _exp("continual_common")
+    X = torch.arange(3.0)[:, None]
+    model = _Fixed(Bernoulli(), torch.tensor([3.0, -3.0, 3.0]), torch.zeros(3))
+    out = common.evaluate(model, X, torch.tensor([1.0, 0.0, 0.0]), chunk=2)
+    s = torch.sigmoid(torch.tensor(3.0))
+    assert out["accuracy"] == pytest.approx(2 / 3)
+    assert out["nlpd"] == pytest.approx(float(-(2 * s.log() + (1 - s).log()) / 3), rel=1e-6)
+    mean = torch.tensor([[5.0, 0.0, 0.0], [0.0, 0.0, 5.0]])
+    soft = _Fixed(Softmax(3, num_samples=8), mean, torch.zeros(2, 3))
+    out = common.evaluate(soft, torch.arange(2.0)[:, None], torch.tensor([0.0, 1.0]))
+    lp = torch.log_softmax(mean, -1)
+    assert out["accuracy"] == 0.5
+    assert out["nlpd"] == pytest.approx(float(-(lp[0, 0] + lp[1, 1]) / 2), rel=1e-6)
+
+
+def test_regression_metrics_by_hand():
+    common = _exp("continual_common")
+    model = _Fixed(Gaussian(1.0), torch.tensor([0.0, 1.0]), torch.ones(2))
+    out = common.evaluate(model, torch.arange(2.0)[:, None], torch.tensor([0.0, 3.0]))
+    assert out["rmse"] == pytest.approx(math.sqrt(2.0))
+    nlpd = 0.5 * math.log(2 * math.pi * 2) + (0 + 4 / 4) / 2
+    assert out["nlpd"] == pytest.approx(nlpd)
+    assert common.summary([1.0, 3.0]) == {"mean": 2.0, "std": math.sqrt(2.0), "n": 2}
+
+
+def test_store_resumes_only_the_same_configuration(tmp_path):
+    store = _exp("continual_common").Store(tmp_path)
+    store.put("a", {"x": 1}, config={"m": 1})
+    assert store.get("a", {"m": 1})["x"] == 1
+    assert store.get("a", {"m": 2}) is None and store.get("b") is None
+
+
+def test_move_to_test_moves_the_highest_scores_and_folds_partition():
+    sm = _exp("split_mnist")
+    train = [(torch.arange(4.0)[:, None], torch.zeros(4)), (torch.arange(4.0, 8)[:, None],
+             torch.ones(4))]  # fmt: skip
+    test = [(torch.full((1, 1), -1.0), torch.zeros(1)), (torch.full((1, 1), -2.0), torch.ones(1))]
+    scores = [0.1, 0.9, 0.2, 0.3, 0.8, 0.0, 0.5, 0.4]
+    tr, te = sm._move(train, test, scores, 0.25, "bls", seed=0)
+    assert tr[0][0].flatten().tolist() == [0, 2, 3] and tr[1][0].flatten().tolist() == [5, 6, 7]
+    assert te[0][0].flatten().tolist() == [-1, 1] and te[1][0].flatten().tolist() == [-2, 4]
+    tr, te = sm._move(train, test, scores, 0.25, "random", seed=0)
+    assert sum(x.shape[0] for x, _ in tr) == 6 and sum(x.shape[0] for x, _ in te) == 4
+    parts = _exp("streaming_uci").folds(23, 5)
+    assert sorted(torch.cat(parts).tolist()) == list(range(23)) and len(parts) == 5
+
+
+# --------------------------------------------------------------- scripts, tiny runs
+def _finite_class_metrics(d: dict) -> None:
+    assert 0.0 <= d["accuracy"] <= 1.0
+    assert math.isfinite(d["nlpd"]) and d["nlpd"] > 0
+
+
+def test_split_mnist_quick(data_root, tmp_path):
+    sm = _exp("split_mnist")
+    cfg = dict(sm.QUICK, max_train_per_task=20, max_test_per_task=10, batch_size=10,
+               inner_steps=1, hyper_steps=1, m=8, memory_fracs=[0.1], move_fracs=[0.1])  # fmt: skip
+    res = sm.run(cfg, ("main", "memory-sweep", "move-to-test"), root=data_root, out=tmp_path,
+                 progress=False)  # fmt: skip
+    folder = tmp_path / "mnist"
+    saved = json.loads((folder / "results_main_memory-sweep_move-to-test.json").read_text())
+    assert (folder / "split_mnist.png").stat().st_size > 0
+    assert (folder / "split_mnist_studies.png").stat().st_size > 0
+    assert set(saved["main"]["table3"]) == set(sm.METHODS)
+    for row in saved["main"]["table3"].values():
+        _finite_class_metrics({k: row[k]["mean"] for k in ("accuracy", "nlpd")})
+    assert [len(r) for r in saved["main"]["table2"]] == [1, 2, 3, 4, 5]
+    assert set(saved["memory_sweep"]) == {"0.1"}
+    assert set(saved["move_to_test"]) == {"0", "0.1"}
+    run = json.loads((folder / "runs" / "main_ours_seed0.json").read_text())
+    assert len(run["curve"]) == run["num_updates"] == 10  # 5 tasks x 20 points / 10
+    assert run["memory_size"] == 10  # 10% of 10 = 1 per minibatch
+    ref = json.loads((folder / "runs" / "move_ref_seed0.json").read_text())
+    assert len(ref["bls"]) == 5 * 20 and min(ref["bls"]) >= 0
+    assert "| ours |" in sm.table3_md(res["main"]) and "| #5 |" in sm.table2_md(res["main"])
+    # resume: a second call reads every unit from disk
+    before = (folder / "runs" / "main_bui_seed0.json").stat().st_mtime_ns
+    sm.run(cfg, ("main",), methods=("bui",), root=data_root, out=tmp_path, progress=False)
+    assert (folder / "runs" / "main_bui_seed0.json").stat().st_mtime_ns == before
+
+
+def test_banana_streaming_quick(data_root, tmp_path):
+    bs = _exp("banana_streaming")
+    res = bs.run(bs.QUICK, root=data_root, out=tmp_path, progress=False)
+    saved = json.loads((tmp_path / "results.json").read_text())
+    assert (tmp_path / "banana_streaming.png").stat().st_size > 0
+    nb = bs.QUICK["num_batches"]
+    for method in ("ours", "bui"):
+        run = saved["runs"][method][0]
+        assert len(run["per_batch"]) == nb
+        for row in run["per_batch"]:
+            _finite_class_metrics(row)
+            p = torch.tensor(row["grid_prob"])
+            assert p.shape == (bs.GRID**2,) and bool(((p >= 0) & (p <= 1)).all())
+    _finite_class_metrics(saved["offline"])
+    assert "| bui |" in bs.table(res)
+
+
+def test_streaming_uci_quick(data_root, tmp_path):
+    su = _exp("streaming_uci")
+    res = su.run(su.QUICK, root=data_root, out=tmp_path, progress=False)
+    saved = json.loads((tmp_path / "results.json").read_text())
+    rows = saved["table"]["mammographic"]
+    assert set(rows) == set(su.METHODS)
+    for row in rows.values():
+        assert row["nlpd"]["n"] == su.QUICK["folds"]
+        _finite_class_metrics({k: row[k]["mean"] for k in ("accuracy", "nlpd")})
+    assert len(list((tmp_path / "runs").glob("*.json"))) == su.QUICK["folds"] * len(su.METHODS)
+    assert "0.40 (0.04)" in su.table_md(res)  # the paper's offline value is quoted
+
+
+def test_magnetic_anomalies_quick(data_root, tmp_path):
+    ma = _exp("magnetic_anomalies")
+    res = ma.run(ma.QUICK, root=data_root, out=tmp_path, progress=False)
+    assert (tmp_path / "fig5a.png").stat().st_size > 0 and (tmp_path / "fig5b.png").exists()
+    e1 = json.loads((tmp_path / "exp1.json").read_text())
+    e2 = json.loads((tmp_path / "exp2.json").read_text())
+    for method in ("ours", "bui"):
+        assert [r["path"] for r in e1["methods"][method]] == ma.QUICK["train_paths"]
+        assert [r["step"] for r in e2["methods"][method]] == list(range(1, 5))
+        for r in e1["methods"][method] + e2["methods"][method]:
+            assert math.isfinite(r["rmse"]) and r["rmse"] >= 0 and math.isfinite(r["nlpd"])
+            assert r["hypers"]["noise"] > 0 and r["hypers"]["lengthscale"] > 0
+    assert len(e1["methods"]["ours"][0]["Z"]) <= ma.QUICK["m_a"]
+    assert "| 1 |" in ma.tables(res)
+
+
+def test_streaming_timing_quick(data_root, tmp_path):
+    st = _exp("streaming_timing")
+    res = st.run(st.QUICK, root=data_root, out=tmp_path, progress=False)
+    saved = json.loads((tmp_path / "results.json").read_text())
+    assert (tmp_path / "fig7.png").stat().st_size > 0
+    budgets = [(r["method"], r["budget"]) for r in saved["runs"]]
+    assert budgets == [("ours", 1), ("ours", 2), ("bui", 1), ("bui", 3)]
+    for r in saved["runs"]:
+        assert r["seconds"] > 0 and len(r["cumulative"]) == st.QUICK["num_sets"]
+        assert r["cumulative"] == sorted(r["cumulative"])
+        _finite_class_metrics(r)
+    assert "| offline SVGP |" in st.table(res)
+
+
+def test_scripts_are_cli_commands():
+    from bo_ncgp.cli import experiment_scripts
+
+    names = set(experiment_scripts())
+    assert {"split-mnist", "streaming-uci", "banana-streaming", "magnetic-anomalies",
+            "streaming-timing"} <= names  # fmt: skip
