@@ -346,3 +346,25 @@ def test_backends_agree(batched):
         for a, b in zip(out[backend], out["dense"], strict=True):
             torch.testing.assert_close(a[0], b[0])
             torch.testing.assert_close(a[1], b[1])
+
+
+@pytest.mark.slow
+@pytest.mark.keops
+@pytest.mark.parametrize("batched", [False, True])
+def test_keops_backend_matches_dense(batched):
+    from bo_ncgp.linalg._keops import keops_available
+
+    if not keops_available():
+        pytest.skip("pykeops is not available")
+    X, y = softmax_data(60)
+    k = rbf(batch_shape=torch.Size([3]) if batched else None)
+    Xs = torch.rand(7, 2)
+    out = {}
+    for backend in ("dense", "keops"):
+        m = IterNCGP(
+            k, Softmax(3), max_solver_iters_per_step=5, max_newton_steps=3, backend=backend
+        ).fit(X, y)
+        assert m._K.op.backend == backend
+        out[backend] = m.predict_f(Xs)
+    torch.testing.assert_close(out["keops"][0], out["dense"][0])
+    torch.testing.assert_close(out["keops"][1], out["dense"][1])
