@@ -154,7 +154,8 @@ def test_first_streaming_step_equals_gpytorch_svgp_elbo():
     bui = BuiStreamingSVGP(rbf(0.4), Bernoulli(), Z, inducing_update="fixed", jitter=0.0)
     mu, Lq = random_q(1, 6)
     bui._mu, bui._L = mu, Lq
-    off = OfflineSVGP(rbf(0.4), Bernoulli(), Z, learn_inducing=False, jitter=1e-12)
+    off = OfflineSVGP(rbf(0.4), Bernoulli(), Z, learn_inducing=False, jitter=1e-12,
+                      backend="gpytorch")  # fmt: skip
     strategy = off.gp.variational_strategy
     strategy.variational_params_initialized.fill_(1)  # keep our q(u), no prior initialisation
     dist = strategy._variational_distribution
@@ -164,6 +165,29 @@ def test_first_streaming_step_equals_gpytorch_svgp_elbo():
         ours = bui.objective(X, y)
         theirs = off.train().elbo(X, y)
     assert torch.allclose(ours, theirs, rtol=1e-7)
+
+
+def test_native_offline_elbo_equals_gpytorch_for_softmax():
+    """The native offline SVGP backend computes GPyTorch's multitask ELBO (3 latents, one
+    shared kernel) at the same q(u), and the same predictive marginals."""
+    X = torch.rand(25, 2)
+    y = (3 * X[:, 0]).floor().clamp(max=2)
+    Z = X[:5].clone()
+    mu, Lq = random_q(3, 5)
+    lik = Softmax(3, num_samples=64)
+    gp = OfflineSVGP(rbf(0.5), lik, Z, learn_inducing=False, jitter=1e-12, backend="gpytorch")
+    strategy = gp.gp.variational_strategy.base_variational_strategy
+    strategy.variational_params_initialized.fill_(1)
+    nat = OfflineSVGP(rbf(0.5), lik, Z, learn_inducing=False, jitter=0.0)
+    with torch.no_grad():
+        strategy._variational_distribution.variational_mean.copy_(mu)
+        strategy._variational_distribution.chol_variational_covar.copy_(Lq)
+        nat.gp.mu.copy_(mu)
+        nat.gp.L_raw.copy_(Lq)
+        assert torch.allclose(nat.elbo(X, y, 100), gp.train().elbo(X, y, 100), rtol=1e-7)
+        (m1, v1), (m2, v2) = nat.predict_f(X), gp.predict_f(X)
+    assert m1.shape == (25, 3) and torch.allclose(m1, m2, atol=1e-7)
+    assert torch.allclose(v1, v2, atol=1e-7)
 
 
 # --------------------------------------------------------- textbook limits
@@ -267,6 +291,8 @@ def test_bad_inputs_raise_clear_errors():
         BuiStreamingSVGP(rbf(), Bernoulli(), X, optimizer="sgd")
     with pytest.raises(ValueError, match="likelihood"):
         OfflineSVGP(rbf(), gpytorch.likelihoods.BernoulliLikelihood(), X)
+    with pytest.raises(ValueError, match="backend"):
+        OfflineSVGP(rbf(), Bernoulli(), X, backend="keops")
 
 
 class _FailsAfter(Gaussian):

@@ -37,6 +37,7 @@ from bo_ncgp.likelihoods import Likelihood
 from bo_ncgp.linalg import NotPSDError, NumericalWarning, stable_cholesky
 from bo_ncgp.models.dual._state import ResizableModule
 from bo_ncgp.models.dual.inducing import check_inducing_points, select_inducing_points
+from bo_ncgp.models.streaming._kernels import jittered, latent_block
 from bo_ncgp.models.streaming.objective import (
     OldPosterior,
     old_posterior,
@@ -135,7 +136,6 @@ class BuiStreamingSVGP(ResizableModule):
         self.jitter = float(jitter)
         self.max_inducing = m
         self._C = C
-        self._batched_kernel = len(kb) > 0
         self.register_buffer("_Z", Z)
         self.register_buffer("_mu", Z.new_zeros(C, m))
         self.register_buffer("_L", torch.eye(m, dtype=Z.dtype, device=Z.device).repeat(C, 1, 1))
@@ -164,25 +164,10 @@ class BuiStreamingSVGP(ResizableModule):
     # ----------------------------------------------------------------- kernels
     def _k(self, X1: Tensor, X2: Tensor | None = None, diag: bool = False) -> Tensor:
         """Kernel block with a latent dimension (size 1 for a shared kernel)."""
-        if self._batched_kernel:
-            X1 = X1.unsqueeze(-3)
-            X2 = None if X2 is None else X2.unsqueeze(-3)
-        with gpytorch.settings.lazily_evaluate_kernels(False):
-            if diag:
-                K = self.kernel(X1, X1, diag=True)
-            else:
-                K = self.kernel(X1, X1 if X2 is None else X2).to_dense()
-        if self._batched_kernel:
-            return K
-        return K.unsqueeze(-2 if diag else -3)
+        return latent_block(self.kernel, X1, X2, diag)
 
     def _Kzz(self, Z: Tensor) -> Tensor:
-        K = self._k(Z)
-        if self.jitter > 0:
-            diag = K.diagonal(dim1=-2, dim2=-1)
-            scale = diag.detach().mean(-1, keepdim=True).clamp_min(torch.finfo(K.dtype).tiny)
-            K = K + torch.diag_embed((self.jitter * scale).expand_as(diag))
-        return K
+        return jittered(self._k(Z), self.jitter)
 
     def _chol(self, K: Tensor, name: str) -> Tensor:
         return stable_cholesky(K, name=name)
