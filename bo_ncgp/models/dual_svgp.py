@@ -637,6 +637,7 @@ class DualSVGP(ResizableModule):
                     ok = False
                 if ok:
                     opt.step()
+                    self._project_unenforced_constraints()
                     ok = all(torch.isfinite(p).all() for p in params)
                 if not ok:  # report, restore the last good hyperparameters, stop
                     with torch.no_grad():
@@ -652,6 +653,19 @@ class DualSVGP(ResizableModule):
                     break
         opt.zero_grad(set_to_none=True)
         self._touch()
+
+    @torch.no_grad()
+    def _project_unenforced_constraints(self) -> None:
+        """Clamp raw parameters whose GPyTorch constraint has no transform (e.g. BoTorch's
+        ``GreaterThan(2.5e-2, transform=None)`` lengthscales, meant for bounded L-BFGS) back
+        into the constraint after an Adam step (projected gradient)."""
+        for module in (self.kernel, self.likelihood):
+            for _name, param, constraint in module.named_parameters_and_constraints():
+                if constraint is None or constraint.enforced:
+                    continue
+                lo = constraint.lower_bound.to(param)
+                hi = constraint.upper_bound.to(param)
+                param.copy_(torch.maximum(torch.minimum(param, hi), lo))
 
     def _fold(self, X: Tensor, eta: Tensor, beta: Tensor) -> None:
         """Fold sites ``(L, n)`` at inputs ``X`` into ``(lam_rest, B_rest)`` (Eq. 11)."""

@@ -599,3 +599,27 @@ def test_condition_accepts_relaxed_labels_inside_soft_targets():
         cond = model.condition(X, Y)
     mean, var = cond.predict_f(torch.rand(5, 1) * 5)
     assert mean.shape == (3, 4, 5) and torch.isfinite(mean).all() and (var >= 0).all()
+
+
+def test_unenforced_constraints_are_projected_after_adam_steps():
+    """BoTorch's default kernels use GreaterThan(..., transform=None), meant for bounded
+    L-BFGS; after an Adam step the raw values are clamped back into the constraint (a negative
+    lengthscale would otherwise make the LogNormal prior raise)."""
+    from botorch.models.utils.gpytorch_modules import get_covar_module_with_dim_scaled_prior
+
+    from bo_ncgp.likelihoods import Gaussian
+
+    X = torch.rand(20, 3)
+    y = torch.sin(6 * X[:, 0])
+    k = get_covar_module_with_dim_scaled_prior(3).double()
+    model = DualSVGP(k, Gaussian(0.01), X[:10], memory_size=None, num_hyper_steps=5)
+    with torch.no_grad():
+        k.raw_lengthscale.copy_(torch.tensor([[-0.5, 0.01, 0.7]]))
+    model._project_unenforced_constraints()
+    torch.testing.assert_close(k.lengthscale, torch.tensor([[0.025, 0.025, 0.7]]))
+    calls = []
+    orig = model._project_unenforced_constraints
+    model._project_unenforced_constraints = lambda: (calls.append(1), orig())
+    model.update(X, y)
+    assert len(calls) == 5  # once per Adam step
+    assert (k.lengthscale >= 0.025).all()
