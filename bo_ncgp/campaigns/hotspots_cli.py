@@ -1,0 +1,289 @@
+"""``bo-ncgp hotspots``: the schistosomiasis hotspot active-learning campaign (Chang et al.
+2023, Sec. 4.1, Fig. 4).
+
+    bo-ncgp hotspots --country civ --strategy entropy --seeds 50 --workers 2 --out results/hotspots
+
+runs (or resumes) one campaign per seed under ``OUT/<strategy>/seed_<k>`` through the generic
+runner (:func:`bo_ncgp.campaigns.cli.run_seeds`: checkpoint after every survey, resume by
+replay). Seeds run in parallel: ``--workers N`` processes (or a dask cluster with
+``--dask-scheduler``) each run whole seeds, one BLAS thread each by default. Afterwards the
+states of *all* strategies found under ``OUT`` are summarised into ``OUT/summary.json``
+(accuracy and MSE at the reported steps, mean +- s.e. over seeds; mean seconds per step) and
+plotted into ``OUT/hotspots.png`` (both metrics against the number of surveyed villages, mean
++- s.e., like Fig. 4, and the seconds per step).
+
+"Step" = number of surveyed villages the model has seen when the metrics are taken (the
+initial 100 give step 100; the last acquisition gives step 200).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+import traceback
+from concurrent.futures import as_completed
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bo_ncgp.campaigns.executors import make_executor
+from bo_ncgp.campaigns.plotting import collect, metric_curve
+from bo_ncgp.cli import command
+
+__all__ = ["HOTSPOT_STRATEGIES", "make_strategy", "run_hotspot_seed", "summarise_hotspots"]
+
+HOTSPOT_STRATEGIES = ("entropy", "random", "refit-entropy")
+_QUICK = {
+    "initial": 20,
+    "steps": 4,
+    "init_rounds": 2,
+    "init_hyper_steps": 10,
+    "hyper_steps": 2,
+    "refit_candidates": 4,
+    "refit_fantasies": 2,
+    "refit_steps": 30,
+    "refit_fantasy_steps": 3,
+}
+
+
+def make_strategy(cfg: dict[str, Any]):
+    """The strategy named ``cfg["strategy"]`` with the settings of ``cfg`` (parsed CLI)."""
+    from bo_ncgp.campaigns.hotspot_strategies import EntropyStrategy, RandomPoolStrategy
+
+    dual = dict(
+        num_inner_steps=cfg["inner_steps"],
+        num_hyper_steps=cfg["hyper_steps"],
+        lr=cfg["lr"],
+        init_rounds=cfg["init_rounds"],
+        init_hyper_steps=cfg["init_hyper_steps"],
+        init_lr=cfg["init_lr"],
+        hyper_objective=cfg["hyper_objective"],
+        rho=cfg["rho"],
+    )
+    name = cfg["strategy"]
+    if name == "entropy":
+        return EntropyStrategy(
+            num_fantasies=cfg["fantasies"], compute_dtype=cfg["compute_dtype"], **dual
+        )
+    if name == "random":
+        return RandomPoolStrategy(**dual)
+    if name == "refit-entropy":
+        from bo_ncgp.campaigns.hotspot_refit import RefitEntropyStrategy
+
+        return RefitEntropyStrategy(
+            num_candidates=cfg["refit_candidates"],
+            num_fantasies=cfg["refit_fantasies"],
+            num_steps=cfg["refit_steps"],
+            fantasy_steps=cfg["refit_fantasy_steps"],
+        )
+    raise ValueError(f"unknown hotspot strategy {name!r} (choose from {HOTSPOT_STRATEGIES})")
+
+
+def run_hotspot_seed(cfg: dict[str, Any], seed: int) -> dict[str, Any]:
+    """Run (or resume) the campaign of one seed; picklable entry point of the workers."""
+    import torch
+
+    from bo_ncgp.campaigns.cli import run_seeds
+    from bo_ncgp.problems.hotspots import HotspotPool
+
+    torch.set_num_threads(int(cfg["threads"]))
+    problem = HotspotPool.from_country(
+        cfg["country"], seed=seed, root=cfg["data_root"], threshold=cfg["threshold"]
+    )
+    t0 = time.perf_counter()
+    (state,) = run_seeds(
+        lambda: problem,
+        lambda: make_strategy(cfg),
+        [seed],
+        Path(cfg["out"]) / cfg["strategy"],
+        budget=cfg["initial"] + cfg["steps"],
+        batch_size=1,
+        num_initial=cfg["initial"],
+        progress=cfg["progress"],
+    )
+    last = state["iterations"][-1]["metrics"]
+    return {"seed": seed, "seconds": time.perf_counter() - t0, "final": last}
+
+
+# ------------------------------------------------------------------------- summary
+def _at_step(states: list[dict], metric: str, step: int) -> np.ndarray:
+    vals = []
+    for st in states:
+        x, y = metric_curve(st, metric)
+        hit = np.flatnonzero(x == step)
+        if hit.size:
+            vals.append(y[hit[0]])
+    return np.array(vals, dtype=float)
+
+
+def _mean_se(v: np.ndarray) -> dict[str, float]:
+    v = v[np.isfinite(v)]
+    if v.size == 0:
+        return {"mean": float("nan"), "se": float("nan"), "n": 0}
+    se = float(v.std(ddof=1) / math.sqrt(v.size)) if v.size > 1 else float("nan")
+    return {"mean": float(v.mean()), "se": se, "n": int(v.size)}
+
+
+def _step_seconds(st: dict, key: str) -> float:
+    """Mean of ``key`` over the acquisition steps of one campaign (initial fit excluded)."""
+    vals = [it["metrics"][key] for it in st["iterations"][1:] if key in it.get("metrics", {})]
+    return float(np.mean(vals)) if vals else float("nan")
+
+
+def summarise_hotspots(
+    out: str | Path, at: tuple[int, ...] = (150, 199, 200), plot: bool = True
+) -> dict[str, Any]:
+    """Summary of every strategy's campaigns under ``out`` (see module docstring); writes
+    ``out/summary.json`` and (``plot``) ``out/hotspots.png``."""
+    out = Path(out)
+    groups = collect([out])
+    summary: dict[str, Any] = {}
+    for name, states in sorted(groups.items()):
+        entry: dict[str, Any] = {
+            "seeds": len(states),
+            "finished": sum(bool(s.get("finished")) for s in states),
+            "config": states[0]["strategy"],
+        }
+        for metric in ("accuracy", "mse", "sensitivity"):
+            entry[metric] = {str(s): _mean_se(_at_step(states, metric, s)) for s in at}
+        for key in ("step_seconds", "acquisition_seconds", "update_seconds"):
+            entry[key] = _mean_se(np.array([_step_seconds(s, key) for s in states]))
+        summary[name] = entry
+    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    if plot:
+        plot_hotspots(groups, out / "hotspots.png", ("accuracy", "mse", "step_seconds"))
+    return summary
+
+
+def plot_hotspots(groups: dict[str, list[dict]], path: Path, metrics: tuple[str, ...]) -> Path:
+    """Metrics against steps, mean +- s.e. over seeds, one line per strategy (Fig. 4)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = {
+        "accuracy": "hotspot accuracy",
+        "mse": "prevalence MSE",
+        "step_seconds": "seconds per step",
+    }
+    fig, axes = plt.subplots(1, len(metrics), figsize=(5.2 * len(metrics), 3.8), squeeze=False)
+    for ax, metric in zip(axes[0], metrics, strict=True):
+        for name, states in sorted(groups.items()):
+            curves = [metric_curve(s, metric) for s in states]
+            curves = [c for c in curves if len(c[0])]
+            if not curves:
+                continue
+            n = min(len(c[0]) for c in curves)
+            x = curves[0][0][:n]
+            Y = np.stack([c[1][:n] for c in curves])
+            mean = Y.mean(0)
+            se = Y.std(0, ddof=1) / math.sqrt(len(Y)) if len(Y) > 1 else np.zeros(n)
+            ax.plot(x, mean, label=f"{name} ({len(Y)} seeds)")
+            ax.fill_between(x, mean - se, mean + se, alpha=0.25)
+        ax.set_xlabel("steps (villages surveyed)")
+        ax.set_ylabel(labels.get(metric, metric))
+        ax.grid(alpha=0.3)
+    axes[0][0].legend()
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+# --------------------------------------------------------------------------- command
+def _args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--country", default="civ", help="data file hotspots/<country>_data.csv")
+    p.add_argument("--data-root", default=None, help="data root (default $BO_NCGP_DATA)")
+    p.add_argument("--threshold", type=float, default=None, help="hotspot prevalence threshold")
+    p.add_argument("--strategy", default="entropy", choices=HOTSPOT_STRATEGIES)
+    p.add_argument(
+        "--seeds", type=int, default=None, help="number of seeds from --first-seed (50; quick: 2)"
+    )
+    p.add_argument("--first-seed", type=int, default=0)
+    p.add_argument("--initial", type=int, default=100, help="initial surveyed villages")
+    p.add_argument("--steps", type=int, default=100, help="acquisition steps per seed")
+    p.add_argument("--workers", type=int, default=1, help="seeds run in parallel (processes)")
+    p.add_argument("--dask-scheduler", default=None, help="run seeds on a dask cluster")
+    p.add_argument("--threads", type=int, default=1, help="torch threads per worker")
+    p.add_argument("--out", type=Path, default=Path("results/hotspots"))
+    g = p.add_argument_group("DualSVGP (entropy, random)")
+    g.add_argument("--fantasies", type=int, default=16, help="QMC fantasies per candidate")
+    g.add_argument("--compute-dtype", default="float32", choices=("float32", "float64"))
+    g.add_argument("--inner-steps", type=int, default=20, help="site updates per survey")
+    g.add_argument("--rho", type=float, default=0.5, help="damping of the site updates")
+    g.add_argument("--hyper-steps", type=int, default=5, help="Adam steps per survey")
+    g.add_argument("--lr", type=float, default=0.01, help="Adam lr per survey")
+    g.add_argument("--init-rounds", type=int, default=8)
+    g.add_argument("--init-hyper-steps", type=int, default=50)
+    g.add_argument("--init-lr", type=float, default=0.05)
+    g.add_argument("--hyper-objective", default="dual", choices=("dual", "elbo"))
+    g = p.add_argument_group("refit-entropy")
+    g.add_argument("--refit-candidates", type=int, default=16)
+    g.add_argument("--refit-fantasies", type=int, default=8)
+    g.add_argument("--refit-steps", type=int, default=300)
+    g.add_argument("--refit-fantasy-steps", type=int, default=20)
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="tiny preset (2 seeds unless --seeds, 20 initial villages, 4 steps, short fits)",
+    )
+    p.add_argument("--summary-only", action="store_true", help="only summarise and plot OUT")
+    p.add_argument("--no-plot", action="store_true", help="write summary.json only")
+    p.add_argument("--no-progress", action="store_true")
+
+
+@command(
+    "hotspots", "hotspot active learning with fantasy entropy reduction (Chang et al. Fig. 4)"
+)(_args)
+def _hotspots(args: argparse.Namespace) -> int:
+    if args.quick:
+        for key, val in _QUICK.items():
+            setattr(args, key, val)
+    if args.seeds is None:
+        args.seeds = 2 if args.quick else 50
+    if not args.summary_only:
+        cfg = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
+        cfg["progress"] = not args.no_progress and args.workers <= 1 and not args.dask_scheduler
+        seeds = list(range(args.first_seed, args.first_seed + args.seeds))
+        failed = []
+        t0 = time.perf_counter()
+        with make_executor(args.workers, args.dask_scheduler) as ex:
+            futures = {ex.submit(run_hotspot_seed, cfg, s): s for s in seeds}
+            for fut in as_completed(futures):
+                seed = futures[fut]
+                try:
+                    res = fut.result()
+                    fin = res["final"]
+                    print(
+                        f"{args.strategy} seed {seed}: accuracy {fin['accuracy']:.3f}, "
+                        f"MSE {fin['mse']:.4f} ({res['seconds']:.0f} s)",
+                        flush=True,
+                    )
+                except Exception as err:  # report, keep the other seeds running
+                    failed.append(seed)
+                    print(f"{args.strategy} seed {seed} FAILED: {err!r}", flush=True)
+                    traceback.print_exc()
+        print(f"{len(seeds) - len(failed)} seed(s) in {time.perf_counter() - t0:.0f} s")
+    last = args.initial + args.steps
+    summary = summarise_hotspots(
+        args.out, at=tuple(sorted({150, last - 1, last})), plot=not args.no_plot
+    )
+    for name, entry in summary.items():
+        parts = [
+            f"{m}@{s} = {v['mean']:.4g} +- {v['se']:.2g} (n={v['n']})"
+            for m in ("accuracy", "mse")
+            for s, v in entry[m].items()
+            if v["n"]
+        ]
+        sec = entry["step_seconds"]
+        print(f"{name}: " + ", ".join(parts) + f"; {sec['mean']:.2f} s/step")
+    print(
+        f"summary {args.out / 'summary.json'}"
+        + ("" if args.no_plot else f", plot {args.out / 'hotspots.png'}")
+    )
+    return 1 if not args.summary_only and failed else 0

@@ -1,0 +1,188 @@
+"""Tests of the hotspot campaign: strategies (bo_ncgp.campaigns.hotspot_strategies,
+bo_ncgp.campaigns.hotspot_refit) run through the generic runner, and the ``bo-ncgp hotspots``
+command (bo_ncgp.campaigns.hotspots_cli), on a small hand-made pool."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from bo_ncgp.bo.active_learning import ThresholdEntropyReduction
+from bo_ncgp.campaigns import Campaign
+from bo_ncgp.campaigns.hotspot_refit import RefitEntropyStrategy
+from bo_ncgp.campaigns.hotspot_strategies import EntropyStrategy, RandomPoolStrategy
+from bo_ncgp.campaigns.strategy import History
+from bo_ncgp.problems.base import Evaluation
+from bo_ncgp.problems.hotspots import HotspotPool
+
+INIT, STEPS = 12, 3
+DUAL = dict(num_inner_steps=3, num_hyper_steps=1, init_rounds=1, init_hyper_steps=3)
+
+
+def toy_pool(seed=0, P=40):
+    rng = np.random.default_rng(5)
+    X = rng.random((P, 8)) * [10, 5, 1, 1, 1, 1, 100, 300]
+    theta = 1 / (1 + np.exp(-(2 * np.sin(0.6 * X[:, 0]) - 1.5 + 0.4 * X[:, 1])))
+    return HotspotPool(X, theta, 0.2, seed=seed)
+
+
+STRATEGIES = {
+    "entropy": lambda: EntropyStrategy(num_fantasies=4, compute_dtype="float64", **DUAL),
+    "random": lambda: RandomPoolStrategy(**DUAL),
+    "refit-entropy": lambda: RefitEntropyStrategy(
+        num_candidates=3, num_fantasies=2, num_steps=15, fantasy_steps=2
+    ),
+}
+
+
+def run(out, name, seed=0, strategy=None):
+    strategy = strategy or STRATEGIES[name]()
+    camp = Campaign(
+        toy_pool(seed), strategy, INIT + STEPS, 1, INIT, seed=seed, out_dir=out
+    )  # fmt: skip
+    return camp.run(progress=False), strategy
+
+
+@pytest.mark.parametrize("name", sorted(STRATEGIES))
+def test_loop_protocol_and_metrics_on_a_hand_made_pool(tmp_path, name):
+    st, strat = run(tmp_path / name, name, seed=1)
+    prob = toy_pool(1)
+    chosen = [int(e["point"]) for e in st["evaluations"]]
+    assert chosen[:INIT] == prob.permutation[:INIT].tolist()  # strategy-independent design
+    assert len(set(chosen)) == INIT + STEPS  # never a village twice
+    assert [e["value"] for e in st["evaluations"]] == [float(prob.observe(i)) for i in chosen]
+    its = st["iterations"]
+    assert [it["num_evaluations"] for it in its] == list(range(INIT, INIT + STEPS + 1))
+    # features scaled with the initial villages' min and max
+    X0 = prob.pool[chosen[:INIT]]
+    U = (prob.pool - X0.min(0)) / (X0.max(0) - X0.min(0))
+    assert np.allclose(strat.U.numpy(), U)
+    # the logged metrics of the last step, recomputed by hand from the final model
+    with torch.no_grad():
+        mean = strat.model.predict_f(strat.U)[0].numpy()
+    rest = np.setdiff1d(np.arange(40), chosen)
+    p = 1 / (1 + np.exp(-mean[rest]))
+    logged = its[-1]["metrics"]
+    assert logged["accuracy"] == pytest.approx(np.mean((p > 0.2) == (prob.theta[rest] > 0.2)))
+    assert logged["mse"] == pytest.approx(np.mean((p - prob.theta[rest]) ** 2))
+    assert logged["num_remaining"] == rest.size
+    for it in its[1:]:
+        m = it["metrics"]
+        assert m["step_seconds"] == pytest.approx(m["acquisition_seconds"] + m["update_seconds"])
+        assert m["acquisition_seconds"] > 0 and m["update_seconds"] > 0
+    assert its[0]["metrics"]["acquisition_seconds"] == 0.0  # the initial fit has no acquisition
+
+
+def _observe_initial(strategy, prob):
+    strategy.setup(prob, 0)
+    idx = prob.initial_design(INIT, None)
+    evs = [Evaluation(float(prob.observe(i))) for i in idx]
+    hist = History(prob.pool[idx], np.array([e.value for e in evs]), np.zeros(INIT), idx, [idx])
+    strategy.observe(prob.pool[idx], evs, hist)
+    return hist
+
+
+def test_entropy_picks_the_argmax_of_the_acquisition():
+    prob = toy_pool()
+    strat = STRATEGIES["entropy"]()
+    hist = _observe_initial(strat, prob)
+    (choice,) = strat.ask(hist, 1, np.random.default_rng(0))
+    rest = prob.remaining(hist.indices)
+    acq = ThresholdEntropyReduction(strat.model, strat.U[rest], 0.2, num_fantasies=4)
+    scores = acq.score_pool()
+    assert choice == rest[int(scores.argmax())]
+    assert torch.allclose(strat.last_scores, scores)
+    with pytest.raises(ValueError, match="batch size 1"):
+        strat.ask(hist, 2, np.random.default_rng(0))
+
+
+class _Interrupted(EntropyStrategy):
+    """Raises on the second acquisition, as a killed run would stop."""
+
+    calls = 0
+
+    def _choose(self, history, rng):
+        _Interrupted.calls += 1
+        if _Interrupted.calls == 2:
+            raise KeyboardInterrupt
+        return super()._choose(history, rng)
+
+
+def test_resume_after_an_interruption_matches_an_uninterrupted_run(tmp_path):
+    ref, _ = run(tmp_path / "ref", "entropy")
+    make = STRATEGIES["entropy"]
+    interrupted = _Interrupted(num_fantasies=4, compute_dtype="float64", **DUAL)
+    with pytest.raises(KeyboardInterrupt):
+        run(tmp_path / "cut", "entropy", strategy=interrupted)
+    saved = json.loads((tmp_path / "cut" / "state.json").read_text())
+    assert len(saved["evaluations"]) == INIT + 1 and not saved["finished"]
+    st = Campaign.resume(tmp_path / "cut", toy_pool(0), make()).run(progress=False)
+    assert [e["point"] for e in st["evaluations"]] == [e["point"] for e in ref["evaluations"]]
+    for a, b in zip(st["iterations"], ref["iterations"], strict=True):
+        assert a["metrics"]["accuracy"] == b["metrics"]["accuracy"]
+        assert a["metrics"]["mse"] == pytest.approx(b["metrics"]["mse"], rel=1e-9)
+
+
+def _toy_csv(root):
+    prob = toy_pool()
+    (root / "hotspots").mkdir(parents=True)
+    cols = "lng,lat,bioclim1,bioclim12,bioclim15,bioclim4,dist_to_water_m,elev_m,disease,theta"
+    rows = [
+        ",".join([*(f"{v:.10g}" for v in x), "SM", f"{t:.10g}"])
+        for x, t in zip(prob.pool, prob.theta, strict=True)
+    ]
+    (root / "hotspots" / "toy_data.csv").write_text("\r".join([cols, *rows]) + "\r")
+
+
+def test_cli_quick_runs_summarises_and_plots(tmp_path):
+    from bo_ncgp.cli import main
+
+    _toy_csv(tmp_path / "data")
+    out = tmp_path / "out"
+    common = ["--quick", "--country", "toy", "--threshold", "0.2", "--out", str(out)]
+    common += ["--data-root", str(tmp_path / "data"), "--no-progress", "--no-plot"]
+    assert main(["hotspots", "--strategy", "random", *common]) == 0  # quick: 2 seeds
+    assert main(["hotspots", "--strategy", "entropy", "--seeds", "1", *common]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert set(summary) == {"entropy", "random"}
+    for name, seeds in (("entropy", 1), ("random", 2)):
+        entry = summary[name]
+        assert entry["seeds"] == entry["finished"] == seeds
+        last = entry["accuracy"]["24"]  # 20 initial villages + 4 steps
+        assert last["n"] == seeds and 0 <= last["mean"] <= 1
+        assert np.isfinite(last["se"]) == (seeds > 1)
+        assert entry["accuracy"]["150"]["n"] == 0  # not reached in the quick preset
+        assert entry["step_seconds"]["mean"] > 0
+    states = [json.loads(p.read_text()) for p in sorted((out / "random").rglob("state.json"))]
+    assert [s["seed"] for s in states] == [0, 1]
+    assert not (out / "hotspots.png").exists()
+    # a second call resumes the finished seed (nothing new is evaluated), then plots
+    before = (out / "entropy" / "seed_0" / "state.json").read_text()
+    assert main(["hotspots", "--strategy", "entropy", "--seeds", "1", *common[:-1]]) == 0
+    after = json.loads((out / "entropy" / "seed_0" / "state.json").read_text())
+    assert after["evaluations"] == json.loads(before)["evaluations"]
+    assert (out / "hotspots.png").stat().st_size > 0
+
+
+def test_divergence_guard_redoes_the_update_with_more_damping():
+    from bo_ncgp.linalg import NumericalWarning
+
+    prob = toy_pool()
+    kw = dict(DUAL, num_inner_steps=2)
+    strat = RandomPoolStrategy(max_abs_logit=1e-3, **kw)  # every update counts as diverged
+    hist = _observe_initial(strat, prob)
+    i = int(prob.remaining(hist.indices)[0])
+    idx = np.append(hist.indices, i)
+    h2 = History(prob.pool[idx], np.zeros(INIT + 1), np.zeros(INIT + 1), idx, [])
+    with pytest.warns(NumericalWarning, match="diverged"):
+        strat.observe(prob.pool[[i]], [Evaluation(float(prob.observe(i)))], h2)
+    assert strat.retries == 6  # rho 0.5 -> 0.25 -> ... -> 0.0078 < 1e-2
+    assert strat.model.num_data == INIT + 1 and strat.model.rho == 0.5
+    assert torch.isfinite(strat.model.predict_f(strat.U)[0]).all()
+    normal = RandomPoolStrategy(**kw)
+    _observe_initial(normal, prob)
+    normal.observe(prob.pool[[i]], [Evaluation(float(prob.observe(i)))], h2)
+    assert normal.retries == 0
