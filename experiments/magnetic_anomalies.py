@@ -194,6 +194,8 @@ def _field_image(ax, grid: dict, extent, vmin: float, vmax: float, std_ref: floa
     rgba[..., 3] = (1 - std / std_ref).clamp(0.05, 1).numpy()
     (x0, y0), (x1, y1) = extent
     ax.imshow(rgba, origin="lower", extent=(x0, x1, y0, y1), interpolation="bilinear")
+    ax.set_xlim(x0, x1)  # fixed limits: learned inducing inputs may leave the room
+    ax.set_ylim(y0, y1)
     ax.set_xticks([])
     ax.set_yticks([])
 

@@ -106,7 +106,7 @@ DEFAULT = {
     "offline_lr": 0.01,
     "offline_batch": 500,
     "seeds": 3,
-    "memory_fracs": [0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3],
+    "memory_fracs": [0.0, 0.02, 0.05, 0.1, 0.2, 0.3],
     "move_fracs": [0.05, 0.10, 0.15],
 }
 PAPER = dict(DEFAULT, m=300, hyper_steps=50, seeds=5)
@@ -279,6 +279,10 @@ def study_memory_sweep(cfg, store: Store, root, progress, force) -> dict:
         for frac in cfg["memory_fracs"]:
             key, ckey = f"sweep_mem{frac:g}_seed{seed}", _cfg_key(cfg)
             res = None if force else store.get(key, ckey)
+            if res is None and not force and frac == cfg["memory_frac"]:
+                res = store.get(f"main_ours_seed{seed}", ckey)  # the same run
+                if res is not None:
+                    res = dict(res, memory_frac=frac)
             if res is None:
                 data = data or load_tasks(cfg, seed, root)
                 log(f"split-mnist memory sweep: fraction {frac:g}, seed {seed}")
