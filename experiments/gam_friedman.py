@@ -218,19 +218,20 @@ def plot(model: SparseGAM, X, y, path: Path, title: str, n1: int = 101, n2: int 
     est = mean[:, 7].reshape(n2, n2)
     tru = analytic_components(X2)[:, 7].reshape(n2, n2)
     levels = np.linspace(float(tru.min()) - 0.5, float(tru.max()) + 0.5, 15)
-    for j, (Z, name) in enumerate([(est, "estimated"), (tru, "analytic")]):
-        ax = fig.add_subplot(2, 5, [4, 9][j])
-        cs = ax.contourf(g, g, Z.T, levels=levels, cmap="RdBu_r")
-        ax.set_title(f"f_12(x1, x2) {name}")
-        ax.set_xlabel("x1")
-        ax.set_ylabel("x2")
-    fig.colorbar(cs, ax=fig.axes[-2:], shrink=0.8)
-    ax = fig.add_subplot(2, 5, 5)
-    ax.contourf(g, g, var[:, 7].sqrt().reshape(n2, n2).T, cmap="viridis")
-    ax.set_title("f_12 posterior sd")
-    ax = fig.add_subplot(2, 5, 10)
-    ax.contourf(g, g, (est - tru).T, cmap="RdBu_r")
-    ax.set_title("f_12 error (est - analytic)")
+    panels = [
+        (4, est, "f_12(x1, x2) estimated", "RdBu_r", levels),
+        (9, tru, "f_12(x1, x2) analytic", "RdBu_r", levels),
+        (5, var[:, 7].sqrt().reshape(n2, n2), "f_12 posterior sd", "viridis", 12),
+        (10, est - tru, "f_12 error (estimated - analytic)", "RdBu_r", 12),
+    ]
+    for pos, Z, name, cmap, lev in panels:
+        ax = fig.add_subplot(2, 5, pos)
+        cs = ax.contourf(g, g, Z.T, levels=lev, cmap=cmap)
+        fig.colorbar(cs, ax=ax, shrink=0.85)
+        ax.set_title(name, fontsize=9)
+        ax.set_xlabel("x1", fontsize=8)
+        ax.set_ylabel("x2", fontsize=8)
+    fig.tight_layout(rect=(0, 0, 1, 0.95))
     fig.suptitle(title)
     fig.savefig(path, dpi=90)
     plt.close(fig)
@@ -244,6 +245,12 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--num-test", type=int, default=2000)
     p.add_argument("--steps", type=int, default=3000)
     p.add_argument("--lr", type=float, default=0.02)
+    p.add_argument(
+        "--refresh-every",
+        type=int,
+        default=None,
+        help="natural-gradient refresh of q(U) every this many steps (SparseGAM.fit)",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--families", nargs="+", default=list(FAMILIES), choices=FAMILIES)
     p.add_argument(
@@ -290,7 +297,14 @@ def main(argv: list[str] | None = None) -> dict:
         torch.manual_seed(args.seed + 1)
         model = build_model(posterior, y, rank=rank, kernel=args.kernel)
         t0 = time.perf_counter()
-        hist = model.fit(X, y, num_steps=args.steps, lr=args.lr, progress=not args.quick)
+        hist = model.fit(
+            X,
+            y,
+            num_steps=args.steps,
+            lr=args.lr,
+            progress=not args.quick,
+            refresh_every=args.refresh_every,
+        )
         fit_s = time.perf_counter() - t0
         with torch.no_grad():
             elbo = float(model.elbo(X, y)) / args.num_train

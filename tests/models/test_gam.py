@@ -292,3 +292,37 @@ def test_partial_sums_of_components(posterior):
         model.predict_f(X, components=[0, 0])
     with pytest.raises(ValueError, match="distinct indices"):
         model.predict_f(X, components=[3])
+
+
+def test_coupled_precision_factor_reparameterisation():
+    q = CoupledPrecisionPosterior([3, 4], rank=2)
+    B = [torch.randn(3, 2), torch.randn(4, 2)]
+    q.set_factors(B)
+    for a, b in zip(q.factors(), B, strict=True):
+        torch.testing.assert_close(a, b)
+    norms = torch.cat(B).norm(dim=0)
+    torch.testing.assert_close(q.log_scale.detach(), norms.log())
+    raw = torch.cat(list(q.B_raw)).detach()
+    torch.testing.assert_close(raw.norm(dim=0), torch.ones(2))
+
+
+def test_refresh_keeps_only_improvements():
+    X, y, _ = data(40)
+    model = SparseGAM(components(), Gaussian(0.1), "full")
+    with torch.no_grad():
+        model.variational.mean.add_(0.5)
+    before = model.elbo(X, y).detach()
+    assert model._refresh_variational(X, y)  # the Gaussian optimum is better: kept
+    assert model.elbo(X, y).detach() > before
+    # at the optimum the proposal is not better: rejected, q unchanged
+    with torch.no_grad():
+        model.variational.mean.add_(1e-3 * torch.randn_like(model.variational.mean))
+    model._refresh_variational(X, y)
+    state = {k: v.clone() for k, v in model.variational.state_dict().items()}
+    assert not model._refresh_variational(X, y)
+    for k, v in model.variational.state_dict().items():
+        assert torch.equal(v, state[k])
+    hist = model.fit(X, y, num_steps=6, lr=0.01, init_variational=False, refresh_every=3)
+    assert len(hist) == 6 and all(torch.isfinite(torch.tensor(hist)))
+    with pytest.raises(ValueError, match="refresh_every"):
+        model.fit(X, y, num_steps=1, refresh_every=0)

@@ -76,7 +76,7 @@ def dense_q(model):
         return (Lb @ q.mean, Lb @ S @ Lb.mT) if q.whiten else (q.mean, S)
     # coupled precision, Eq. 7
     m = torch.cat(list(q.mean))
-    B = torch.cat(list(q.B))
+    B = torch.cat(q.factors())
     eye = torch.eye(B.shape[0])
     if q.whiten:
         Sv = torch.linalg.solve(eye + B @ B.mT, eye)
@@ -215,7 +215,7 @@ def _set_optimum(model, X, y):
             B_w = Lb.mT @ ones  # whitened B~ = L^T B with B = K^{-1} 1 / s
             for c in range(C):
                 q.mean[c].copy_(m_w[c * n : (c + 1) * n])
-                q.B[c].copy_(B_w[c * n : (c + 1) * n])
+            q.set_factors([B_w[c * n : (c + 1) * n] for c in range(C)])
         else:
             raise AssertionError("no closed form for the mean-field optimum")
     return means, cov

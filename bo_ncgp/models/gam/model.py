@@ -387,6 +387,7 @@ class SparseGAM(gpytorch.Module):
         generator: torch.Generator | None = None,
         callback: Callable[[int, SparseGAM, float], None] | None = None,
         init_variational: bool = True,
+        refresh_every: int | None = None,
     ) -> list[float]:
         """Maximise the ELBO (plus hyperparameter log priors) with Adam.
 
@@ -405,6 +406,12 @@ class SparseGAM(gpytorch.Module):
             callback: called as ``callback(step, model, elbo_per_datum)`` after every step.
             init_variational: first call :meth:`initialize_variational` on ``(X, y)`` (at the
                 current hyperparameters). Pass ``False`` to continue from the current ``q``.
+            refresh_every: every this many steps, propose :meth:`initialize_variational` at
+                the current hyperparameters (a natural-gradient step from the prior, projected
+                onto the family) and keep it if it raises the full-data ELBO; the Adam moments
+                of the variational parameters are reset when it is kept. Hyperparameter moves
+                rotate the whitened coordinates, which Adam tracks slowly; this lets ``q``
+                follow. Costs one :meth:`initialize_variational` and two full-data ELBOs.
 
         Returns:
             The ELBO per data point (minibatch estimate) after each step's forward pass.
@@ -415,6 +422,8 @@ class SparseGAM(gpytorch.Module):
             raise ValueError(f"SparseGAM.fit: num_steps must be >= 0, got {num_steps}")
         if batch_size is not None and batch_size < 1:
             raise ValueError(f"SparseGAM.fit: batch_size must be >= 1, got {batch_size}")
+        if refresh_every is not None and refresh_every < 1:
+            raise ValueError(f"SparseGAM.fit: refresh_every must be >= 1, got {refresh_every}")
         params = [p for p in self.parameters() if p.requires_grad]
         if not params:
             raise ValueError("SparseGAM.fit: no parameter requires grad")
@@ -441,5 +450,20 @@ class SparseGAM(gpytorch.Module):
                 bar.set_postfix(elbo=f"{value:.4f}")
             if callback is not None:
                 callback(step, self, value)
+            if refresh_every is not None and (step + 1) % refresh_every == 0:
+                if self._refresh_variational(X, y):
+                    for p in self.variational.parameters():
+                        opt.state.pop(p, None)  # stale Adam moments
         self.eval()
         return history
+
+    @torch.no_grad()
+    def _refresh_variational(self, X: Tensor, y: Tensor) -> bool:
+        """Propose :meth:`initialize_variational`; keep it if the ELBO increases."""
+        before = self.elbo(X, y)
+        saved = {k: v.clone() for k, v in self.variational.state_dict().items()}
+        self.initialize_variational(X, y)
+        if bool(self.elbo(X, y) > before):
+            return True
+        self.variational.load_state_dict(saved)
+        return False

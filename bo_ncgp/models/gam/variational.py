@@ -409,12 +409,18 @@ class CoupledPrecisionPosterior(VariationalFamily):
         init_scale: standard deviation of the random initial ``B`` (``B = 0``, i.e. ``q`` =
             prior, is a stationary point of the ELBO in ``B``, so ``B`` starts small and random).
 
-    Parameters ``mean[c]`` (``alpha_c`` when not whitened) and ``B[c]`` of shape ``(M_c, R)``.
+    Parameters: ``mean[c]`` (``alpha_c`` when not whitened), ``B_raw[c]`` of shape
+    ``(M_c, R)`` and ``log_scale`` ``(R,)``, with ``B_c = B_raw[c] diag(exp(log_scale))``
+    (:meth:`factors`). The column scales are a reparameterisation, not a change of family:
+    the data part of the optimal precision (Eq. 6) grows with ``n`` so the columns of ``B``
+    reach norms of order ``sqrt(n / noise)``, and a log-scale lets Adam follow multiplicative
+    changes of that size (e.g. while the noise variance is learned) in a few steps instead of
+    thousands.
 
     Example:
         >>> q = CoupledPrecisionPosterior([3, 4], rank=2)
-        >>> q.B[1].shape
-        torch.Size([4, 2])
+        >>> [B.shape for B in q.factors()]
+        [torch.Size([3, 2]), torch.Size([4, 2])]
     """
 
     name = "coupled_precision"
@@ -430,12 +436,27 @@ class CoupledPrecisionPosterior(VariationalFamily):
             raise ValueError(f"CoupledPrecisionPosterior: rank must be >= 1, got {rank}")
         self.init_scale = float(init_scale)
         self.mean = nn.ParameterList([nn.Parameter(self._new(m)) for m in self.sizes])
-        self.B = nn.ParameterList(
+        self.B_raw = nn.ParameterList(
             [
                 nn.Parameter(self.init_scale * torch.randn(m, self.rank, **self._factory))
                 for m in self.sizes
             ]
         )
+        self.log_scale = nn.Parameter(self._new(self.rank))
+
+    def factors(self) -> list[Tensor]:
+        """``B_c = B_raw[c] diag(exp(log_scale))`` of Eq. 7 (``L_c^T B_c`` if whitened)."""
+        scale = self.log_scale.exp()
+        return [Bc * scale for Bc in self.B_raw]
+
+    @torch.no_grad()
+    def set_factors(self, B: Sequence[Tensor]) -> None:
+        """Set ``B_c`` (column norms go to ``log_scale``, unit columns to ``B_raw``)."""
+        norms = torch.stack([Bc.square().sum(0) for Bc in B]).sum(0).sqrt()
+        norms = torch.where(norms > 0, norms, torch.ones_like(norms))
+        self.log_scale.copy_(norms.log())
+        for c, Bc in enumerate(B):
+            self.B_raw[c].copy_(Bc / norms)
 
     @property
     def needs_cholesky(self) -> bool:
@@ -443,12 +464,13 @@ class CoupledPrecisionPosterior(VariationalFamily):
 
     @torch.no_grad()
     def initialize_from_prior(self, Kuu: Sequence[Tensor]) -> None:
+        self.log_scale.zero_()
         for c, m in enumerate(self.sizes):
             self.mean[c].zero_()
             scale = self.init_scale
             if not self.whiten:  # B~ = L^T B has scale init_scale: B ~ init_scale / sqrt(k)
                 scale = scale / float(Kuu[c].diagonal().mean().clamp_min(1e-12).sqrt())
-            self.B[c].copy_(scale * torch.randn(m, self.rank, dtype=self.B[c].dtype))
+            self.B_raw[c].copy_(scale * torch.randn(m, self.rank, dtype=self.B_raw[c].dtype))
 
     @torch.no_grad()
     def assign_whitened(self, mean: Tensor, precision_update: Tensor, chol: list[Tensor]) -> None:
@@ -458,6 +480,7 @@ class CoupledPrecisionPosterior(VariationalFamily):
         B = torch.zeros(evals.shape[0], self.rank, dtype=top.dtype, device=top.device)
         B[:, :k] = top
         o = self.offsets
+        factors = []
         for c, L in enumerate(chol):
             sl = slice(o[c], o[c + 1])
             m, Bc = mean[sl], B[sl]
@@ -465,11 +488,12 @@ class CoupledPrecisionPosterior(VariationalFamily):
                 m = torch.linalg.solve_triangular(L.mT, m.unsqueeze(-1), upper=True)[:, 0]
                 Bc = torch.linalg.solve_triangular(L.mT, Bc, upper=True)
             self.mean[c].copy_(m)
-            self.B[c].copy_(Bc)
+            factors.append(Bc)
+        self.set_factors(factors)
 
     def prepare(self, Kuu: list[Tensor], chol: list[Tensor] | None) -> VariationalState:
         state = VariationalState(Kuu=Kuu, chol=chol)
-        B = list(self.B)
+        B = self.factors()
         KB = B if self.whiten else [K @ Bc for K, Bc in zip(Kuu, B, strict=True)]
         A = torch.eye(self.rank, dtype=B[0].dtype, device=B[0].device)
         for Bc, KBc in zip(B, KB, strict=True):
