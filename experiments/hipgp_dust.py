@@ -204,7 +204,8 @@ def run(cfg: dict, out: Path, root=None) -> dict:
         rows.append(row)
         models["hipgp"] = m
         (out / cfg["file"]).write_text(json.dumps(res, indent=2))
-    plot(models["hipgp"], data, cfg, out / cfg["file"].replace(".json", "_maps.png"))
+    if "hipgp" in models:
+        plot(models["hipgp"], data, cfg, out / cfg["file"].replace(".json", "_maps.png"))
     return res
 
 
@@ -289,6 +290,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--root", default=None)
     p.add_argument("--noise-sd", type=float, default=None)
     p.add_argument("--learn-hyper", action="store_true", help="learn the hyperparameters again")
+    p.add_argument("--only", choices=["hipgp", "svgp"], default=None, help="run one model family")
+    p.add_argument("--file", default=None, help="results file name (default dust.json)")
     p.add_argument("--out", type=Path, default=OUT)
     p.add_argument("--threads", type=int, default=1)
     args = p.parse_args(argv)
@@ -299,6 +302,12 @@ def main(argv: list[str] | None = None) -> int:
         cfg["noise_sd"] = args.noise_sd
     if args.learn_hyper:
         cfg["fixed_hyper"] = None
+    if args.only == "hipgp":
+        cfg["svgp_shapes"] = []
+    elif args.only == "svgp":
+        cfg["hipgp_shapes"] = []
+    if args.file:
+        cfg["file"] = args.file
     res = run(cfg, args.out, root=args.root)
     for r in res["rows"]:
         print(
