@@ -76,5 +76,5 @@ def test_timing_quick(tmp_path):
     M = saved["config"]["M"]
     counts = saved["num_variational_parameters"]
     assert counts["mean_field"] == [c * (M * M + M) for c in cs]
-    assert counts["coupled_precision"] == [c * (M * M + M) for c in cs]
+    assert counts["coupled_precision"] == [c * (M * M + M) + M for c in cs]  # + column scales
     assert counts["full"] == [(c * M) ** 2 + c * M for c in cs]
