@@ -173,10 +173,10 @@ def circulant_first_row(kernel: gpytorch.kernels.Kernel, grid: Grid, factor: int
     ``(2 M_1, ..., 2 M_D)``: the kernel at the signed lags ``(0, h, ..., M h, -(M-1) h, ...,
     -h)`` along every axis, so that ``C``'s top-left block is ``K_uu``.
 
-    ``factor > 2`` (an int or one per axis) embeds into ``factor M_d`` points per axis (lags
-    up to ``factor M_d h / 2``): the classical remedy when the minimal embedding has negative eigenvalues
-    (lengthscales that are long compared with the grid). ``R`` then has ``prod(factor
-    M_d)`` columns.
+    ``factor > 2`` (an int or one per axis) embeds into ``factor M_d`` points per axis
+    (lags up to ``factor M_d h / 2``): the classical remedy when the minimal embedding has
+    negative eigenvalues (lengthscales that are long compared with the grid). ``R`` then has
+    ``prod(factor M_d)`` columns.
 
     Example:
         >>> k = gpytorch.kernels.MaternKernel(nu=2.5)
