@@ -349,6 +349,8 @@ def plot_curves(runs: dict[str, dict], path: Path, title: str) -> None:
                         color=colors[i % len(colors)],
                         label=name if split == "test" else None,
                         lw=1.3,
+                        marker=".",
+                        ms=4,
                     )
     for ax, label in zip(axes, ("accuracy", "NLL", "ECE"), strict=True):
         ax.set_xscale("log")
@@ -424,7 +426,7 @@ def fit_iterncgp_tracked(d: dict, kernel, num_classes: int, cfg: dict) -> dict:
         curve.append(rec)
 
     def callback(i, j, t, m):
-        if (i == 0 and j == 0) or j == J:
+        if j in (0, J):  # the start of every Newton step (recycled belief) and full steps
             evaluate(i, j, t, m)
         return t > cfg["budget"]
 

@@ -37,7 +37,7 @@ import torch
 from torch import Tensor
 
 from bo_ncgp.likelihoods import Bernoulli, Likelihood, Poisson, Softmax
-from bo_ncgp.linalg import NumericalWarning
+from bo_ncgp.linalg import NumericalWarning, stable_cholesky
 from bo_ncgp.models.iterncgp.belief import Belief
 from bo_ncgp.models.iterncgp.newton import LaplaceState, NewtonConfig, newton_laplace
 from bo_ncgp.models.iterncgp.operators import LatentKernelOperator, _check_kernel
@@ -429,8 +429,7 @@ class IterNCGP(torch.nn.Module):
             eps = self._normal((num_samples, *mean.shape), mean, generator)
             return torch.sigmoid(mean + var.sqrt() * eps).mean(0)
         mean, cov = self.predict_f_joint(X)
-        eye = torch.eye(self.num_latents, dtype=cov.dtype, device=cov.device)
-        L = torch.linalg.cholesky_ex(cov + 1e-10 * cov.diagonal(0, -2, -1).mean() * eye)[0]
+        L = stable_cholesky(cov, name="per-point latent covariance")
         eps = self._normal((num_samples, *mean.shape), mean, generator)
         f = mean + (L @ eps.unsqueeze(-1)).squeeze(-1)
         return torch.softmax(f, dim=-1).mean(0)
