@@ -56,8 +56,8 @@ OUT = RESULTS / "streaming_timing"
 DEFAULT = dict(
     UCI_DEFAULT,
     dataset="bank",
-    ours_inner_steps=[1, 2, 3, 5, 10, 20],
-    bui_step_counts=[1, 3, 10, 30, 100, 300],
+    ours_inner_steps=[1, 2, 5, 10, 20],
+    bui_step_counts=[1, 3, 10, 30, 100],
     rho=1.0,
     bui_lr=0.05,
     offline_steps=500,

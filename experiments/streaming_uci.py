@@ -73,7 +73,7 @@ DEFAULT = {
     "lr": 0.05,
     "init_lengthscale": 2.0,
     "init_outputscale": 1.0,
-    "bui_steps": 100,
+    "bui_steps": 50,
     "bui_lr": 0.05,
     "bui_learn_inducing": True,
     "offline_steps": 1000,
@@ -121,10 +121,24 @@ def run_unit(method: str, X, y, test_idx, cfg: dict, fold: int) -> dict:
     return {"seconds": seconds, **evaluate(model, Xte, yte)}
 
 
+_COMMON = ("num_sets", "m", "init_lengthscale", "init_outputscale", "max_rows")
+_KEYS = {
+    "offline": ("offline_steps", "offline_lr", "offline_batch"),
+    "ours": ("memory_size", "rho", "inner_steps", "hyper_steps", "lr"),
+    "ours_random": ("memory_size", "rho", "inner_steps", "hyper_steps", "lr"),
+    "bui": ("bui_steps", "bui_lr", "bui_learn_inducing"),
+}
+
+
+def method_config(cfg: dict, method: str) -> dict:
+    """The settings a method's result depends on (its stored units are reused as long as
+    these are unchanged)."""
+    return {k: cfg.get(k) for k in _COMMON + _KEYS[method]}
+
+
 def run(cfg: dict, methods=METHODS, root=None, out: Path = OUT, progress: bool = True,
         force: bool = False) -> dict:  # fmt: skip
     store = Store(out / "runs")
-    ckey = {k: v for k, v in cfg.items() if k not in ("datasets", "folds")}
     table: dict = {}
     raw: dict = {}
     for name in cfg["datasets"]:
@@ -134,9 +148,11 @@ def run(cfg: dict, methods=METHODS, root=None, out: Path = OUT, progress: bool =
             X, y = X[keep[: cfg["max_rows"]]], y[keep[: cfg["max_rows"]]]
         tests = folds(X.shape[0], cfg["folds"])
         res: dict[str, list[dict]] = {m: [] for m in methods}
-        jobs = [(f, m) for f in range(cfg["folds"]) for m in methods]
+        nrun = min(cfg.get("run_folds") or cfg["folds"], cfg["folds"])
+        jobs = [(f, m) for f in range(nrun) for m in methods]
         for f, method in tqdm(jobs, desc=name, disable=not progress):
             key = f"{name}_fold{f}_{method}"
+            ckey = method_config(cfg, method)
             r = None if force else store.get(key, ckey)
             if r is None:
                 r = run_unit(method, X, y, tests[f], cfg, f)
@@ -175,7 +191,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="tiny configuration (CI)")
     p.add_argument("--datasets", nargs="+", default=None, choices=("bank", "mammographic"))
     p.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
-    p.add_argument("--folds", type=int, default=None)
+    p.add_argument("--folds", type=int, default=None, help="number of CV folds (default 10)")
+    p.add_argument("--run-folds", type=int, default=None,
+                   help="run only the first k of the folds (time budget)")
     p.add_argument("--root", default=None, help="data root (default: $BO_NCGP_DATA or ../shared)")
     p.add_argument("--out", type=Path, default=OUT)
     p.add_argument("--force", action="store_true", help="recompute stored units")
@@ -187,6 +205,8 @@ def main(argv: list[str] | None = None) -> int:
         cfg["datasets"] = args.datasets
     if args.folds:
         cfg["folds"] = args.folds
+    if args.run_folds:
+        cfg["run_folds"] = args.run_folds
     res = run(cfg, tuple(args.methods), args.root, args.out, force=args.force)
     print(table_md(res))
     return 0
