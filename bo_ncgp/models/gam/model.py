@@ -408,8 +408,7 @@ class SparseGAM(gpytorch.Module):
                 current hyperparameters). Pass ``False`` to continue from the current ``q``.
             refresh_every: every this many steps, propose :meth:`initialize_variational` at
                 the current hyperparameters (a natural-gradient step from the prior, projected
-                onto the family) and keep it if it raises the full-data ELBO; the Adam moments
-                of the variational parameters are reset when it is kept. Hyperparameter moves
+                onto the family) and keep it if it raises the full-data ELBO. Hyperparameter moves
                 rotate the whitened coordinates, which Adam tracks slowly; this lets ``q``
                 follow. Costs one :meth:`initialize_variational` and two full-data ELBOs.
 
@@ -451,9 +450,9 @@ class SparseGAM(gpytorch.Module):
             if callback is not None:
                 callback(step, self, value)
             if refresh_every is not None and (step + 1) % refresh_every == 0:
-                if self._refresh_variational(X, y):
-                    for p in self.variational.parameters():
-                        opt.state.pop(p, None)  # stale Adam moments
+                # Adam's moments are kept: re-initialising them would make the next step a
+                # sign step of size lr in every coordinate, far too large for a sharp q
+                self._refresh_variational(X, y)
         self.eval()
         return history
 
