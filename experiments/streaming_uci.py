@@ -73,7 +73,7 @@ DEFAULT = {
     "lr": 0.05,
     "init_lengthscale": 2.0,
     "init_outputscale": 1.0,
-    "bui_steps": 50,
+    "bui_steps": 100,
     "bui_lr": 0.05,
     "bui_learn_inducing": True,
     "offline_steps": 1000,
