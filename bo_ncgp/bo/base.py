@@ -145,6 +145,11 @@ class LatentGPModel(Model, FantasizeMixin):
             )
         if m == 1 and cov.dim() == mean.dim() + 1:
             cov = cov.squeeze(-3)  # (..., 1, q, q) -> (..., q, q)
+        # round-off can leave tiny negative variances near observed points: lift the diagonal
+        # to a floor (a no-op otherwise) instead of letting GPyTorch warn and clamp later
+        diag = cov.diagonal(dim1=-2, dim2=-1)
+        floor = 1e-10 if cov.dtype == torch.float64 else 1e-6
+        cov = cov + torch.diag_embed((floor - diag).clamp_min(0).detach())
         # independent outputs: (..., m, q, q); joint: (..., m q, m q) in output-major order
         independent = m == 1 or (cov.dim() == mean.dim() + 1 and cov.shape[-3] == m)
         noise = None

@@ -81,3 +81,15 @@ def test_condition_and_fantasize():
     fm = model.fantasize(torch.rand(2, 2), SobolQMCNormalSampler(torch.Size([8])))
     assert fm.batch_shape == torch.Size([8])
     assert fm.posterior(torch.rand(4, 2)).mean.shape == (8, 4, 1)
+
+
+def test_tiny_negative_variances_are_lifted_to_a_floor():
+    class Neg(ToyModel):
+        def _latent_mean_cov(self, X):
+            mean, cov = super()._latent_mean_cov(X)
+            return mean, cov - 2 * torch.diag_embed(cov[..., 0, :, :].diagonal(dim1=-2, dim2=-1))
+
+    model, _, _ = make()
+    neg = Neg(model.model)
+    var = neg.posterior(torch.rand(4, 2)).variance
+    torch.testing.assert_close(var, torch.full_like(var, 1e-10))
