@@ -194,7 +194,7 @@ DEFAULT = {
     "lr_floor": 0.05,
     "hyper_side": 20,
     "hyper_epochs": 5,
-    "sides": [30, 50, 75, 100],
+    "sides": [30, 50, 76, 100],
     "svgp_max_side": 100,
     "pcg_train": 20,
     "pcg_eval": 20,
