@@ -130,7 +130,9 @@ def main(argv: list[str] | None = None) -> int:
                     "n": n,
                     "dtype": d,
                     "k": k,
-                    "skipped": f"dense K needs ~{3 * n * n * itemsize / 2**30:.0f} GiB with temporaries",
+                    "skipped": (
+                        f"dense K needs ~{3 * n * n * itemsize / 2**30:.0f} GiB with temporaries"
+                    ),
                 }
             )
             continue

@@ -45,7 +45,7 @@ _QUICK = {
     "refit_candidates": 4,
     "refit_fantasies": 2,
     "refit_steps": 30,
-    "refit_fantasy_steps": 3,
+    "refit_fantasy_steps": 2,
 }
 
 
@@ -225,8 +225,8 @@ def _args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("refit-entropy")
     g.add_argument("--refit-candidates", type=int, default=16)
     g.add_argument("--refit-fantasies", type=int, default=8)
-    g.add_argument("--refit-steps", type=int, default=300)
-    g.add_argument("--refit-fantasy-steps", type=int, default=20)
+    g.add_argument("--refit-steps", type=int, default=200, help="NGD + Adam steps per fit")
+    g.add_argument("--refit-fantasy-steps", type=int, default=4, help="NGD steps per fantasy")
     p.add_argument(
         "--quick",
         action="store_true",

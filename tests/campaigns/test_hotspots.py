@@ -186,3 +186,44 @@ def test_divergence_guard_redoes_the_update_with_more_damping():
     _observe_initial(normal, prob)
     normal.observe(prob.pool[[i]], [Evaluation(float(prob.observe(i)))], h2)
     assert normal.retries == 0
+
+
+def test_timing_script_quick(data_root, tmp_path):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "experiments" / "hotspots_timing.py"
+    spec = importlib.util.spec_from_file_location("hotspots_timing", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    out = tmp_path / "timing.json"
+    assert mod.main(["--quick", "--data-root", str(data_root), "--out", str(out)]) == 0
+    res = json.loads(out.read_text())
+    assert set(res["results"]) == {"entropy", "refit-entropy", "random"}
+    for r in res["results"].values():
+        assert len(r["step_seconds"]) == 1 and r["mean_step_seconds"] > 0
+    assert res["pool_size"] == 1480 and res["speedup_refit_over_entropy_per_step"] > 0
+
+
+def test_refit_fantasies_warm_start_at_the_fitted_posterior():
+    from bo_ncgp.bo.active_learning import exceedance_entropy
+    from bo_ncgp.campaigns.hotspot_refit import RefitVariationalGP
+    from bo_ncgp.likelihoods import Binomial
+
+    prob = toy_pool()
+    X = torch.as_tensor((prob.pool - prob.pool.min(0)) / np.ptp(prob.pool, 0))
+    idx = prob.permutation[:15]
+    y = torch.tensor([float(prob.observe(i)) for i in idx])
+    gp = RefitVariationalGP(Binomial(100), num_steps=30, fantasy_steps=0).fit(X[idx], y)
+    pool = X[prob.remaining(idx)]
+    mean, var = gp.predict_f(pool)
+    H0 = exceedance_entropy(mean, var, -1.0).sum()
+    Y = torch.tensor([[0.0, 50.0], [10.0, 90.0]])
+    cand = pool[:2]
+    H = gp.fantasy_entropies(cand, Y, pool, -1.0)  # no refit steps: the fitted model itself
+    assert torch.allclose(H, H0.expand(2, 2), atol=1e-8)
+    gp.fantasy_steps = 4
+    H4 = gp.fantasy_entropies(cand, Y, pool, -1.0)
+    assert (H4 - H0).abs().min() > 1e-3  # the fantasy observation moves the posterior
+    gp.fantasy_steps = 20
+    assert torch.allclose(gp.fantasy_entropies(cand, Y, pool, -1.0), H4, rtol=0, atol=0.05)
