@@ -1,0 +1,165 @@
+"""Lunar-lander report (issue 6; Chang et al. 2023, Sec. 4.1, Fig. 3).
+
+Reads the campaigns written by ``bo-ncgp lunar-lander --strategy S --out DIR`` and reports per
+strategy: best observed reward after 30, 60 and 90 evaluations (mean +- s.e. over seeds), the
+held-out reward of the final recommendation, and the mean time per BO iteration split into
+model update, acquisition optimisation and evaluation (the initial design is excluded).
+
+``--measure`` additionally measures, in this process:
+
+* the reference scores of gymnasium's hand-tuned heuristic weights and of uniformly random
+  weights on the held-out episode seeds;
+* the wall-clock speed-up of evaluating one batch of lunar-lander evaluations with a process
+  pool of 2 workers over 1 worker (the same points, the same episodes).
+
+    python experiments/lunar_report.py experiments/results/lunar  # bo-ncgp lunar-report
+    python experiments/lunar_report.py experiments/results/lunar --measure
+
+Writes ``report.json`` into the campaign folder (``--out`` to change) and prints a Markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+
+CLI_NAME = "lunar-report"
+AT = [30, 60, 90]
+SPLIT = ("update_seconds", "acquisition_seconds", "evaluation_seconds")
+
+
+def _mean_se(v: list[float]) -> dict[str, float]:
+    a = np.asarray(v, dtype=float)
+    se = float(a.std(ddof=1) / np.sqrt(a.size)) if a.size > 1 else 0.0
+    return {"mean": float(a.mean()), "se": se, "n": int(a.size)}
+
+
+def summarise_strategy(states: list[dict]) -> dict:
+    """Best-so-far at :data:`AT`, held-out score and per-iteration timing of one strategy."""
+    from bo_ncgp.campaigns.plotting import summarise
+
+    name = states[0]["strategy"]["name"]
+    best = summarise({name: states}, AT)[name]
+    heldout = [
+        s["recommendation"]["heldout_value"]
+        for s in states
+        if s.get("finished") and s.get("recommendation")
+    ]
+    # iteration 0 is the initial design (no model, no acquisition)
+    its = [it for s in states for it in s["iterations"] if it["iteration"] > 0]
+    timing = {k: _mean_se([it[k] for it in its]) for k in SPLIT} if its else {}
+    return {
+        "strategy": name,
+        "seeds": len(states),
+        "finished": sum(bool(s.get("finished")) for s in states),
+        "best_at": {str(n): {"mean": m, "se": se, "n": c} for n, (m, se, c) in best.items()},
+        "heldout": _mean_se(heldout) if heldout else None,
+        "seconds_per_iteration": timing,
+        "batch_size": states[0]["batch_size"],
+    }
+
+
+def _evaluate_value(problem, x: np.ndarray) -> float:
+    return problem.evaluate(x).value
+
+
+def measure(num_points: int, num_random: int, seed: int = 0) -> dict:
+    """Reference scores and the 2-worker over 1-worker evaluation speed-up."""
+    from bo_ncgp.campaigns.executors import make_executor
+    from bo_ncgp.problems.lunar_lander import DEFAULT_WEIGHTS, LunarLander
+
+    prob = LunarLander()
+    rng = np.random.default_rng(seed)
+    default = prob.evaluate_heldout(DEFAULT_WEIGHTS).value
+    rand = [prob.evaluate_heldout(rng.uniform(0.0, 1.2, 12)).value for _ in range(num_random)]
+    X = rng.uniform(0.0, 1.2, (num_points, 12))
+    seconds, values = {}, {}
+    for workers in (1, 2):
+        with make_executor(workers) as ex:
+            if workers > 1:  # start the worker processes before timing
+                list(ex.map(int, range(workers)))
+            t0 = time.perf_counter()
+            values[workers] = list(ex.map(_evaluate_value, [prob] * len(X), X))
+            seconds[workers] = time.perf_counter() - t0
+    if not np.allclose(values[1], values[2]):
+        raise RuntimeError("1-worker and 2-worker evaluations disagree")
+    return {
+        "default_weights_heldout": default,
+        "random_weights_heldout": _mean_se(rand),
+        "workers": {
+            "points": num_points,
+            "episodes_per_point": len(prob.episode_seeds),
+            "seconds_1_worker": seconds[1],
+            "seconds_2_workers": seconds[2],
+            "speedup": seconds[1] / seconds[2],
+            "load_average_1min": os.getloadavg()[0],
+        },
+    }
+
+
+def markdown(report: dict) -> str:
+    rows = [
+        "| strategy | seeds | best@30 | best@60 | best@90 | held-out | "
+        "update s/it | acquisition s/it | evaluation s/it |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in report["strategies"]:
+
+        def cell(d):
+            return f"{d['mean']:.1f} ± {d['se']:.1f}" if d else "–"
+
+        best = [cell(r["best_at"].get(str(n))) for n in AT]
+        t = r["seconds_per_iteration"]
+        tt = [f"{t[k]['mean']:.2f}" if t else "–" for k in SPLIT]
+        rows.append(
+            f"| {r['strategy']} (q={r['batch_size']}) | {r['finished']}/{r['seeds']} | "
+            + " | ".join(best)
+            + f" | {cell(r['heldout'])} | "
+            + " | ".join(tt)
+            + " |"
+        )
+    return "\n".join(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="bo-ncgp lunar-report", description=__doc__.split("\n")[0])
+    p.add_argument("folder", type=Path, help="campaign folder (contains <strategy>/seed_*/)")
+    p.add_argument("--out", type=Path, default=None, help="default FOLDER/report.json")
+    p.add_argument("--measure", action="store_true", help="reference scores and worker speed-up")
+    p.add_argument("--points", type=int, default=8, help="points per worker-speed-up batch")
+    p.add_argument("--random", type=int, default=20, help="random weight vectors scored")
+    args = p.parse_args(argv)
+
+    from bo_ncgp.campaigns.plotting import collect
+
+    groups = collect([args.folder])
+    report: dict = {"strategies": [summarise_strategy(s) for s in groups.values()]}
+    out = args.out or args.folder / "report.json"
+    if args.measure:
+        report["measured"] = measure(args.points, args.random)
+    elif out.exists():  # keep the last measurement
+        old = json.loads(out.read_text())
+        if "measured" in old:
+            report["measured"] = old["measured"]
+    out.write_text(json.dumps(report, indent=1))
+    print(markdown(report))
+    if "measured" in report:
+        m = report["measured"]
+        w = m["workers"]
+        print(
+            f"\ndefault weights (held-out): {m['default_weights_heldout']:.1f}; random weights: "
+            f"{m['random_weights_heldout']['mean']:.1f} ± {m['random_weights_heldout']['se']:.1f}"
+            f"\n2 workers over 1: {w['speedup']:.2f}x "
+            f"({w['seconds_1_worker']:.1f} s vs {w['seconds_2_workers']:.1f} s)"
+        )
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
