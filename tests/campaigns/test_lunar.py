@@ -53,3 +53,24 @@ def test_model_strategies_tiny_campaign(name, tmp_path):
     for it in st["iterations"][1:]:
         assert it["acquisition_seconds"] > 0 and it["update_seconds"] > 0
     assert st["recommendation"]["heldout_value"] is not None
+    _check_report(tmp_path, st)
+
+
+def _check_report(folder, state):
+    """``experiments/lunar_report.py`` summarises the campaign it finds under ``folder``."""
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "experiments" / "lunar_report.py"
+    spec = importlib.util.spec_from_file_location("lunar_report", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    out = folder / "report.json"
+    assert mod.main([str(folder), "--out", str(out)]) == 0
+    (rep,) = json.loads(out.read_text())["strategies"]
+    assert rep["strategy"] == state["strategy"]["name"] and rep["finished"] == 1
+    assert rep["best_at"] == {}  # fewer than 30 evaluations: no column yet
+    assert rep["heldout"]["mean"] == state["recommendation"]["heldout_value"]
+    t = rep["seconds_per_iteration"]
+    assert t["update_seconds"]["n"] == 2 and t["acquisition_seconds"]["mean"] > 0
