@@ -246,11 +246,12 @@ class IterNCGP(torch.nn.Module):
                 f"IterNCGP: {name} must have shape (*b, n) with n = {X.shape[-2]} points (the "
                 f"rows of X), got {tuple(y.shape)}"
             )
-        self.likelihood.check_targets(y)  # labels / counts / NaN, raises ValueError
-        y = y.to(device=X.device)
-        if not isinstance(self.likelihood, Softmax):
-            y = y.to(dtype=X.dtype)
-        return y
+        checked = self.likelihood.check_targets(y)  # labels / counts / NaN, raises ValueError
+        if isinstance(self.likelihood, Softmax):
+            # class indices (long) also for integer-valued float labels (BoTorch fantasies),
+            # so that conditioning a long-label model keeps long targets
+            return checked.to(device=X.device)
+        return y.to(device=X.device, dtype=X.dtype)
 
     def _prior_mean(self, X: Tensor) -> Tensor:
         """``m(X)`` as ``(..., 1|C, n)``."""
