@@ -10,7 +10,12 @@ replay). Seeds run in parallel: ``--workers N`` processes (or a dask cluster wit
 states of *all* strategies found under ``OUT`` are summarised into ``OUT/summary.json``
 (accuracy and MSE at the reported steps, mean +- s.e. over seeds; mean seconds per step) and
 plotted into ``OUT/hotspots.png`` (both metrics against the number of surveyed villages, mean
-+- s.e., like Fig. 4, and the seconds per step).
++- s.e., like Fig. 4, and the seconds per step). The summary also counts the *hotspots found*:
+surveyed villages whose true prevalence exceeds the threshold (derived from the saved survey
+order and the country file, whose hash is checked against the one stored in each campaign).
+
+Bad arguments (non-positive counts, a threshold outside ``(0, 1)``, more villages than the
+file has, a missing or malformed data file) are reported before any seed starts.
 
 "Step" = number of surveyed villages the model has seen when the metrics are taken (the
 initial 100 give step 100; the last acquisition gives step 200).
@@ -33,7 +38,13 @@ from bo_ncgp.campaigns.executors import make_executor
 from bo_ncgp.campaigns.plotting import collect, metric_curve
 from bo_ncgp.cli import command
 
-__all__ = ["HOTSPOT_STRATEGIES", "make_strategy", "run_hotspot_seed", "summarise_hotspots"]
+__all__ = [
+    "HOTSPOT_STRATEGIES",
+    "add_hotspots_found",
+    "make_strategy",
+    "run_hotspot_seed",
+    "summarise_hotspots",
+]
 
 HOTSPOT_STRATEGIES = ("entropy", "random", "refit-entropy")
 _QUICK = {
@@ -133,13 +144,68 @@ def _step_seconds(st: dict, key: str) -> float:
     return float(np.mean(vals)) if vals else float("nan")
 
 
+def add_hotspots_found(state: dict, theta: np.ndarray, threshold: float) -> None:
+    """Add ``hotspots_found`` (true hotspots among the surveyed villages so far) to the logged
+    metrics of every iteration of ``state`` (in memory; the file is not changed).
+
+    Args:
+        state: a campaign state (``state.json``) of a :class:`HotspotPool` campaign.
+        theta: ``(P,)`` true prevalences of the pool the campaign ran on.
+        threshold: hotspot threshold (``theta > threshold``).
+
+    Example:
+        >>> st = {"evaluations": [{"point": 0}, {"point": 2}],
+        ...       "iterations": [{"num_evaluations": 1, "metrics": {}},
+        ...                      {"num_evaluations": 2, "metrics": {}}]}
+        >>> add_hotspots_found(st, np.array([0.5, 0.0, 0.3]), 0.1)
+        >>> [it["metrics"]["hotspots_found"] for it in st["iterations"]]
+        [1.0, 2.0]
+    """
+    points = np.array([int(e["point"]) for e in state["evaluations"]], dtype=int)
+    if points.size and (points.min() < 0 or points.max() >= len(theta)):
+        raise ValueError(
+            f"add_hotspots_found: village indices outside 0..{len(theta) - 1} (wrong country?)"
+        )
+    found = np.cumsum(np.asarray(theta)[points] > threshold)
+    for it in state["iterations"]:
+        n = int(it["num_evaluations"])
+        if 1 <= n <= found.size:
+            it.setdefault("metrics", {})["hotspots_found"] = float(found[n - 1])
+
+
 def summarise_hotspots(
-    out: str | Path, at: tuple[int, ...] = (150, 199, 200), plot: bool = True
+    out: str | Path,
+    at: tuple[int, ...] = (150, 199, 200),
+    plot: bool = True,
+    pool=None,
 ) -> dict[str, Any]:
     """Summary of every strategy's campaigns under ``out`` (see module docstring); writes
-    ``out/summary.json`` and (``plot``) ``out/hotspots.png``."""
+    ``out/summary.json`` and (``plot``) ``out/hotspots.png``.
+
+    Args:
+        out: folder searched recursively for ``state.json`` files.
+        at: steps (numbers of surveyed villages) at which metrics are summarised.
+        plot: also draw ``out/hotspots.png``.
+        pool: optional :class:`~bo_ncgp.problems.hotspots.HotspotPool` of the campaigns'
+            country; with it the hotspots found are counted (campaigns whose stored data
+            hash differs from the pool's are refused).
+    """
     out = Path(out)
     groups = collect([out])
+    metrics = ["accuracy", "mse", "sensitivity"]
+    if pool is not None:
+        digest = pool.config()["data_sha256"]
+        for states in groups.values():
+            for st in states:
+                stored = st.get("problem", {}).get("data_sha256")
+                if stored != digest:
+                    raise ValueError(
+                        f"summarise_hotspots: a campaign under {out} ran on other data "
+                        f"({st.get('problem', {}).get('name')}, hash {stored}) than "
+                        f"{pool.name} (hash {digest})"
+                    )
+                add_hotspots_found(st, pool.theta, pool.threshold)
+        metrics.append("hotspots_found")
     summary: dict[str, Any] = {}
     for name, states in sorted(groups.items()):
         entry: dict[str, Any] = {
@@ -147,14 +213,15 @@ def summarise_hotspots(
             "finished": sum(bool(s.get("finished")) for s in states),
             "config": states[0]["strategy"],
         }
-        for metric in ("accuracy", "mse", "sensitivity"):
+        for metric in metrics:
             entry[metric] = {str(s): _mean_se(_at_step(states, metric, s)) for s in at}
         for key in ("step_seconds", "acquisition_seconds", "update_seconds"):
             entry[key] = _mean_se(np.array([_step_seconds(s, key) for s in states]))
         summary[name] = entry
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
     if plot:
-        plot_hotspots(groups, out / "hotspots.png", ("accuracy", "mse", "step_seconds"))
+        panels = ("accuracy", "mse", *metrics[3:], "step_seconds")
+        plot_hotspots(groups, out / "hotspots.png", panels)
     return summary
 
 
@@ -169,8 +236,9 @@ def plot_hotspots(groups: dict[str, list[dict]], path: Path, metrics: tuple[str,
         "accuracy": "hotspot accuracy",
         "mse": "prevalence MSE",
         "step_seconds": "seconds per step",
+        "hotspots_found": "true hotspots surveyed",
     }
-    fig, axes = plt.subplots(1, len(metrics), figsize=(5.2 * len(metrics), 3.8), squeeze=False)
+    fig, axes = plt.subplots(1, len(metrics), figsize=(4.6 * len(metrics), 3.8), squeeze=False)
     for ax, metric in zip(axes[0], metrics, strict=True):
         for name, states in sorted(groups.items()):
             curves = [metric_curve(s, metric) for s in states]
@@ -196,43 +264,109 @@ def plot_hotspots(groups: dict[str, list[dict]], path: Path, metrics: tuple[str,
 
 
 # --------------------------------------------------------------------------- command
+def _int_at_least(low: int):
+    def parse(text: str) -> int:
+        try:
+            val = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if val < low:
+            raise argparse.ArgumentTypeError(f"must be >= {low}, got {val}")
+        return val
+
+    parse.__name__ = f"int>={low}"
+    return parse
+
+
+def _open_unit(text: str) -> float:
+    try:
+        val = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0.0 < val < 1.0:
+        raise argparse.ArgumentTypeError(f"must lie in (0, 1), got {val}")
+    return val
+
+
+def _positive_float(text: str) -> float:
+    try:
+        val = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (math.isfinite(val) and val > 0):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {val}")
+    return val
+
+
+def _damping(text: str) -> float:
+    val = _positive_float(text)
+    if val > 1.0:
+        raise argparse.ArgumentTypeError(f"the damping rho must lie in (0, 1], got {val}")
+    return val
+
+
+def _steps_list(text: str) -> tuple[int, ...]:
+    try:
+        vals = tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated step numbers such as 150,199, got {text!r}"
+        ) from None
+    if not vals or min(vals) < 1:
+        raise argparse.ArgumentTypeError(f"steps must be positive integers, got {text!r}")
+    return vals
+
+
+_POS, _NONNEG = _int_at_least(1), _int_at_least(0)
+
+
 def _args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--country", default="civ", help="data file hotspots/<country>_data.csv")
     p.add_argument("--data-root", default=None, help="data root (default $BO_NCGP_DATA)")
-    p.add_argument("--threshold", type=float, default=None, help="hotspot prevalence threshold")
+    p.add_argument(
+        "--threshold", type=_open_unit, default=None, help="hotspot prevalence threshold"
+    )
     p.add_argument("--strategy", default="entropy", choices=HOTSPOT_STRATEGIES)
     p.add_argument(
-        "--seeds", type=int, default=None, help="number of seeds from --first-seed (50; quick: 2)"
+        "--seeds", type=_POS, default=None, help="number of seeds from --first-seed (50; quick: 2)"
     )
-    p.add_argument("--first-seed", type=int, default=0)
-    p.add_argument("--initial", type=int, default=100, help="initial surveyed villages")
-    p.add_argument("--steps", type=int, default=100, help="acquisition steps per seed")
-    p.add_argument("--workers", type=int, default=1, help="seeds run in parallel (processes)")
+    p.add_argument("--first-seed", type=_NONNEG, default=0)
+    p.add_argument(
+        "--initial", type=_int_at_least(2), default=100, help="initial surveyed villages"
+    )
+    p.add_argument("--steps", type=_POS, default=100, help="acquisition steps per seed")
+    p.add_argument("--workers", type=_POS, default=1, help="seeds run in parallel (processes)")
     p.add_argument("--dask-scheduler", default=None, help="run seeds on a dask cluster")
-    p.add_argument("--threads", type=int, default=1, help="torch threads per worker")
+    p.add_argument("--threads", type=_POS, default=1, help="torch threads per worker")
     p.add_argument("--out", type=Path, default=Path("results/hotspots"))
     g = p.add_argument_group("DualSVGP (entropy, random)")
-    g.add_argument("--fantasies", type=int, default=16, help="QMC fantasies per candidate")
+    g.add_argument("--fantasies", type=_POS, default=16, help="QMC fantasies per candidate")
     g.add_argument("--compute-dtype", default="float32", choices=("float32", "float64"))
-    g.add_argument("--inner-steps", type=int, default=20, help="site updates per survey")
-    g.add_argument("--rho", type=float, default=0.5, help="damping of the site updates")
-    g.add_argument("--hyper-steps", type=int, default=5, help="Adam steps per survey")
-    g.add_argument("--lr", type=float, default=0.01, help="Adam lr per survey")
-    g.add_argument("--init-rounds", type=int, default=8)
-    g.add_argument("--init-hyper-steps", type=int, default=50)
-    g.add_argument("--init-lr", type=float, default=0.05)
+    g.add_argument("--inner-steps", type=_POS, default=20, help="site updates per survey")
+    g.add_argument("--rho", type=_damping, default=0.5, help="damping of the site updates")
+    g.add_argument("--hyper-steps", type=_NONNEG, default=5, help="Adam steps per survey")
+    g.add_argument("--lr", type=_positive_float, default=0.01, help="Adam lr per survey")
+    g.add_argument("--init-rounds", type=_POS, default=8)
+    g.add_argument("--init-hyper-steps", type=_NONNEG, default=50)
+    g.add_argument("--init-lr", type=_positive_float, default=0.05)
     g.add_argument("--hyper-objective", default="dual", choices=("dual", "elbo"))
     g = p.add_argument_group("refit-entropy")
-    g.add_argument("--refit-candidates", type=int, default=16)
-    g.add_argument("--refit-fantasies", type=int, default=8)
-    g.add_argument("--refit-steps", type=int, default=200, help="NGD + Adam steps per fit")
-    g.add_argument("--refit-fantasy-steps", type=int, default=4, help="NGD steps per fantasy")
+    g.add_argument("--refit-candidates", type=_POS, default=16)
+    g.add_argument("--refit-fantasies", type=_POS, default=8)
+    g.add_argument("--refit-steps", type=_POS, default=200, help="NGD + Adam steps per fit")
+    g.add_argument("--refit-fantasy-steps", type=_NONNEG, default=4, help="NGD steps per fantasy")
     p.add_argument(
         "--quick",
         action="store_true",
         help="tiny preset (2 seeds unless --seeds, 20 initial villages, 4 steps, short fits)",
     )
     p.add_argument("--summary-only", action="store_true", help="only summarise and plot OUT")
+    p.add_argument(
+        "--at",
+        type=_steps_list,
+        default=None,
+        help="comma-separated steps (surveyed villages) to summarise (default 150,LAST-1,LAST)",
+    )
     p.add_argument("--no-plot", action="store_true", help="write summary.json only")
     p.add_argument("--no-progress", action="store_true")
 
@@ -246,11 +380,29 @@ def _hotspots(args: argparse.Namespace) -> int:
             setattr(args, key, val)
     if args.seeds is None:
         args.seeds = 2 if args.quick else 50
+    import sys
+
+    from bo_ncgp.problems.hotspots import HotspotPool
+
+    try:  # the data file and the sizes are checked once, before any seed starts
+        pool = HotspotPool.from_country(
+            args.country, seed=0, root=args.data_root, threshold=args.threshold
+        )
+    except (OSError, ValueError) as err:
+        print(f"bo-ncgp hotspots: {err}", file=sys.stderr)
+        return 2
+    if args.initial + args.steps > len(pool.theta):
+        print(
+            f"bo-ncgp hotspots: --initial {args.initial} + --steps {args.steps} villages exceed "
+            f"the {len(pool.theta)} villages of {pool.config()['country']}",
+            file=sys.stderr,
+        )
+        return 2
+    failed: list[int] = []
     if not args.summary_only:
         cfg = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
         cfg["progress"] = not args.no_progress and args.workers <= 1 and not args.dask_scheduler
         seeds = list(range(args.first_seed, args.first_seed + args.seeds))
-        failed = []
         t0 = time.perf_counter()
         with make_executor(args.workers, args.dask_scheduler) as ex:
             futures = {ex.submit(run_hotspot_seed, cfg, s): s for s in seeds}
@@ -270,13 +422,12 @@ def _hotspots(args: argparse.Namespace) -> int:
                     traceback.print_exc()
         print(f"{len(seeds) - len(failed)} seed(s) in {time.perf_counter() - t0:.0f} s")
     last = args.initial + args.steps
-    summary = summarise_hotspots(
-        args.out, at=tuple(sorted({150, last - 1, last})), plot=not args.no_plot
-    )
+    at = args.at or tuple(sorted({150, last - 1, last}))
+    summary = summarise_hotspots(args.out, at=at, plot=not args.no_plot, pool=pool)
     for name, entry in summary.items():
         parts = [
             f"{m}@{s} = {v['mean']:.4g} +- {v['se']:.2g} (n={v['n']})"
-            for m in ("accuracy", "mse")
+            for m in ("accuracy", "mse", "hotspots_found")
             for s, v in entry[m].items()
             if v["n"]
         ]
@@ -286,4 +437,4 @@ def _hotspots(args: argparse.Namespace) -> int:
         f"summary {args.out / 'summary.json'}"
         + ("" if args.no_plot else f", plot {args.out / 'hotspots.png'}")
     )
-    return 1 if not args.summary_only and failed else 0
+    return 1 if failed else 0

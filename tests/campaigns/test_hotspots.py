@@ -158,6 +158,10 @@ def test_cli_quick_runs_summarises_and_plots(tmp_path):
         assert entry["step_seconds"]["mean"] > 0
     states = [json.loads(p.read_text()) for p in sorted((out / "random").rglob("state.json"))]
     assert [s["seed"] for s in states] == [0, 1]
+    # hotspots found = true hotspots (theta > 0.2) among the surveyed villages, by hand
+    prob = toy_pool()
+    found = [sum(prob.theta[e["point"]] > 0.2 for e in s["evaluations"][:24]) for s in states]
+    assert summary["random"]["hotspots_found"]["24"]["mean"] == pytest.approx(np.mean(found))
     assert not (out / "hotspots.png").exists()
     # a second call resumes the finished seed (nothing new is evaluated), then plots
     before = (out / "entropy" / "seed_0" / "state.json").read_text()
@@ -227,3 +231,40 @@ def test_refit_fantasies_warm_start_at_the_fitted_posterior():
     assert (H4 - H0).abs().min() > 1e-3  # the fantasy observation moves the posterior
     gp.fantasy_steps = 20
     assert torch.allclose(gp.fantasy_entropies(cand, Y, pool, -1.0), H4, rtol=0, atol=0.05)
+
+
+def test_cli_reports_bad_input_before_running(tmp_path, capsys):
+    from bo_ncgp.cli import main
+
+    _toy_csv(tmp_path / "data")
+    common = ["--quick", "--country", "toy", "--threshold", "0.2", "--out", str(tmp_path / "o")]
+    common += ["--data-root", str(tmp_path / "data"), "--no-progress", "--no-plot"]
+    for bad in (["--seeds", "0"], ["--steps", "-1"], ["--threshold", "1.5"], ["--rho", "2"]):
+        with pytest.raises(SystemExit) as err:
+            main(["hotspots", *common, *bad])
+        assert err.value.code == 2
+        assert bad[0] in capsys.readouterr().err
+    # 30 + 20 villages > the 40 of the toy file
+    assert main(["hotspots", *common[1:], "--initial", "30", "--steps", "20"]) == 2
+    assert "exceed the 40 villages" in capsys.readouterr().err
+    missing = ["--country", "toy", "--threshold", "0.2", "--out", str(tmp_path / "o"), "--quick"]
+    assert main(["hotspots", *missing, "--data-root", str(tmp_path / "nowhere")]) == 2
+    assert "toy_data.csv" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()  # nothing ran
+
+
+def test_summary_counts_hotspots_found_and_refuses_other_data(tmp_path):
+    from bo_ncgp.campaigns.hotspots_cli import summarise_hotspots
+
+    run(tmp_path / "random", "random")
+    prob = toy_pool()
+    summary = summarise_hotspots(tmp_path, at=(12, 15), plot=False, pool=prob)
+    st = json.loads((tmp_path / "random" / "state.json").read_text())
+    for step in (12, 15):
+        pts = [e["point"] for e in st["evaluations"][:step]]
+        want = float(np.sum(prob.theta[pts] > 0.2))
+        assert summary["random"]["hotspots_found"][str(step)]["mean"] == want
+    assert "hotspots_found" not in summarise_hotspots(tmp_path, at=(15,), plot=False)["random"]
+    other = HotspotPool(prob.pool, np.clip(prob.theta + 0.01, 0, 1), 0.2)
+    with pytest.raises(ValueError, match="other data"):
+        summarise_hotspots(tmp_path, at=(15,), plot=False, pool=other)
