@@ -247,7 +247,7 @@ def test_optimum_with_inducing_at_data_is_exact_additive_gp(posterior):
     assert max(float(g.abs().max()) for g in grads) < 1e-5  # a stationary point
 
 
-def _optimise_variational(model, X, y, max_iter=400):
+def _optimise_variational(model, X, y, max_iter=400, restarts=3):
     model.initialize_variational(X, y)  # a good start; L-BFGS then polishes
     params = list(model.variational.parameters())
     opt = torch.optim.LBFGS(
@@ -266,7 +266,7 @@ def _optimise_variational(model, X, y, max_iter=400):
         loss.backward()
         return loss
 
-    for _ in range(3):
+    for _ in range(restarts):
         opt.step(closure)
     return float(model.elbo(X, y).detach())
 
@@ -299,7 +299,9 @@ def test_elbo_ordering_sparse_bernoulli():
     values = {}
     for posterior in FAMILIES:
         model = SparseGAM(make_components(Z, Z, Z12), Bernoulli(), posterior)
-        values[posterior] = _optimise_variational(model, X, y, max_iter=100)
+        # full and mean_field converge in < 30 evaluations; coupled_precision (a subset of full)
+        # only creeps further towards full's value, so a short run keeps the test fast
+        values[posterior] = _optimise_variational(model, X, y, max_iter=50, restarts=1)
     assert values["mean_field"] <= values["full"] + 1e-6
     assert values["coupled_precision"] <= values["full"] + 1e-6
     assert values["mean_field"] < values["full"]  # coupling matters with a shared predictor

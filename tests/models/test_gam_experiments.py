@@ -45,21 +45,20 @@ def test_analytic_anova_terms_of_the_test_function():
 
 def test_friedman_quick(tmp_path):
     exp = _load("gam_friedman")
-    res = exp.main(["--quick", "--out", str(tmp_path), "--extra-ranks", "8"])
+    # two variants keep the test short; every family is exercised in tests/models/test_gam*.py
+    argv = ["--quick", "--out", str(tmp_path), "--families", "mean_field", "--extra-ranks", "8"]
+    res = exp.main(argv)
     saved = json.loads((tmp_path / "friedman_quick.json").read_text())
-    assert set(saved["families"]) == {
-        "mean_field",
-        "coupled_precision",
-        "full",
-        "coupled_precision_R8",
-    }
-    for fam, r in saved["families"].items():
+    assert set(saved["families"]) == {"mean_field", "coupled_precision_R8"}
+    for r in saved["families"].values():
         assert math.isfinite(r["test_nlpd"]) and math.isfinite(r["elbo_per_datum"])
         assert set(r["components"]) == set(exp.NAMES)
         for name in exp.NAMES[1:]:
             assert 0.0 <= r["components"][name]["coverage95"] <= 1.0
             assert r["components"][name]["rmse"] >= 0.0
-        assert (tmp_path / f"friedman_quick_{fam}.png").stat().st_size > 0
+    # --quick draws the first family's figure only
+    assert (tmp_path / "friedman_quick_mean_field.png").stat().st_size > 0
+    assert not (tmp_path / "friedman_quick_coupled_precision_R8.png").exists()
     assert res["families"].keys() == saved["families"].keys()
 
 
