@@ -14,8 +14,8 @@ The 400 banana training points are sorted by their first input and streamed in 4
 and record test accuracy / NLPD on the 4,900 test points; ``offline`` is a GPyTorch SVGP with
 25 inducing points trained on all 400 points. ``ours`` is run for several seeds (memory
 sampling); Bui et al. is deterministic. Outputs under
-``experiments/results/continual/banana_streaming/``: ``results.json`` and ``banana_streaming.png``
-(2 rows x 4 batches, Fig. 1 top).
+``experiments/results/continual/banana_streaming/``: ``results.json`` (metrics per batch and
+run, no grids) and ``banana_streaming.png`` (2 rows x 4 batches, Fig. 1 top; first seed).
 
 Usage::
 
@@ -148,9 +148,21 @@ def run(cfg: dict, root=None, out: Path = OUT, progress: bool = True) -> dict:
                "config": cfg, "date": time.strftime("%Y-%m-%d"), "offline": offline,
                "summary": summ, "runs": runs}  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
-    write_json(out / "results.json", results)
     plot(results, data, out / "banana_streaming.png")
+    write_json(out / "results.json", compact(results))
     return results
+
+
+_BULKY = ("grid_prob", "Z", "memory")
+
+
+def compact(results: dict) -> dict:
+    """``results`` without the per-batch grids, inducing inputs and memory (kept in memory for
+    the plot only), so that ``results.json`` stays a few kB."""
+    runs = {m: [dict(r, per_batch=[{k: v for k, v in row.items() if k not in _BULKY}
+                                   for row in r["per_batch"]]) for r in rs]
+            for m, rs in results["runs"].items()}  # fmt: skip
+    return dict(results, runs=runs)
 
 
 def table(results: dict) -> str:

@@ -18,8 +18,8 @@ mean of the first batch (the only data available at that time).
 ``ours`` is :class:`~bo_ncgp.models.DualSVGP` (pivoted-Cholesky inducing points, BLS memory,
 Eq. 26 hyperparameter steps); ``bui`` is :class:`~bo_ncgp.models.streaming.BuiStreamingSVGP`
 (Adam on Eq. 5 over q(u), hyperparameters and inducing inputs). Outputs under
-``experiments/results/continual/magnetic_anomalies/``: ``exp1.json``, ``exp2.json``,
-``fig5a.png``, ``fig5b.png``.
+``experiments/results/continual/magnetic_anomalies/``: ``exp1.json``, ``exp2.json`` (metrics,
+hyperparameters and times per path / step; no grids), ``fig5a.png``, ``fig5b.png``.
 
 Usage::
 
@@ -273,15 +273,26 @@ def run(cfg: dict, experiments=(1, 2), root=None, out: Path = OUT, progress=True
             "paper": "Chang et al. 2023, Sec. 4.2, Fig. 5"}  # fmt: skip
     if 1 in experiments:
         res = {**meta, **experiment1(cfg, root, progress)}
-        write_json(out / "exp1.json", res)
         plot1(res, out / "fig5a.png")
+        write_json(out / "exp1.json", compact(res))
         results["exp1"] = res
     if 2 in experiments:
         res = {**meta, **experiment2(cfg, root, progress)}
-        write_json(out / "exp2.json", res)
         plot2(res, out / "fig5b.png")
+        write_json(out / "exp2.json", compact(res))
         results["exp2"] = res
     return results
+
+
+def compact(res: dict) -> dict:
+    """An experiment's result without grids, paths and inducing inputs (kept in memory for the
+    plots only), so that the JSON files stay a few kB."""
+    bulky = ("grid", "Z", "memory")
+    methods = {m: [{k: v for k, v in row.items() if k not in bulky} for row in rows]
+               for m, rows in res["methods"].items()}  # fmt: skip
+    out = {k: v for k, v in res.items() if k not in ("paths_xy", "path_xy")}
+    out["methods"] = methods
+    return out
 
 
 def tables(results: dict) -> str:

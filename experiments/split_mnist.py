@@ -252,13 +252,15 @@ def _cfg_key(cfg: dict, drop=("seeds", "memory_fracs", "move_fracs")) -> dict:
     return {k: v for k, v in cfg.items() if k not in drop}
 
 
-def study_main(cfg, store: Store, methods, root, progress, force) -> dict:
+def study_main(cfg, store: Store, methods, root, progress, force, compute=True) -> dict:
     runs: dict[str, list[dict]] = {m: [] for m in methods}
     for seed in range(cfg["seeds"]):
         data = None
         for method in methods:
             key, ckey = f"main_{method}_seed{seed}", _cfg_key(cfg)
             res = None if force else store.get(key, ckey)
+            if res is None and not compute:
+                continue  # summary only: use the stored units
             if res is None:
                 data = data or load_tasks(cfg, seed, root)
                 log(f"split-mnist [{cfg['dataset']}] {method} seed {seed}")
@@ -272,7 +274,7 @@ def study_main(cfg, store: Store, methods, root, progress, force) -> dict:
     return runs
 
 
-def study_memory_sweep(cfg, store: Store, root, progress, force) -> dict:
+def study_memory_sweep(cfg, store: Store, root, progress, force, compute=True) -> dict:
     out: dict[str, list[dict]] = {}
     for seed in range(cfg["seeds"]):
         data = None
@@ -283,6 +285,8 @@ def study_memory_sweep(cfg, store: Store, root, progress, force) -> dict:
                 res = store.get(f"main_ours_seed{seed}", ckey)  # the same run
                 if res is not None:
                     res = dict(res, memory_frac=frac)
+            if res is None and not compute:
+                continue
             if res is None:
                 data = data or load_tasks(cfg, seed, root)
                 log(f"split-mnist memory sweep: fraction {frac:g}, seed {seed}")
@@ -311,12 +315,14 @@ def _move(train, test, scores, frac: float, how: str, seed: int):
     return new_train, new_test
 
 
-def study_move_to_test(cfg, store: Store, root, progress, force) -> dict:
+def study_move_to_test(cfg, store: Store, root, progress, force, compute=True) -> dict:
     out: dict[str, list[dict]] = {}
     for seed in range(cfg["seeds"]):
-        data = load_tasks(cfg, seed, root)
         key, ckey = f"move_ref_seed{seed}", _cfg_key(cfg)
         ref = None if force else store.get(key, ckey)
+        if ref is None and not compute:
+            continue
+        data = load_tasks(cfg, seed, root)
         if ref is None:
             log(f"split-mnist move-to-test: reference run, seed {seed}")
             ref = run_stream("ours", *data, cfg, seed, progress=progress, keep_model=True)
@@ -331,6 +337,8 @@ def study_move_to_test(cfg, store: Store, root, progress, force) -> dict:
             for how in ("bls", "random"):
                 key = f"move_{how}{frac:g}_seed{seed}"
                 res = None if force else store.get(key, ckey)
+                if res is None and not compute:
+                    continue
                 if res is None:
                     log(f"split-mnist move-to-test: {how} {frac:g}, seed {seed}")
                     tr, te = _move(*data, ref["bls"], frac, how, seed)
@@ -342,40 +350,48 @@ def study_move_to_test(cfg, store: Store, root, progress, force) -> dict:
 
 
 # ------------------------------------------------------------------------ summary
+def _per_task_table(rs: list[dict]) -> list[list[dict]]:
+    """Table 2 rows: after task ``t``, mean (std) accuracy on each task seen so far."""
+    return [
+        [summary([r["per_task"][t]["task_accuracy"][j] for r in rs]) for j in range(t + 1)]
+        for t in range(len(rs[0]["per_task"]))
+    ]
+
+
 def summarise_main(runs: dict) -> dict:
     table3 = {}
     for method, rs in runs.items():
+        if not rs:
+            continue
         table3[method] = {key: summary([r["final"][key] for r in rs])
                           for key in ("accuracy", "nlpd")}  # fmt: skip
         table3[method]["seconds"] = summary([r["seconds"] for r in rs])
-    table2 = None
-    if runs.get("ours"):
-        rows = []
-        for t in range(len(runs["ours"][0]["per_task"])):
-            rows.append([summary([r["per_task"][t]["task_accuracy"][j] for r in runs["ours"]])
-                         for j in range(t + 1)])  # fmt: skip
-        table2 = rows
-    return {"table3": table3, "table2": table2}
+        table3[method]["seeds"] = sorted(r["seed"] for r in rs)
+    per_task = {m: _per_task_table(rs) for m, rs in runs.items() if rs and m != "offline"}
+    return {"table3": table3, "table2": per_task.get("ours"), "table2_all": per_task}
 
 
 def table3_md(s: dict) -> str:
-    lines = ["| method | accuracy (ours) | NLPD (ours) | paper accuracy | paper NLPD | seconds |",
-             "|---|---|---|---|---|---|"]  # fmt: skip
+    lines = ["| method | accuracy (ours) | NLPD (ours) | paper accuracy | paper NLPD | seeds | "
+             "seconds |", "|---|---|---|---|---|---|---|"]  # fmt: skip
     for method, row in s["table3"].items():
         pa, pn = PAPER_TABLE3.get(method, (None, None))
         pa = "--" if pa is None else f"{pa:.3f}"
         pn = "--" if pn is None else f"{pn:.3f}"
         lines.append(f"| {method} | {fmt(row['accuracy'])} | {fmt(row['nlpd'])} | {pa} | {pn} | "
-                     f"{row['seconds']['mean']:.0f} |")  # fmt: skip
+                     f"{row['accuracy']['n']} | {row['seconds']['mean']:.0f} |")  # fmt: skip
     return "\n".join(lines)
 
 
-def table2_md(s: dict) -> str:
-    if not s.get("table2"):
+def table2_md(s: dict, method: str = "ours") -> str:
+    rows = (s.get("table2_all") or {}).get(method)
+    if rows is None and method == "ours":
+        rows = s.get("table2")
+    if not rows:
         return ""
     head = "| after task | " + " | ".join(f"{a}, {b}" for a, b in PAIRS) + " |"
     lines = [head, "|---" * 6 + "|"]
-    for t, row in enumerate(s["table2"]):
+    for t, row in enumerate(rows):
         cells = [fmt(c, 2) for c in row] + [""] * (5 - len(row))
         lines.append(f"| #{t + 1} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -448,24 +464,26 @@ def plot_studies(sweep: dict | None, move: dict | None, path: Path) -> None:
 
 
 def run(cfg: dict, studies=("main",), methods=METHODS, root=None, out: Path = OUT,
-        progress: bool = True, force: bool = False) -> dict:  # fmt: skip
+        progress: bool = True, force: bool = False, compute: bool = True) -> dict:  # fmt: skip
+    """Run (or, with ``compute=False``, only summarise the stored units of) the studies;
+    writes ``results*.json`` and the plots under ``out/<dataset>/``."""
     folder = out / cfg["dataset"]
     store = Store(folder / "runs")
     results = {"experiment": "split_mnist", "paper": "Chang et al. 2023, Sec. 4.3",
                "config": cfg, "date": time.strftime("%Y-%m-%d")}  # fmt: skip
     if "main" in studies:
-        runs = study_main(cfg, store, methods, root, progress, force)
+        runs = study_main(cfg, store, methods, root, progress, force, compute)
         results["main"] = summarise_main(runs)
         results["main"]["runs"] = {m: [{k: r[k] for k in ("seed", "final", "seconds")}
                                        for r in rs] for m, rs in runs.items()}  # fmt: skip
         plot_main(runs, folder / "split_mnist.png")
     sweep = move = None
     if "memory-sweep" in studies:
-        sweep = study_memory_sweep(cfg, store, root, progress, force)
+        sweep = study_memory_sweep(cfg, store, root, progress, force, compute)
         results["memory_sweep"] = {f: summary([r["final"]["accuracy"] for r in rs])
                                    for f, rs in sweep.items()}  # fmt: skip
     if "move-to-test" in studies:
-        move = study_move_to_test(cfg, store, root, progress, force)
+        move = study_move_to_test(cfg, store, root, progress, force, compute)
         results["move_to_test"] = {
             f: {how: summary([r["final"]["accuracy"] for r in rs if r.get("how") in (how, "both")])
                 for how in ("bls", "random")} for f, rs in move.items()
@@ -495,6 +513,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--root", default=None, help="data root (default: $BO_NCGP_DATA or ../shared)")
     p.add_argument("--out", type=Path, default=OUT)
     p.add_argument("--force", action="store_true", help="recompute stored units")
+    p.add_argument(
+        "--summary-only",
+        action="store_true",
+        help="rebuild results.json and plots from the stored units, compute nothing",
+    )
     p.add_argument("--threads", type=int, default=1)
     args = p.parse_args(argv)
     setup(args.threads)
@@ -520,11 +543,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"Fashion-MNIST not found in {FASHION_DIR}: install it with "
               "`apt-get install dataset-fashion-mnist`; skipping.", file=sys.stderr)  # fmt: skip
         return 0
-    res = run(cfg, tuple(args.study), tuple(args.methods), args.root, args.out, force=args.force)
+    res = run(cfg, tuple(args.study), tuple(args.methods), args.root, args.out, force=args.force,
+              compute=not args.summary_only)  # fmt: skip
     if "main" in res:
         print(table3_md(res["main"]))
-        print()
-        print(table2_md(res["main"]))
+        for method in res["main"].get("table2_all", {}):
+            print(f"\nTable 2, {method}:")
+            print(table2_md(res["main"], method))
     for key in ("memory_sweep", "move_to_test"):
         if key in res:
             print(key, res[key])

@@ -137,7 +137,9 @@ def method_config(cfg: dict, method: str) -> dict:
 
 
 def run(cfg: dict, methods=METHODS, root=None, out: Path = OUT, progress: bool = True,
-        force: bool = False) -> dict:  # fmt: skip
+        force: bool = False, compute: bool = True) -> dict:  # fmt: skip
+    """Run the missing (data set, fold, method) units (``compute=False``: none, summarise the
+    stored ones), then write ``results.json`` and ``streaming_uci.png`` under ``out``."""
     store = Store(out / "runs")
     table: dict = {}
     raw: dict = {}
@@ -154,25 +156,55 @@ def run(cfg: dict, methods=METHODS, root=None, out: Path = OUT, progress: bool =
             key = f"{name}_fold{f}_{method}"
             ckey = method_config(cfg, method)
             r = None if force else store.get(key, ckey)
+            if r is None and not compute:
+                continue  # summary only
             if r is None:
                 r = run_unit(method, X, y, tests[f], cfg, f)
                 store.put(key, r, ckey)
                 log(f"{name} fold {f} {method}: NLPD {r['nlpd']:.3f}, acc {r['accuracy']:.3f} "
                     f"({r['seconds']:.1f} s)")  # fmt: skip
-            res[method].append(r)
+            res[method].append(dict(r, fold=f))
         raw[name] = res
         table[name] = {m: {k: summary([r[k] for r in rs]) for k in ("nlpd", "accuracy", "seconds")}
-                       for m, rs in res.items()}  # fmt: skip
+                       for m, rs in res.items() if rs}  # fmt: skip
     results = {"experiment": "streaming_uci", "paper": "Chang et al. 2023, Sec. 4.2, Table 1",
                "config": cfg, "date": time.strftime("%Y-%m-%d"), "table": table,
                "runs": raw}  # fmt: skip
     write_json(out / "results.json", results)
+    plot(results, out / "streaming_uci.png")
     return results
 
 
+def plot(results: dict, path: Path) -> None:
+    """Test NLPD per fold and method (dots), mean (bar) and the paper's mean (black tick)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = [n for n in results["table"] if results["table"][n]]
+    fig, axes = plt.subplots(1, max(1, len(names)), figsize=(4.2 * max(1, len(names)), 3.4),
+                             squeeze=False)  # fmt: skip
+    paper_idx = {"offline": 0, "ours": 1, "bui": 2}
+    for ax, name in zip(axes[0], names, strict=False):
+        rows = results["table"][name]
+        for i, m in enumerate(rows):
+            vals = [r["nlpd"] for r in results["runs"][name][m]]
+            ax.bar(i, rows[m]["nlpd"]["mean"], color="C0", alpha=0.35)
+            ax.plot([i] * len(vals), vals, "o", color="C0", ms=3)
+            if name in PAPER_TABLE1 and m in paper_idx:
+                ax.plot(i, PAPER_TABLE1[name][paper_idx[m]][0], "_", color="k", ms=18, mew=2)
+        ax.set_xticks(range(len(rows)), list(rows), fontsize=8)
+        n = max(r["nlpd"]["n"] for r in rows.values())
+        ax.set_title(f"{name}: test NLPD ({n} folds; black: paper)", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
 def table_md(results: dict) -> str:
-    lines = ["| data set | method | NLPD (ours) | paper NLPD | accuracy | seconds per fold |",
-             "|---|---|---|---|---|---|"]  # fmt: skip
+    lines = ["| data set | method | NLPD (ours) | paper NLPD | accuracy | folds | seconds/fold |",
+             "|---|---|---|---|---|---|---|"]  # fmt: skip
     paper_idx = {"offline": 0, "ours": 1, "bui": 2}
     for name, rows in results["table"].items():
         for m, row in rows.items():
@@ -182,7 +214,7 @@ def table_md(results: dict) -> str:
                 mean, std = paper[paper_idx[m]]
                 pv = f"{mean:.2f} ({std:.2f})"
             lines.append(f"| {name} | {m} | {fmt(row['nlpd'])} | {pv} | {fmt(row['accuracy'])} "
-                         f"| {row['seconds']['mean']:.1f} |")  # fmt: skip
+                         f"| {row['nlpd']['n']} | {row['seconds']['mean']:.1f} |")  # fmt: skip
     return "\n".join(lines)
 
 
@@ -192,11 +224,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--datasets", nargs="+", default=None, choices=("bank", "mammographic"))
     p.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
     p.add_argument("--folds", type=int, default=None, help="number of CV folds (default 10)")
-    p.add_argument("--run-folds", type=int, default=None,
-                   help="run only the first k of the folds (time budget)")
+    p.add_argument(
+        "--run-folds",
+        type=int,
+        default=None,
+        help="run only the first k of the folds (time budget)",
+    )
     p.add_argument("--root", default=None, help="data root (default: $BO_NCGP_DATA or ../shared)")
     p.add_argument("--out", type=Path, default=OUT)
     p.add_argument("--force", action="store_true", help="recompute stored units")
+    p.add_argument(
+        "--summary-only",
+        action="store_true",
+        help="rebuild results.json and the plot from the stored units, compute nothing",
+    )
     p.add_argument("--threads", type=int, default=1)
     args = p.parse_args(argv)
     setup(args.threads)
@@ -207,7 +248,8 @@ def main(argv: list[str] | None = None) -> int:
         cfg["folds"] = args.folds
     if args.run_folds:
         cfg["run_folds"] = args.run_folds
-    res = run(cfg, tuple(args.methods), args.root, args.out, force=args.force)
+    res = run(cfg, tuple(args.methods), args.root, args.out, force=args.force,
+              compute=not args.summary_only)  # fmt: skip
     print(table_md(res))
     return 0
 

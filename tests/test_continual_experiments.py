@@ -94,7 +94,7 @@ def _finite_class_metrics(d: dict) -> None:
 
 def test_split_mnist_quick(data_root, tmp_path):
     sm = _exp("split_mnist")
-    cfg = dict(sm.QUICK, max_train_per_task=20, max_test_per_task=10, batch_size=10,
+    cfg = dict(sm.QUICK, max_train_per_task=12, max_test_per_task=8, batch_size=6,
                inner_steps=1, hyper_steps=1, m=8, memory_fracs=[0.1], move_fracs=[0.1])  # fmt: skip
     res = sm.run(cfg, ("main", "memory-sweep", "move-to-test"), root=data_root, out=tmp_path,
                  progress=False)  # fmt: skip
@@ -109,15 +109,20 @@ def test_split_mnist_quick(data_root, tmp_path):
     assert set(saved["memory_sweep"]) == {"0.1"}
     assert set(saved["move_to_test"]) == {"0", "0.1"}
     run = json.loads((folder / "runs" / "main_ours_seed0.json").read_text())
-    assert len(run["curve"]) == run["num_updates"] == 10  # 5 tasks x 20 points / 10
-    assert run["memory_size"] == 10  # 10% of 10 = 1 per minibatch
+    assert len(run["curve"]) == run["num_updates"] == 10  # 5 tasks x 12 points / 6
+    assert run["memory_size"] == 10  # 10% of 6 = 1 per minibatch
     ref = json.loads((folder / "runs" / "move_ref_seed0.json").read_text())
-    assert len(ref["bls"]) == 5 * 20 and min(ref["bls"]) >= 0
+    assert len(ref["bls"]) == 5 * 12 and min(ref["bls"]) >= 0
     assert "| ours |" in sm.table3_md(res["main"]) and "| #5 |" in sm.table2_md(res["main"])
     # resume: a second call reads every unit from disk
     before = (folder / "runs" / "main_bui_seed0.json").stat().st_mtime_ns
     sm.run(cfg, ("main",), methods=("bui",), root=data_root, out=tmp_path, progress=False)
     assert (folder / "runs" / "main_bui_seed0.json").stat().st_mtime_ns == before
+    # summary only: a missing unit is skipped, not computed
+    (folder / "runs" / "main_bui_seed0.json").unlink()
+    res = sm.run(cfg, ("main",), root=data_root, out=tmp_path, progress=False, compute=False)
+    assert "bui" not in res["main"]["table3"] and res["main"]["table3"]["ours"]["seeds"] == [0]
+    assert not (folder / "runs" / "main_bui_seed0.json").exists()
 
 
 def test_banana_streaming_quick(data_root, tmp_path):
@@ -129,9 +134,10 @@ def test_banana_streaming_quick(data_root, tmp_path):
     for method in ("ours", "bui"):
         run = saved["runs"][method][0]
         assert len(run["per_batch"]) == nb
-        for row in run["per_batch"]:
+        for row, full in zip(run["per_batch"], res["runs"][method][0]["per_batch"], strict=True):
             _finite_class_metrics(row)
-            p = torch.tensor(row["grid_prob"])
+            assert "grid_prob" not in row and row["accuracy"] == full["accuracy"]  # compact file
+            p = torch.tensor(full["grid_prob"])
             assert p.shape == (bs.GRID**2,) and bool(((p >= 0) & (p <= 1)).all())
     _finite_class_metrics(saved["offline"])
     assert "| bui |" in bs.table(res)
@@ -148,6 +154,11 @@ def test_streaming_uci_quick(data_root, tmp_path):
         _finite_class_metrics({k: row[k]["mean"] for k in ("accuracy", "nlpd")})
     assert len(list((tmp_path / "runs").glob("*.json"))) == su.QUICK["folds"] * len(su.METHODS)
     assert "0.40 (0.04)" in su.table_md(res)  # the paper's offline value is quoted
+    assert (tmp_path / "streaming_uci.png").stat().st_size > 0
+    (tmp_path / "runs" / "mammographic_fold1_bui.json").unlink()
+    res = su.run(su.QUICK, root=data_root, out=tmp_path, progress=False, compute=False)
+    assert res["table"]["mammographic"]["bui"]["nlpd"]["n"] == 1  # skipped, not recomputed
+    assert res["table"]["mammographic"]["ours"]["nlpd"]["n"] == 2
 
 
 def test_magnetic_anomalies_quick(data_root, tmp_path):
@@ -162,7 +173,8 @@ def test_magnetic_anomalies_quick(data_root, tmp_path):
         for r in e1["methods"][method] + e2["methods"][method]:
             assert math.isfinite(r["rmse"]) and r["rmse"] >= 0 and math.isfinite(r["nlpd"])
             assert r["hypers"]["noise"] > 0 and r["hypers"]["lengthscale"] > 0
-    assert len(e1["methods"]["ours"][0]["Z"]) <= ma.QUICK["m_a"]
+    assert len(res["exp1"]["methods"]["ours"][0]["Z"]) <= ma.QUICK["m_a"]
+    assert "grid" not in e1["methods"]["ours"][0] and "grid" in res["exp1"]["methods"]["ours"][0]
     assert "| 1 |" in ma.tables(res)
 
 
