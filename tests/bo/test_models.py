@@ -197,8 +197,7 @@ def test_iterncgp_posterior_equals_predict_f(lik_name, shape):
     torch.testing.assert_close(post.variance[..., 0], var)
     torch.testing.assert_close(post.distribution.covariance_matrix, cov)
     assert torch.linalg.eigvalsh(cov).min() > -1e-9
-    # 4 CG iterations per step: the computational uncertainty keeps the variance well above
-    # that of a converged Laplace approximation, but below the prior
+    # Eq. 9: the posterior variance (with computational uncertainty) lies below the prior
     prior = model.model.kernel(Xb, diag=True)
     assert bool((var <= prior + 1e-12).all()) and bool((var > 0).all())
     # no Gaussian noise on the latent scale: observation_noise=True changes nothing
