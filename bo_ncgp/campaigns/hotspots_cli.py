@@ -138,6 +138,19 @@ def _mean_se(v: np.ndarray) -> dict[str, float]:
     return {"mean": float(v.mean()), "se": se, "n": int(v.size)}
 
 
+def _curve(states: list[dict], metric: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """Steps, mean and s.e. over seeds of ``metric`` on the steps all seeds reached, and the
+    number of seeds (0 if no seed logged the metric)."""
+    curves = [c for c in (metric_curve(s, metric) for s in states) if len(c[0])]
+    if not curves:
+        empty = np.zeros(0)
+        return empty, empty, empty, 0
+    n = min(len(c[0]) for c in curves)
+    Y = np.stack([c[1][:n] for c in curves])
+    se = Y.std(0, ddof=1) / math.sqrt(len(Y)) if len(Y) > 1 else np.full(n, np.nan)
+    return curves[0][0][:n], Y.mean(0), se, len(Y)
+
+
 def _step_seconds(st: dict, key: str) -> float:
     """Mean of ``key`` over the acquisition steps of one campaign (initial fit excluded)."""
     vals = [it["metrics"][key] for it in st["iterations"][1:] if key in it.get("metrics", {})]
@@ -217,6 +230,15 @@ def summarise_hotspots(
             entry[metric] = {str(s): _mean_se(_at_step(states, metric, s)) for s in at}
         for key in ("step_seconds", "acquisition_seconds", "update_seconds"):
             entry[key] = _mean_se(np.array([_step_seconds(s, key) for s in states]))
+        entry["curves"] = {}  # every step, for re-plotting without the campaign states
+        for metric in metrics:
+            x, mean, se, k = _curve(states, metric)
+            entry["curves"][metric] = {
+                "steps": x.astype(int).tolist(),
+                "mean": [round(float(v), 6) for v in mean],
+                "se": [round(float(v), 6) for v in se],
+                "seeds": k,
+            }
         summary[name] = entry
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
     if plot:
@@ -241,17 +263,12 @@ def plot_hotspots(groups: dict[str, list[dict]], path: Path, metrics: tuple[str,
     fig, axes = plt.subplots(1, len(metrics), figsize=(4.6 * len(metrics), 3.8), squeeze=False)
     for ax, metric in zip(axes[0], metrics, strict=True):
         for name, states in sorted(groups.items()):
-            curves = [metric_curve(s, metric) for s in states]
-            curves = [c for c in curves if len(c[0])]
-            if not curves:
+            x, mean, se, k = _curve(states, metric)
+            if not k:
                 continue
-            n = min(len(c[0]) for c in curves)
-            x = curves[0][0][:n]
-            Y = np.stack([c[1][:n] for c in curves])
-            mean = Y.mean(0)
-            se = Y.std(0, ddof=1) / math.sqrt(len(Y)) if len(Y) > 1 else np.zeros(n)
-            ax.plot(x, mean, label=f"{name} ({len(Y)} seeds)")
-            ax.fill_between(x, mean - se, mean + se, alpha=0.25)
+            ax.plot(x, mean, label=f"{name} ({k} seed{'s' * (k > 1)})")
+            if k > 1:
+                ax.fill_between(x, mean - se, mean + se, alpha=0.25)
         ax.set_xlabel("steps (villages surveyed)")
         ax.set_ylabel(labels.get(metric, metric))
         ax.grid(alpha=0.3)

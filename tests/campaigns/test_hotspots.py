@@ -264,6 +264,9 @@ def test_summary_counts_hotspots_found_and_refuses_other_data(tmp_path):
         pts = [e["point"] for e in st["evaluations"][:step]]
         want = float(np.sum(prob.theta[pts] > 0.2))
         assert summary["random"]["hotspots_found"][str(step)]["mean"] == want
+    curve = summary["random"]["curves"]["accuracy"]  # every step, mean over the one seed
+    assert curve["steps"] == list(range(INIT, INIT + STEPS + 1)) and curve["seeds"] == 1
+    assert curve["mean"] == [round(it["metrics"]["accuracy"], 6) for it in st["iterations"]]
     assert "hotspots_found" not in summarise_hotspots(tmp_path, at=(15,), plot=False)["random"]
     other = HotspotPool(prob.pool, np.clip(prob.theta + 0.01, 0, 1), 0.2)
     with pytest.raises(ValueError, match="other data"):
