@@ -116,6 +116,20 @@ class IterNCGPModel(_LatentModelAdapter):
 
     ``condition_on_observations`` adds the points and runs ``condition_iters`` warm-started,
     recycled solver iterations (:meth:`IterNCGP.condition`).
+
+    Args:
+        model: a fitted ``IterNCGP``.
+        input_transform / outcome_transform: optional BoTorch transforms; the IterNCGP must
+            have been fitted on transformed data.
+        condition_iters: solver iterations per Newton step of each conditioning (None: the
+            default of :meth:`IterNCGP.condition`).
+
+    Example:
+        >>> clf = IterNCGP(kernel, Bernoulli(), max_solver_iters_per_step=5)  # doctest: +SKIP
+        >>> model = IterNCGPModel(clf.fit(X, y), condition_iters=3)          # doctest: +SKIP
+        >>> acq = qNegIntegratedPosteriorVariance(model, mc_points=X_mc)     # doctest: +SKIP
+        >>> cand, _ = optimize_acqf(acq, bounds, q=1, num_restarts=4,
+        ...                         raw_samples=64)                          # doctest: +SKIP
     """
 
     def __init__(
