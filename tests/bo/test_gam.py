@@ -124,3 +124,31 @@ def test_conditioning_not_supported(gam):
     model = SparseGAMModel(gam)
     with pytest.raises(NotImplementedError):
         model.condition_on_observations(torch.rand(2, 2), torch.rand(2, 1))
+
+
+def test_closed_bo_loop_with_log_ei_and_refit():
+    """Two rounds of fit -> optimize_acqf(LogEI) -> evaluate -> refit on the grown data."""
+    torch.manual_seed(2)
+
+    def objective(X):
+        return -((X[:, 0] - 0.3) ** 2) - (X[:, 1] - 0.7) ** 2
+
+    Z = torch.linspace(0, 1, 5)
+    comps = [(ScaleKernel(ANOVAKernel()), [i], Z) for i in range(2)]
+    gam = SparseGAM(comps, Gaussian(1e-3), "coupled_precision")
+    bounds = torch.tensor([[0.0, 0.0], [1.0, 1.0]])
+    X = torch.rand(8, 2)
+    Y = objective(X)
+    for _ in range(2):
+        st = Standardize(m=1)
+        Yt = st(Y.unsqueeze(-1))[0][:, 0]
+        st.eval()
+        gam.fit(X, Yt, num_steps=15, lr=0.05)  # q(U) and hyperparameters warm-started
+        model = SparseGAMModel(gam, outcome_transform=st)
+        acq = LogExpectedImprovement(model, best_f=Y.max())
+        cand, value = optimize_acqf(acq, bounds, q=1, num_restarts=2, raw_samples=32)
+        assert cand.shape == (1, 2) and ((cand >= 0) & (cand <= 1)).all()
+        assert torch.isfinite(value)
+        torch.testing.assert_close(acq(cand.unsqueeze(0)).detach(), value.reshape(1))
+        X, Y = torch.cat([X, cand]), torch.cat([Y, objective(cand)])
+    assert X.shape == (10, 2) and torch.isfinite(Y).all()
