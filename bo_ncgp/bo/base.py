@@ -22,6 +22,7 @@ A subclass implements
 from __future__ import annotations
 
 import copy
+import warnings
 from abc import abstractmethod
 from typing import Any
 
@@ -32,6 +33,8 @@ from botorch.posteriors.gpytorch import GPyTorchPosterior
 from gpytorch.distributions import MultitaskMultivariateNormal, MultivariateNormal
 from torch import Tensor
 from torch.nn import Module
+
+from bo_ncgp.linalg import NumericalWarning
 
 __all__ = ["LatentGPModel"]
 
@@ -150,6 +153,7 @@ class LatentGPModel(Model, FantasizeMixin):
         diag = cov.diagonal(dim1=-2, dim2=-1)
         floor = 1e-10 if cov.dtype == torch.float64 else 1e-6
         cov = cov + torch.diag_embed((floor - diag).clamp_min(0).detach())
+        cov = _repair_joint_covariance(cov)
         # independent outputs: (..., m, q, q); joint: (..., m q, m q) in output-major order
         independent = m == 1 or (cov.dim() == mean.dim() + 1 and cov.shape[-3] == m)
         noise = None
@@ -274,3 +278,42 @@ class _OutputSubset(LatentGPModel):
 
     def _latent_mean_cov(self, X):  # pragma: no cover - posterior is overridden
         raise NotImplementedError
+
+
+def _repair_joint_covariance(cov: Tensor, max_tries: int = 8) -> Tensor:
+    """Make a joint ``q x q`` posterior covariance factorisable.
+
+    Approximate posteriors (round-off, or approximations of ``K_uu`` such as HIP-GP's clamped
+    circulant embedding) can give a joint covariance that is slightly indefinite, which would
+    make ``MultivariateNormal`` fail. The failing batch entries get an escalating jitter
+    (relative to their mean variance, not differentiated) and one :class:`NumericalWarning`.
+    """
+    if cov.shape[-1] < 2:
+        return cov
+    _, info = torch.linalg.cholesky_ex(cov.detach())
+    bad = info > 0
+    if not bool(bad.any()):
+        return cov
+    scale = cov.detach().diagonal(dim1=-2, dim2=-1).mean(-1).abs().clamp_min(1e-12)
+    eye = torch.eye(cov.shape[-1], dtype=cov.dtype, device=cov.device)
+    rel = 1e-10 if cov.dtype == torch.float64 else 1e-6
+    jitter = torch.zeros_like(scale)
+    for _ in range(max_tries):
+        jitter = torch.where(bad, scale * rel, jitter)
+        _, info = torch.linalg.cholesky_ex(cov.detach() + jitter[..., None, None] * eye)
+        bad = info > 0
+        if not bool(bad.any()):
+            break
+        rel *= 10.0
+    else:
+        raise RuntimeError(
+            "posterior: the joint covariance is not positive definite even with a jitter of "
+            f"{rel / 10:.1e} x its mean variance; the model's posterior is broken"
+        )
+    warnings.warn(
+        f"posterior: the joint covariance was not positive definite; added a jitter of up to "
+        f"{float((jitter / scale).max()):.1e} x the mean variance",
+        NumericalWarning,
+        stacklevel=3,
+    )
+    return cov + jitter[..., None, None] * eye

@@ -37,6 +37,7 @@ class HIPGPModel(LatentGPModel):
         >>> from bo_ncgp.models import HIPGP
         >>> from bo_ncgp.models.hipgp import Grid
         >>> k = gpytorch.kernels.MaternKernel(nu=2.5)
+        >>> k.lengthscale = 0.2  # well inside the grid's domain: no circulant clamping
         >>> hip = HIPGP(k, Grid([0.0], [1.0], (32,)))
         >>> _ = hip.fit(torch.rand(20, 1), torch.rand(20))
         >>> post = HIPGPModel(hip).posterior(torch.rand(5, 2, 1))

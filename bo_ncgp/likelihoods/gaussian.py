@@ -25,7 +25,7 @@ class Gaussian(Likelihood):
     Example:
         >>> lik = Gaussian(noise=0.1)
         >>> lik.log_prob(torch.tensor([0.0]), torch.tensor([0.0]))
-        tensor([0.2350], grad_fn=<...>)
+        tensor([0.2324], grad_fn=<...>)
     """
 
     def __init__(

@@ -88,8 +88,8 @@ def cg_solve(
         >>> B = torch.ones(2, 1, dtype=torch.float64)
         >>> X, _ = cg_solve(lambda V, a_: a_.unsqueeze(-1) * V, B, (a,), tol=1e-12)
         >>> X.sum().backward()
-        >>> a.grad  # d/da (1/a) = -1/a^2
-        tensor([-0.2500, -0.1111], dtype=torch.float64)
+        >>> [round(g, 4) for g in a.grad.tolist()]  # d/da (1/a) = -1/a^2
+        [-0.25, -0.1111]
     """
     if B.dim() < 2:
         raise ValueError(f"cg_solve: B must have shape (..., n, k), got {tuple(B.shape)}")

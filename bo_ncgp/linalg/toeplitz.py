@@ -208,6 +208,7 @@ class CirculantEmbedding:
 
     Example:
         >>> k = gpytorch.kernels.MaternKernel(nu=1.5)
+        >>> k.lengthscale = 0.1
         >>> grid = Grid([0.0], [1.0], (50,))
         >>> emb = CirculantEmbedding(circulant_first_row(k, grid))
         >>> K = k(grid.points()).to_dense()
