@@ -8,6 +8,7 @@ import doctest
 import importlib
 import pkgutil
 
+import botorch  # noqa: F401  -- pykeops prints a CUDA notice on stdout at first import
 import pytest
 
 import bo_ncgp

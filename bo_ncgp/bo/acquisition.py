@@ -49,12 +49,23 @@ _LAMBDA2 = math.pi / 8.0
 
 
 def probit_logit(mean: Tensor, var: Tensor) -> Tensor:
-    """Logit of the probit-approximated ``E[sigmoid(f)]``, ``f ~ N(mean, var)``."""
+    """Logit of the probit-approximated ``E[sigmoid(f)]``, ``f ~ N(mean, var)``:
+    ``mean / sqrt(1 + pi var / 8)`` (MacKay 1992).
+
+    Example:
+        >>> probit_logit(torch.tensor([2.0]), torch.tensor([0.0]))  # no uncertainty: mean
+        tensor([2.])
+    """
     return mean / torch.sqrt(1.0 + _LAMBDA2 * var)
 
 
 def binary_entropy(logit: Tensor) -> Tensor:
-    """Entropy (nats) of a Bernoulli with the given logit, stable for large ``|logit|``."""
+    """Entropy (nats) of a Bernoulli with the given logit, stable for large ``|logit|``.
+
+    Example:
+        >>> binary_entropy(torch.tensor([0.0, 100.0]))  # p = 1/2: log 2; p ~ 1: ~0
+        tensor([0.6931, 0.0000])
+    """
     p = torch.sigmoid(logit)
     # H = -p log p - (1-p) log(1-p) = softplus(l) - p l  (with log p = -softplus(-l))
     return F.softplus(logit) - p * logit
@@ -64,9 +75,17 @@ class ProbabilityOfSuccess(AnalyticAcquisitionFunction):
     """Predictive probability ``P(y = 1 | x)`` of a latent binary classifier (probit approx.).
 
     Example:
-        >>> pos = ProbabilityOfSuccess(classifier_model)  # doctest: +SKIP
-        >>> pos(torch.rand(5, 1, 2)).shape                # doctest: +SKIP
-        torch.Size([5])
+        >>> from gpytorch.kernels import RBFKernel
+        >>> from bo_ncgp.bo import DualSVGPModel
+        >>> from bo_ncgp.likelihoods import Bernoulli
+        >>> from bo_ncgp.models import DualSVGP
+        >>> X = torch.rand(20, 2)
+        >>> y = (X.sum(-1) > 1.0).to(X)  # success where x1 + x2 > 1
+        >>> clf = DualSVGP(RBFKernel(), Bernoulli(), X[:8], num_hyper_steps=0)
+        >>> _ = clf.update(X, y)
+        >>> p = ProbabilityOfSuccess(DualSVGPModel(clf))(torch.rand(5, 1, 2))  # 5 x (q=1) x d
+        >>> p.shape, bool(((p > 0) & (p < 1)).all())
+        (torch.Size([5]), True)
     """
 
     def __init__(self, model: Model, posterior_transform: PosteriorTransform | None = None):
@@ -82,7 +101,23 @@ class ProbabilityOfSuccess(AnalyticAcquisitionFunction):
 
 
 class LogProbabilityOfSuccess(ProbabilityOfSuccess):
-    """``log P(y = 1 | x)``, computed as ``logsigmoid`` of the probit-approximated logit."""
+    """``log P(y = 1 | x)``, computed as ``logsigmoid`` of the probit-approximated logit.
+
+    Example:
+        >>> from gpytorch.kernels import RBFKernel
+        >>> from bo_ncgp.bo import DualSVGPModel
+        >>> from bo_ncgp.likelihoods import Bernoulli
+        >>> from bo_ncgp.models import DualSVGP
+        >>> X = torch.rand(20, 2)
+        >>> y = (X.sum(-1) > 1.0).to(X)  # success where x1 + x2 > 1
+        >>> clf = DualSVGP(RBFKernel(), Bernoulli(), X[:8], num_hyper_steps=0)
+        >>> _ = clf.update(X, y)
+        >>> model = DualSVGPModel(clf)
+        >>> x = torch.rand(5, 1, 2)
+        >>> lp = LogProbabilityOfSuccess(model)(x)
+        >>> torch.allclose(lp.exp(), ProbabilityOfSuccess(model)(x))
+        True
+    """
 
     _log: bool = True
 
@@ -92,7 +127,21 @@ class LogProbabilityOfSuccess(ProbabilityOfSuccess):
 
 
 class BinaryPredictiveEntropy(ProbabilityOfSuccess):
-    """Predictive entropy ``H[y | x]`` in nats (uncertainty sampling for classifiers)."""
+    """Predictive entropy ``H[y | x]`` in nats (uncertainty sampling for classifiers).
+
+    Example:
+        >>> from gpytorch.kernels import RBFKernel
+        >>> from bo_ncgp.bo import DualSVGPModel
+        >>> from bo_ncgp.likelihoods import Bernoulli
+        >>> from bo_ncgp.models import DualSVGP
+        >>> X = torch.rand(20, 2)
+        >>> y = (X.sum(-1) > 1.0).to(X)  # success where x1 + x2 > 1
+        >>> clf = DualSVGP(RBFKernel(), Bernoulli(), X[:8], num_hyper_steps=0)
+        >>> _ = clf.update(X, y)
+        >>> H = BinaryPredictiveEntropy(DualSVGPModel(clf))(torch.rand(5, 1, 2))
+        >>> bool(((H >= 0) & (H <= math.log(2))).all())  # at most log 2 nats
+        True
+    """
 
     @t_batch_mode_transform(expected_q=1)
     def forward(self, X: Tensor) -> Tensor:
@@ -103,6 +152,21 @@ class BALD(AnalyticAcquisitionFunction):
     """Bayesian active learning by disagreement, ``I[y; f | x]`` in nats, for a logit-link
     binary classifier: ``H[E sigmoid(f)] - E[H(sigmoid(f))]``, ``f ~ N(mu, s^2)``, both
     expectations by ``num_points``-node Gauss–Hermite quadrature.
+
+    Example:
+        >>> from gpytorch.kernels import RBFKernel
+        >>> from bo_ncgp.bo import DualSVGPModel
+        >>> from bo_ncgp.likelihoods import Bernoulli
+        >>> from bo_ncgp.models import DualSVGP
+        >>> X = torch.rand(20, 2)
+        >>> y = (X.sum(-1) > 1.0).to(X)  # success where x1 + x2 > 1
+        >>> clf = DualSVGP(RBFKernel(), Bernoulli(), X[:8], num_hyper_steps=0)
+        >>> _ = clf.update(X, y)
+        >>> model = DualSVGPModel(clf)
+        >>> x = torch.rand(5, 1, 2)
+        >>> bald = BALD(model)(x)
+        >>> bool(((bald >= 0) & (bald <= BinaryPredictiveEntropy(model)(x) + 1e-3)).all())
+        True
     """
 
     def __init__(
@@ -133,6 +197,23 @@ class ConstrainedLogExpectedImprovement(AcquisitionFunction):
         classifier: latent binary classifier of feasibility / success.
         best_f: incumbent for EI (e.g. the best observed successful value).
         maximize: maximise (default) or minimise the objective.
+
+    Example:
+        >>> from gpytorch.kernels import RBFKernel
+        >>> from bo_ncgp.bo import DualSVGPModel
+        >>> from bo_ncgp.likelihoods import Bernoulli
+        >>> from bo_ncgp.models import DualSVGP
+        >>> X = torch.rand(20, 2)
+        >>> y = (X.sum(-1) > 1.0).to(X)  # success where x1 + x2 > 1
+        >>> clf = DualSVGP(RBFKernel(), Bernoulli(), X[:8], num_hyper_steps=0)
+        >>> _ = clf.update(X, y)
+        >>> from bo_ncgp.likelihoods import Gaussian
+        >>> reg = DualSVGP(RBFKernel(), Gaussian(0.01), X[:8], num_hyper_steps=0)
+        >>> _ = reg.update(X, torch.sin(3 * X[:, 0]))
+        >>> acq = ConstrainedLogExpectedImprovement(
+        ...     DualSVGPModel(reg), DualSVGPModel(clf), best_f=0.5)
+        >>> acq(torch.rand(5, 1, 2)).shape
+        torch.Size([5])
     """
 
     _log: bool = True

@@ -50,6 +50,21 @@ class LatentGPModel(Model, FantasizeMixin):
             transformed space).
         outcome_transform: optional BoTorch outcome transform (the wrapped model lives in
             the transformed outcome space; posteriors are untransformed).
+
+    Example:
+        A prior-only adapter (zero mean, RBF covariance) in a few lines:
+
+        >>> from gpytorch.kernels import RBFKernel
+        >>> class PriorModel(LatentGPModel):
+        ...     def _latent_mean_cov(self, X):
+        ...         cov = self.model(X).to_dense().unsqueeze(-3)  # (..., m=1, q, q)
+        ...         return X.new_zeros(*X.shape[:-1], 1), cov
+        ...     @property
+        ...     def batch_shape(self):
+        ...         return torch.Size()
+        >>> post = PriorModel(RBFKernel()).posterior(torch.rand(4, 3, 2))  # batch x q x d
+        >>> post.mean.shape, post.distribution.covariance_matrix.shape
+        (torch.Size([4, 3, 1]), torch.Size([4, 3, 3]))
     """
 
     def __init__(

@@ -44,6 +44,11 @@ class FantasyBatch:
         optimize_seconds / condition_seconds: per-step wall-clock of the acquisition
             optimisation and of fantasising + conditioning.
         models: the models conditioned on the whole fantasised batch.
+
+    Example:
+        >>> b = FantasyBatch(X=torch.zeros(2, 3), acquisition_values=torch.zeros(2), indices=None)
+        >>> b.X.shape, b.models
+        (torch.Size([2, 3]), [])
     """
 
     X: Tensor
@@ -59,7 +64,16 @@ def fantasy_observation(
 ) -> Tensor:
     """Fantasised ``Y`` (``n x m``) of ``model`` at ``X`` (``n x d``), see
     :meth:`LatentGPModel.fantasy_targets`; other BoTorch models use the posterior mean
-    (``mode="mean"``) or a posterior sample with observation noise."""
+    (``mode="mean"``) or a posterior sample with observation noise.
+
+    Example:
+        >>> from botorch.models import SingleTaskGP
+        >>> X = torch.rand(10, 2)
+        >>> gp = SingleTaskGP(X, X.sum(-1, keepdim=True))
+        >>> Xq = torch.rand(3, 2)
+        >>> torch.equal(fantasy_observation(gp, Xq), gp.posterior(Xq).mean)
+        True
+    """
     if isinstance(model, LatentGPModel):
         return model.fantasy_targets(X, mode=mode, generator=generator)
     post = model.posterior(X, observation_noise=(mode == "sample"))
@@ -107,10 +121,27 @@ def build_fantasy_batch(
         :class:`FantasyBatch` with the points, their acquisition values and timings.
 
     Example:
-        >>> batch = build_fantasy_batch(                                   # doctest: +SKIP
-        ...     [reward, success],
-        ...     lambda ms: ConstrainedLogExpectedImprovement(ms[0], ms[1], best_f=best),
-        ...     q=3, bounds=torch.tensor([[0.0] * 12, [1.2] * 12]))
+        >>> from botorch.acquisition import UpperConfidenceBound
+        >>> from gpytorch.kernels import RBFKernel
+        >>> from bo_ncgp.bo import DualSVGPModel
+        >>> from bo_ncgp.likelihoods import Gaussian
+        >>> from bo_ncgp.models import DualSVGP
+        >>> X = torch.rand(15, 2)
+        >>> dual = DualSVGP(RBFKernel(), Gaussian(0.01), X[:8], num_hyper_steps=0)
+        >>> _ = dual.update(X, torch.sin(3 * X).sum(-1))
+        >>> batch = build_fantasy_batch(
+        ...     DualSVGPModel(dual), lambda ms: UpperConfidenceBound(ms[0], beta=4.0),
+        ...     q=3, bounds=torch.tensor([[0.0, 0.0], [1.0, 1.0]]), num_restarts=2,
+        ...     raw_samples=64)
+        >>> batch.X.shape, len(batch.condition_seconds)
+        (torch.Size([3, 2]), 3)
+
+        For a reward model and a success classifier (the lunar-lander acquisition)::
+
+            build_fantasy_batch(
+                [reward, success],
+                lambda ms: ConstrainedLogExpectedImprovement(ms[0], ms[1], best_f=best),
+                q=3, bounds=torch.tensor([[0.0] * 12, [1.2] * 12]))
     """
     models = [models] if isinstance(models, Model) else list(models)
     if (bounds is None) == (choices is None):
@@ -180,7 +211,20 @@ def kriging_believer_batch(
 ) -> FantasyBatch:
     """Kriging-believer batch (Ginsbourger et al. 2010): :func:`build_fantasy_batch` with
     posterior-mean fantasies; models flagged not ``conditionable`` (e.g. a classifier without
-    cheap conditioning) are left unchanged within the batch."""
+    cheap conditioning) are left unchanged within the batch.
+
+    Example:
+        >>> from botorch.acquisition import LogExpectedImprovement
+        >>> from botorch.models import SingleTaskGP
+        >>> X = torch.rand(10, 2)
+        >>> Y = (X - 0.5).pow(2).sum(-1, keepdim=True)
+        >>> batch = kriging_believer_batch(
+        ...     SingleTaskGP(X, Y), lambda ms: LogExpectedImprovement(ms[0], best_f=Y.max()),
+        ...     q=2, bounds=torch.tensor([[0.0, 0.0], [1.0, 1.0]]), num_restarts=2,
+        ...     raw_samples=32)
+        >>> batch.X.shape
+        torch.Size([2, 2])
+    """
     return build_fantasy_batch(
         models, acquisition_factory, q, fantasy="mean", condition=conditionable, **kwargs
     )

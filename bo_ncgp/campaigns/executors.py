@@ -17,7 +17,14 @@ __all__ = ["InlineExecutor", "make_executor"]
 
 
 class InlineExecutor(Executor):
-    """Runs each submitted call immediately in the calling process."""
+    """Runs each submitted call immediately in the calling process (``--workers 1``);
+    an exception is stored in the future, as a process pool would.
+
+    Example:
+        >>> fut = InlineExecutor().submit(divmod, 7, 0)
+        >>> type(fut.exception()).__name__
+        'ZeroDivisionError'
+    """
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future:
         fut: Future = Future()

@@ -14,7 +14,13 @@ __all__ = ["best_so_far", "collect", "plot_campaigns", "summarise"]
 
 
 def best_so_far(state: dict) -> np.ndarray:
-    """Best finite value after each evaluation (``nan`` until the first success)."""
+    """Best finite value after each evaluation (``nan`` until the first success).
+
+    Example:
+        >>> st = {"evaluations": [{"value": v} for v in (float("nan"), 1.0, 0.5, 3.0)]}
+        >>> best_so_far(st).tolist()
+        [nan, 1.0, 1.0, 3.0]
+    """
     vals = np.array([e["value"] for e in state["evaluations"]], dtype=float)
     out = np.full(vals.shape, np.nan)
     best = -np.inf
@@ -35,7 +41,14 @@ def metric_curve(state: dict, metric: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def collect(paths: list[str | Path]) -> dict[str, list[dict]]:
-    """Campaign states found under ``paths`` (files or folders), grouped by strategy."""
+    """Campaign states found under ``paths`` (files or folders), grouped by strategy.
+
+    Example:
+        >>> collect(["/nonexistent"])
+        Traceback (most recent call last):
+        ...
+        FileNotFoundError: no state.json found under /nonexistent
+    """
     groups: dict[str, list[dict]] = defaultdict(list)
     for p in paths:
         p = Path(p)
@@ -59,7 +72,13 @@ def _mean_se(curves: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarr
 
 
 def summarise(groups: dict[str, list[dict]], at: list[int]) -> dict[str, dict[int, tuple]]:
-    """Best value after ``at`` evaluations: ``{strategy: {n: (mean, se, num_seeds)}}``."""
+    """Best value after ``at`` evaluations: ``{strategy: {n: (mean, se, num_seeds)}}``.
+
+    Example:
+        >>> runs = [{"evaluations": [{"value": v} for v in vals]} for vals in ([1, 3], [2, 2])]
+        >>> summarise({"random": runs}, at=[1, 2])
+        {'random': {1: (1.5, 0.5, 2), 2: (2.5, 0.5, 2)}}
+    """
     out = {}
     for name, states in groups.items():
         curves = [best_so_far(s) for s in states]
@@ -76,14 +95,15 @@ def plot_campaigns(
     paths: list[str | Path], out: str | Path, metric: str = "best", title: str | None = None
 ) -> Path:
     """Draw ``metric`` (``"best"`` = best value so far, or a logged strategy metric) against
-    the number of evaluations, mean +- s.e. over seeds per strategy, into the PNG ``out``."""
-    import matplotlib
+    the number of evaluations, mean +- s.e. over seeds per strategy, into the PNG ``out``.
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    Uses matplotlib's object API (no ``pyplot``), so it neither needs a display nor changes
+    the backend of a notebook it is called from."""
+    from matplotlib.figure import Figure
 
     groups = collect(paths)
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig = Figure(figsize=(6, 4))
+    ax = fig.subplots()
     for name, states in sorted(groups.items()):
         if metric == "best":
             x, mean, se = _mean_se([best_so_far(s) for s in states])
@@ -106,5 +126,4 @@ def plot_campaigns(
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
     fig.savefig(out, dpi=120)
-    plt.close(fig)
     return out

@@ -82,9 +82,18 @@ class Campaign:
         out_dir: folder of ``state.json`` and ``evaluations.csv``.
 
     Example:
-        >>> camp = Campaign(problem, RandomSearch(), budget=30, batch_size=3,  # doctest: +SKIP
-        ...                 num_initial=6, seed=0, out_dir="results/demo")
-        >>> camp.run()                                                        # doctest: +SKIP
+        >>> import tempfile
+        >>> from bo_ncgp.campaigns import RandomSearch
+        >>> from bo_ncgp.problems.synthetic import TestFunction
+        >>> out = tempfile.mkdtemp()
+        >>> camp = Campaign(TestFunction("branin"), RandomSearch(), budget=12, batch_size=3,
+        ...                 num_initial=6, seed=0, out_dir=out)
+        >>> state = camp.run(progress=False)
+        >>> [len(b) for b in state["batches"]], state["finished"]
+        ([6, 3, 3], True)
+        >>> again = Campaign.resume(out, TestFunction("branin"), RandomSearch())
+        >>> again.run(progress=False)["evaluations"] == state["evaluations"]  # nothing redone
+        True
     """
 
     def __init__(

@@ -18,7 +18,16 @@ __all__ = ["atomic_write_text", "read_json", "write_csv", "write_json"]
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    """Replace ``path`` by ``text`` atomically."""
+    """Replace ``path`` by ``text`` atomically (write a temporary file in the same folder,
+    fsync, rename), so a reader or a crash never sees a half-written file.
+
+    Example:
+        >>> import tempfile
+        >>> p = Path(tempfile.mkdtemp()) / "sub" / "state.txt"
+        >>> atomic_write_text(p, "done")
+        >>> p.read_text(), [f.name for f in p.parent.iterdir()]  # no temporary left behind
+        ('done', ['state.txt'])
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
@@ -35,14 +44,33 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 
 def write_json(path: Path, obj: Any) -> None:
+    """Write ``obj`` as indented JSON atomically (``NaN`` allowed).
+
+    Example:
+        >>> import tempfile
+        >>> p = Path(tempfile.mkdtemp()) / "s.json"
+        >>> write_json(p, {"best": float("nan"), "n": 3})
+        >>> read_json(p)["n"]
+        3
+    """
     atomic_write_text(path, json.dumps(obj, indent=1, allow_nan=True))
 
 
 def read_json(path: Path) -> Any:
+    """Read a JSON file written by :func:`write_json` (see its example)."""
     return json.loads(Path(path).read_text())
 
 
 def write_csv(path: Path, header: list[str], rows: list[list[Any]]) -> None:
+    """Write a CSV file (header + rows) atomically.
+
+    Example:
+        >>> import tempfile
+        >>> p = Path(tempfile.mkdtemp()) / "log.csv"
+        >>> write_csv(p, ["i", "value"], [[0, 1.5], [1, 2.0]])
+        >>> p.read_text().splitlines()
+        ['i,value', '0,1.5', '1,2.0']
+    """
     buf = io.StringIO()
     w = csv.writer(buf)
     w.writerow(header)

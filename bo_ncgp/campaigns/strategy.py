@@ -29,6 +29,12 @@ class History:
         success: ``(n,)`` success labels (``nan`` when the problem has none or failed).
         indices: ``(n,)`` pool indices for pool-based problems, else ``None``.
         batches: list of index arrays, one per evaluated batch (the initial design first).
+
+    Example:
+        >>> h = History(X=np.zeros((3, 1)), values=np.array([1.0, np.nan, 2.0]),
+        ...             success=np.full(3, np.nan), indices=None, batches=[np.arange(3)])
+        >>> h.n, h.ok.tolist(), h.best_value()  # the failed evaluation is skipped
+        (3, [True, False, True], 2.0)
     """
 
     X: np.ndarray
@@ -56,6 +62,20 @@ class Strategy:
     Subclasses implement :meth:`ask`; streaming strategies also :meth:`observe`.
     ``ask`` returns a ``(q, d)`` array of points for continuous problems, or a ``(q,)``
     integer array of pool indices for pool problems (``problem.pool is not None``).
+
+    Example:
+        A strategy that always proposes the centre of the box, jittered:
+
+        >>> class Centre(Strategy):
+        ...     name = "centre"
+        ...     def ask(self, history, q, rng):
+        ...         lo, hi = self.problem.bounds
+        ...         return (lo + hi) / 2 + 0.01 * rng.standard_normal((q, self.problem.dim))
+        >>> from bo_ncgp.problems.synthetic import TestFunction
+        >>> s = Centre()
+        >>> s.setup(TestFunction("branin"), seed=0)
+        >>> s.ask(None, 2, np.random.default_rng(0)).shape
+        (2, 2)
     """
 
     name: str = "strategy"
@@ -90,7 +110,16 @@ class Strategy:
 
 
 class RandomSearch(Strategy):
-    """Uniform random points in the bounds, or uniformly random unobserved pool entries."""
+    """Uniform random points in the bounds, or uniformly random unobserved pool entries.
+
+    Example:
+        >>> from bo_ncgp.problems.synthetic import TestFunction
+        >>> s = RandomSearch()
+        >>> s.setup(TestFunction("branin"), seed=0)
+        >>> X = s.ask(None, 4, np.random.default_rng(0))
+        >>> X.shape, bool(((X >= s.problem.bounds[0]) & (X <= s.problem.bounds[1])).all())
+        ((4, 2), True)
+    """
 
     name = "random"
 
