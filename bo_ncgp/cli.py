@@ -139,6 +139,18 @@ def experiment_scripts(folder: Path = EXPERIMENTS_DIR) -> dict[str, Path]:
     return found
 
 
+def _script_summary(path: Path) -> str:
+    """First line of the script's module docstring (read without importing it)."""
+    import ast
+
+    try:
+        doc = ast.get_docstring(ast.parse(path.read_text(errors="replace"))) or ""
+    except SyntaxError:
+        doc = ""
+    first = " ".join(doc.strip().split("\n\n")[0].split()).rstrip(".")
+    return f"{first} (experiments/{path.name})" if first else f"experiments/{path.name}"
+
+
 def _run_script(path: Path, argv: list[str]) -> int:
     spec = importlib.util.spec_from_file_location(f"bo_ncgp_experiment_{path.stem}", path)
     module = importlib.util.module_from_spec(spec)
@@ -165,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
         add_args(sub.add_parser(name, help=help_, description=help_))
     for name, path in sorted(scripts.items()):
         if name not in COMMANDS:
-            sub.add_parser(name, help=f"experiment script experiments/{path.name}", add_help=False)
+            sub.add_parser(name, help=_script_summary(path), add_help=False)
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
