@@ -253,7 +253,13 @@ def main(argv: list[str] | None = None) -> dict:
         help="natural-gradient refresh of q(U) every this many steps (SparseGAM.fit)",
     )
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--families", nargs="+", default=list(FAMILIES), choices=FAMILIES)
+    p.add_argument(
+        "--families",
+        nargs="*",
+        default=list(FAMILIES),
+        choices=FAMILIES,
+        help="posterior families to fit (may be empty when --extra-ranks is given)",
+    )
     p.add_argument(
         "--extra-ranks",
         type=int,
@@ -267,6 +273,7 @@ def main(argv: list[str] | None = None) -> dict:
         default="anova",
         help="anova: the paper's Eq. 8 kernels; se: plain SE kernels (ablation)",
     )
+    p.add_argument("--tag", default="", help="suffix of the output file names")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--out", type=Path, default=ROOT / "experiments" / "results" / "gam")
     p.add_argument("--no-plots", action="store_true")
@@ -286,7 +293,10 @@ def main(argv: list[str] | None = None) -> dict:
     y_test = f_test + torch.randn(args.num_test)
 
     args.out.mkdir(parents=True, exist_ok=True)
+    if not args.families and not args.extra_ranks:
+        p.error("nothing to fit: give --families and/or --extra-ranks")
     tag = ("friedman_quick" if args.quick else "friedman") + ("_se" if args.kernel == "se" else "")
+    tag += args.tag
     results = {
         "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
         "date": time.strftime("%Y-%m-%d"),

@@ -119,6 +119,7 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--num-inducing", type=int, default=32)
     p.add_argument("--components", type=int, nargs="+", default=[2, 4, 8, 16])
     p.add_argument("--repeats", type=int, default=7)
+    p.add_argument("--tag", default="", help="suffix of the output file names")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--out", type=Path, default=ROOT / "experiments" / "results" / "gam")
     args = p.parse_args(argv)
@@ -182,7 +183,7 @@ def main(argv: list[str] | None = None) -> dict:
         "summary": summary,
     }
     args.out.mkdir(parents=True, exist_ok=True)
-    tag = "timing_quick" if args.quick else "timing"
+    tag = ("timing_quick" if args.quick else "timing") + args.tag
     with open(args.out / f"{tag}.json", "w") as fh:
         json.dump(results, fh, indent=1)
     for label in timings:
