@@ -52,7 +52,7 @@ class ANOVAKernel(RBFKernel):
     Example:
         >>> k = ANOVAKernel()
         >>> x = torch.linspace(0, 1, 2001).unsqueeze(-1)
-        >>> K = k(x, torch.tensor([[0.3]])).to_dense()
+        >>> K = k(x, torch.tensor([[0.3]])).to_dense().detach()
         >>> abs(float(torch.trapezoid(K[:, 0], x[:, 0]))) < 1e-6   # ∫ s(x, 0.3) dx = 0
         True
     """
