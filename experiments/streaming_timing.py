@@ -139,6 +139,9 @@ def plot(results: dict, path: Path) -> None:
             ax.annotate(str(r["budget"]), (r["seconds"], r["nlpd"]), fontsize=7,
                         textcoords="offset points", xytext=(3, 3))  # fmt: skip
     ax.axhline(results["offline"]["nlpd"], color="k", lw=0.8, label="offline SVGP")
+    values = [r["nlpd"] for r in results["runs"]] + [results["offline"]["nlpd"]]
+    span = max(values) - min(values)
+    ax.set_ylim(min(values) - 0.05 * span - 1e-3, max(values) + 0.05 * span + 1e-3)
     ax.set_xscale("log")
     ax.set_xlabel("inference wall-clock over the stream (s), log scale")
     ax.set_ylabel("test NLPD")
