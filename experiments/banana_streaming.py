@@ -40,7 +40,16 @@ from bo_ncgp.data import load_banana
 from bo_ncgp.likelihoods import Bernoulli
 from bo_ncgp.models.streaming import BuiStreamingSVGP, OfflineSVGP
 from experiments import dual_svgp_banana as issue3
-from experiments.continual_common import RESULTS, evaluate, fmt, log, setup, summary, write_json
+from experiments.continual_common import (
+    RESULTS,
+    evaluate,
+    fmt,
+    log,
+    save_png,
+    setup,
+    summary,
+    write_json,
+)
 
 CLI_NAME = "banana-streaming"
 OUT = RESULTS / "banana_streaming"
@@ -121,7 +130,7 @@ def plot(results: dict, data, path: Path) -> None:
             ax.set_title(f"{name}, batch {b + 1}: acc {row['accuracy']:.2f}, NLPD "
                          f"{row['nlpd']:.2f}", fontsize=8)  # fmt: skip
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    save_png(fig, path, dpi=100)
     plt.close(fig)
 
 

@@ -41,6 +41,7 @@ __all__ = [
     "matern",
     "metrics",
     "pointwise",
+    "save_png",
     "setup",
     "summary",
     "timed_update",
@@ -156,6 +157,17 @@ def fit_offline(
         generator=g,
         callback=progress,
     )
+
+
+def save_png(fig, path: str | os.PathLike, dpi: int = 100, colors: int = 256) -> None:
+    """Save a matplotlib figure as a palette PNG (``colors`` colours): image plots shrink from
+    ~1 MB to a few hundred kB, so that result folders stay small."""
+    from PIL import Image
+
+    fig.savefig(path, dpi=dpi)
+    with Image.open(path) as im:
+        small = im.convert("RGB").quantize(colors)
+    small.save(path, optimize=True)
 
 
 def timed_update(model, X: Tensor, y: Tensor) -> float:

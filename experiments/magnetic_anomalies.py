@@ -49,6 +49,7 @@ from experiments.continual_common import (
     make_bui,
     make_dual,
     matern,
+    save_png,
     setup,
     timed_update,
     write_json,
@@ -225,7 +226,7 @@ def plot1(res: dict, path: Path) -> None:
                 ax.scatter(M[:, 0], M[:, 1], facecolors="none", edgecolors="k", s=12, lw=0.6)
             ax.set_title(f"{name}, after path {row['path']}: RMSE {row['rmse']:.2f}", fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    save_png(fig, path, dpi=100)
     plt.close(fig)
 
 
@@ -262,7 +263,7 @@ def plot2(res: dict, path: Path) -> None:
     ax.set_ylabel("RMSE (µT), explored region")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    save_png(fig, path, dpi=100)
     plt.close(fig)
 
 
