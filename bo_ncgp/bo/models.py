@@ -34,6 +34,7 @@ from torch.nn import Module
 from bo_ncgp.bo.base import LatentGPModel
 from bo_ncgp.likelihoods import Gaussian
 from bo_ncgp.likelihoods.settings import soft_targets
+from bo_ncgp.models.dual_svgp import fixed_hyperparameters
 
 __all__ = ["DualSVGPModel", "IterNCGPModel"]
 
@@ -92,6 +93,12 @@ class _LatentModelAdapter(LatentGPModel):
 class DualSVGPModel(_LatentModelAdapter):
     """BoTorch model around a :class:`~bo_ncgp.models.DualSVGP` (Chang et al. 2023).
 
+    Posteriors and conditioning run inside
+    :func:`~bo_ncgp.models.dual_svgp.fixed_hyperparameters`: differentiable in ``X`` (and in
+    fantasy inputs), not in the DualSVGP's hyperparameters, so the O(n_M m^2) base
+    factorisation is computed once per model instead of once per acquisition evaluation.
+    Fit the hyperparameters with :meth:`DualSVGP.update`, not through this adapter.
+
     Args:
         model: a fitted ``DualSVGP``.
         input_transform / outcome_transform: optional BoTorch transforms; the DualSVGP must
@@ -104,8 +111,14 @@ class DualSVGPModel(_LatentModelAdapter):
         ...                         bounds, q=1, num_restarts=8, raw_samples=256)  # doctest: +SKIP
     """
 
+    def _latent_mean_cov(self, X: Tensor) -> tuple[Tensor, Tensor]:
+        # acquisitions need gradients in X only: keep the base factorisation cached
+        with fixed_hyperparameters():
+            return super()._latent_mean_cov(X)
+
     def _condition(self, X: Tensor, Y: Tensor, **kwargs: Any) -> Module:
-        return self.model.condition(X, self._targets(Y))
+        with fixed_hyperparameters():
+            return self.model.condition(X, self._targets(Y))
 
 
 class IterNCGPModel(_LatentModelAdapter):

@@ -72,11 +72,14 @@ class _ModelBased(Strategy):
         return (self.lo + U.detach() * (self.hi - self.lo)).numpy()
 
     def _dual(self, likelihood, Z: torch.Tensor) -> DualSVGP:
+        """A DualSVGP on the first observed points whose inducing set grows (pivoted
+        Cholesky, Sec. 3.4) up to ``num_inducing`` points as data arrives."""
         kernel = ScaleKernel(get_covar_module_with_dim_scaled_prior(Z.shape[-1])).to(DTYPE)
         return DualSVGP(
             kernel,
             likelihood,
             Z[: self.num_inducing],
+            max_inducing=self.num_inducing,
             memory_size=None,
             num_hyper_steps=self.hyper_steps,
             lr=self.lr,

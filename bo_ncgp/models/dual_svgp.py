@@ -39,8 +39,11 @@ so ``B_rest`` stays positive semi-definite instead of picking up the Nyström er
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import copy
 import warnings
+from collections.abc import Iterator
 from typing import Any, Literal
 
 import gpytorch
@@ -66,7 +69,39 @@ from bo_ncgp.models.dual.posterior import (
 from bo_ncgp.models.dual.sites import damp, expected_terms, site_contributions, site_targets
 from bo_ncgp.models.memory import Memory, bayesian_leverage_scores, sample_by_score
 
-__all__ = ["DualSVGP"]
+__all__ = ["DualSVGP", "fixed_hyperparameters"]
+
+_FIXED_HYPERPARAMETERS = contextvars.ContextVar("bo_ncgp_dual_fixed_hypers", default=False)
+
+
+@contextlib.contextmanager
+def fixed_hyperparameters() -> Iterator[None]:
+    """Within this context, DualSVGP posteriors are not differentiated with respect to the
+    hyperparameters (gradients with respect to the inputs ``X`` and fantasy targets are kept).
+
+    The base factorisation of Eq. 10 (``chol(K_zz + B_u)`` with the memory's sites, O(n_M m^2
+    + m^3)) then depends on nothing that requires grad, so it is computed once and cached
+    across calls instead of being rebuilt on every acquisition evaluation. The BoTorch
+    adapter :class:`~bo_ncgp.bo.DualSVGPModel` uses it for ``posterior`` and conditioning,
+    since acquisition optimisation only needs gradients in ``X``.
+
+    Example:
+        >>> from gpytorch.kernels import RBFKernel
+        >>> from bo_ncgp.likelihoods import Gaussian
+        >>> X = torch.rand(20, 1)
+        >>> m = DualSVGP(RBFKernel(), Gaussian(0.1), X[:5], num_hyper_steps=0).update(X, X[:, 0])
+        >>> x = torch.rand(3, 1, requires_grad=True)
+        >>> with fixed_hyperparameters():
+        ...     mean, var = m.predict_f(x)  # the base factorisation is now cached
+        >>> (mean + var).sum().backward()  # gradients in X still flow
+        >>> x.grad.shape
+        torch.Size([3, 1])
+    """
+    token = _FIXED_HYPERPARAMETERS.set(True)
+    try:
+        yield
+    finally:
+        _FIXED_HYPERPARAMETERS.reset(token)
 
 
 class DualSVGP(ResizableModule):
@@ -79,8 +114,11 @@ class DualSVGP(ResizableModule):
             the hyperparameter objective.
         likelihood: a :class:`bo_ncgp.likelihoods.Likelihood` (its priors are added too).
             ``Binomial`` must have a scalar ``num_trials``.
-        inducing_points: ``(m, d)`` initial inducing inputs (``m`` is kept fixed by
-            pivoted-Cholesky updates); exact duplicates are dropped with a warning.
+        inducing_points: ``(m, d)`` initial inducing inputs; exact duplicates are dropped
+            with a warning.
+        max_inducing: number of inducing points the pivoted-Cholesky updates keep (Sec. 3.4);
+            default ``m``. A larger value lets ``Z`` grow from a small initial design as data
+            arrives (each update picks up to ``max_inducing`` rows of ``[Z_old, X_new]``).
         memory_size: points of each new batch added to the memory (``None``: all of them).
         rho: damping of the natural-gradient steps, in ``(0, 1]``.
         num_inner_steps: damped site updates per round of :meth:`update`.
@@ -132,6 +170,7 @@ class DualSVGP(ResizableModule):
         lr: float = 0.01,
         num_rounds: int = 1,
         generator: torch.Generator | None = None,
+        max_inducing: int | None = None,
     ) -> None:
         super().__init__()
         if not isinstance(kernel, gpytorch.kernels.Kernel):
@@ -183,7 +222,9 @@ class DualSVGP(ResizableModule):
         self.lr = float(lr)
         self.num_rounds = int(num_rounds)
         self.generator = generator
-        self.max_inducing = m
+        if max_inducing is not None and (int(max_inducing) != max_inducing or max_inducing < 1):
+            raise ValueError(f"DualSVGP: max_inducing must be a positive int, got {max_inducing}")
+        self.max_inducing = m if max_inducing is None else int(max_inducing)
         self._C = C
         self._batched_kernel = len(kb) > 0
         self._shares_hyperparameters = False
@@ -368,23 +409,30 @@ class DualSVGP(ResizableModule):
     def _factors(self) -> tuple[DualFactors, SiteBlock | None]:
         """Base factors (Eq. 10) and the conditioning block, cached when allowed; a model
         returned by :meth:`condition` reuses its parent's base factors."""
-        cache = self._caching_allowed()
+        fixed = _FIXED_HYPERPARAMETERS.get()
+        no_grad = torch.no_grad() if fixed else contextlib.nullcontext()
+        cache = fixed or self._caching_allowed()
         f = None
         if cache:
             key = self._base_key()
             if self._base_cache is not None and _same(self._base_cache[0], key):
                 f = self._base_cache[1]
         if f is None:
-            lam, B = self._total_pair()
-            f = dual_factors(self._Kzz(), B, lam)
+            with no_grad:
+                lam, B = self._total_pair()
+                f = dual_factors(self._Kzz(), B, lam)
             if cache:
                 self._base_cache = (key, f)
         if self._ceta is None:
             return f, None
+        if fixed and any(t.requires_grad for t in (self._cX, self._ceta, self._cbeta)):
+            # fantasies built inside an acquisition keep their gradient in X: no caching
+            return f, site_block(f, self._Kzx(self._cX), self._ceta, self._cbeta)
         bkey = (f, self._cX, self._ceta, self._cbeta)
         if cache and self._block_cache is not None and _same(self._block_cache[0], bkey):
             return f, self._block_cache[1]
-        block = site_block(f, self._Kzx(self._cX), self._ceta, self._cbeta)
+        with no_grad:
+            block = site_block(f, self._Kzx(self._cX), self._ceta, self._cbeta)
         if cache:
             self._block_cache = (bkey, block)
         return f, block

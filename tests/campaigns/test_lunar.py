@@ -53,6 +53,8 @@ def test_model_strategies_tiny_campaign(name, tmp_path):
     for it in st["iterations"][1:]:
         assert it["acquisition_seconds"] > 0 and it["update_seconds"] > 0
     assert st["recommendation"]["heldout_value"] is not None
+    if name == "fantasy-batch":  # Z grew from the 4 initial points to all 8 (num_inducing)
+        assert strategy.reward.num_inducing == 8 and strategy.classifier.num_inducing == 8
     _check_report(tmp_path, st)
 
 

@@ -623,3 +623,57 @@ def test_unenforced_constraints_are_projected_after_adam_steps():
     model.update(X, y)
     assert len(calls) == 5  # once per Adam step
     assert (k.lengthscale >= 0.025).all()
+
+
+def test_fixed_hyperparameters_caches_the_base_factorisation_and_keeps_x_gradients(monkeypatch):
+    import bo_ncgp.models.dual_svgp as mod
+
+    torch.manual_seed(3)
+    X = torch.rand(40, 2)
+    y = (X.sum(-1) > 1.0).to(X)
+    m = DualSVGP(
+        gpytorch.kernels.RBFKernel(), Bernoulli(), X[:10], memory_size=None, num_hyper_steps=0
+    ).update(X, y)
+    cond = m.condition(X[:2], torch.tensor([1.0, 0.0]))
+    calls = []
+    real = mod.dual_factors
+    monkeypatch.setattr(mod, "dual_factors", lambda *a: calls.append(1) or real(*a))
+    for model in (m, cond):
+        x = torch.rand(5, 2, requires_grad=True)
+        mean, var = model.predict_f(x)  # hyperparameters require grad: nothing cached
+        gx = torch.autograd.grad((mean + var).sum(), x)[0]
+        n0 = len(calls)
+        for _ in range(3):
+            x2 = x.detach().clone().requires_grad_(True)
+            with mod.fixed_hyperparameters():
+                mean2, var2 = model.predict_f(x2)
+            gx2 = torch.autograd.grad((mean2 + var2).sum(), x2)[0]
+            torch.testing.assert_close(mean2, mean.detach())
+            torch.testing.assert_close(var2, var.detach())
+            torch.testing.assert_close(gx2, gx)
+        assert len(calls) - n0 <= 1  # three calls, at most one factorisation
+    with mod.fixed_hyperparameters():  # a fantasy input that requires grad keeps its gradient
+        xf = X[:1].clone().requires_grad_(True)
+        fant = m.condition(xf, torch.tensor([1.0]))
+        v = fant.predict_f(torch.rand(4, 2))[1].sum()
+    assert torch.autograd.grad(v, xf)[0].abs().sum() > 0
+
+
+def test_max_inducing_lets_z_grow_from_a_small_initial_design():
+    torch.manual_seed(0)
+    X = torch.rand(40, 2)
+    y = torch.sin(6 * X[:, 0]) + torch.cos(5 * X[:, 1])
+    kw = dict(memory_size=None, num_hyper_steps=0)
+    fixed = DualSVGP(gpytorch.kernels.RBFKernel(), Gaussian(1e-3), X[:6], **kw)
+    grow = DualSVGP(gpytorch.kernels.RBFKernel(), Gaussian(1e-3), X[:6], max_inducing=25, **kw)
+    for lo in range(0, 40, 8):
+        fixed.update(X[lo : lo + 8], y[lo : lo + 8])
+        grow.update(X[lo : lo + 8], y[lo : lo + 8])
+    assert fixed.num_inducing == 6 and grow.num_inducing == 25
+    assert grow.copy().max_inducing == 25
+    Xt = torch.rand(300, 2)
+    yt = torch.sin(6 * Xt[:, 0]) + torch.cos(5 * Xt[:, 1])
+    err = [(m.predict_f(Xt)[0] - yt).pow(2).mean().sqrt() for m in (fixed, grow)]
+    assert err[1] < 0.5 * err[0]
+    with pytest.raises(ValueError, match="max_inducing"):
+        DualSVGP(gpytorch.kernels.RBFKernel(), Gaussian(1e-3), X[:6], max_inducing=0)
