@@ -172,6 +172,12 @@ def evaluate(model: SparseGAM, X_test, y_test, f_test, n1: int, n2: int) -> dict
     out["test_coverage95_latent"] = float(
         ((mean - f_test).abs() <= 1.959964 * var.sqrt()).double().mean()
     )
+    # posterior coupling of the components at the same input (zero for the mean field)
+    _, cov = model.predict_components(X_test, joint=True)
+    sd = cov.diagonal(dim1=-2, dim2=-1).sqrt()
+    corr = (cov / (sd.unsqueeze(-1) * sd.unsqueeze(-2)))[:, 1:, 1:]  # drop the constant
+    off = corr - torch.diag_embed(corr.diagonal(dim1=-2, dim2=-1))
+    out["max_abs_component_correlation"] = float(off.abs().max())
     out["mean_component_rmse"] = float(np.mean(rmse_all))
     out["mean_component_coverage95"] = float(np.mean(cover_all))
     k = model.components

@@ -53,6 +53,7 @@ def test_friedman_quick(tmp_path):
     for r in saved["families"].values():
         assert math.isfinite(r["test_nlpd"]) and math.isfinite(r["elbo_per_datum"])
         assert set(r["components"]) == set(exp.NAMES)
+        assert 0.0 <= r["max_abs_component_correlation"] <= 1.0 + 1e-9
         for name in exp.NAMES[1:]:
             assert 0.0 <= r["components"][name]["coverage95"] <= 1.0
             assert r["components"][name]["rmse"] >= 0.0
