@@ -200,6 +200,9 @@ class CirculantEmbedding:
         warn: warn when negative eigenvalues are clamped.
 
     Attributes:
+        chunk_elements: products and solves with many vectors run in batches of about this
+            many embedding entries (``2**18`` by default, i.e. 2 MB in float64: cache-sized
+            batches make CPU FFTs several times faster than one huge batch).
         eigenvalues: real eigenvalues of ``C`` on the rFFT half-spectrum (used for exact
             ``K_uu`` products); ``sqrt_eigenvalues`` are their square roots after clamping
             at 0 (``R``).
@@ -243,6 +246,7 @@ class CirculantEmbedding:
                 f"embedding's size {tuple(c.shape)} along every axis"
             )
         self.D = c.dim()
+        self.chunk_elements: int = 2**18
         self._fft_dims = tuple(range(-self.D, 0))
         if jitter:
             c = c.clone()
@@ -292,10 +296,61 @@ class CirculantEmbedding:
         """``N = prod(2 M_d)``, the number of whitened variables (columns of ``R``)."""
         return math.prod(self.embedding_shape)
 
-    def _circ(self, x: Tensor, lam: Tensor) -> Tensor:
-        """Circulant product on the embedding grid, ``x`` of shape ``(..., *embedding_shape)``."""
-        X = torch.fft.rfftn(x, dim=self._fft_dims)
-        return torch.fft.irfftn(X * lam, s=self.embedding_shape, dim=self._fft_dims)
+    def _chunk_rows(self) -> int:
+        """Vectors per FFT batch: about ``chunk_elements`` reals of embedding per batch."""
+        return max(1, int(self.chunk_elements) // self.num_whitened)
+
+    def _chunked(self, fn, x: Tensor, lead: int) -> Tensor:
+        """Apply ``fn`` to ``x`` in batches of vectors along its ``lead`` leading axes.
+
+        Huge batched FFTs (hundreds of vectors of 10^4-10^5 entries) run several times slower
+        per element than cache-sized batches on CPU, so products are evaluated in chunks of
+        about :attr:`chunk_elements` entries (results are identical).
+        """
+        shape = x.shape[:lead]
+        flat = x.reshape(-1, *x.shape[lead:])
+        c = self._chunk_rows()
+        if flat.shape[0] <= c:
+            out = fn(flat)
+        else:
+            out = torch.cat([fn(flat[i : i + c]) for i in range(0, flat.shape[0], c)])
+        return out.reshape(*shape, *out.shape[1:])
+
+    def _forward_fft(self, x: Tensor, padded: bool) -> Tensor:
+        """rFFT over the last ``D`` axes; ``padded``: ``x`` holds only the grid block
+        ``(..., M_1, ..., M_D)`` of a zero-padded embedding vector (pruned transform: each
+        1-D pass zero-pads its own axis, so the zero rows are never transformed)."""
+        if not padded:
+            return torch.fft.rfftn(x, dim=self._fft_dims)
+        L = self.embedding_shape
+        X = torch.fft.rfft(x, n=L[-1], dim=-1)
+        for d in range(self.D - 2, -1, -1):
+            X = torch.fft.fft(X, n=L[d], dim=d - self.D)
+        return X
+
+    def _inverse_fft(self, X: Tensor, crop: bool) -> Tensor:
+        """Inverse of :meth:`_forward_fft`; ``crop``: return only the grid block ``(...,
+        M_1, ..., M_D)`` (pruned: each 1-D pass is cropped before the next one runs)."""
+        if not crop:
+            return torch.fft.irfftn(X, s=self.embedding_shape, dim=self._fft_dims)
+        for d in range(self.D - 1):
+            X = torch.fft.ifft(X, dim=d - self.D).narrow(d - self.D, 0, self.grid_shape[d])
+        x = torch.fft.irfft(X, n=self.embedding_shape[-1], dim=-1)
+        return x.narrow(-1, 0, self.grid_shape[-1])
+
+    def _product(self, v: Tensor, lam: Tensor, pad: bool, crop: bool) -> Tensor:
+        """``crop(C_lam pad(v))`` (Eqs. 16-18): ``v`` is ``(..., M)`` if ``pad`` else
+        ``(..., N)``; the result is ``(..., M)`` if ``crop`` else ``(..., N)``."""
+        in_shape = self.grid_shape if pad else self.embedding_shape
+        out_len = self.num_points if crop else self.num_whitened
+        lead = v.dim() - 1
+
+        def fn(u: Tensor) -> Tensor:
+            x = u.reshape(u.shape[0], *in_shape)
+            y = self._inverse_fft(self._forward_fft(x, padded=pad) * lam, crop=crop)
+            return y.reshape(u.shape[0], out_len)
+
+        return self._chunked(fn, v, lead)
 
     def _to_grid(self, v: Tensor, n: int, what: str) -> Tensor:
         if v.shape[-1] != n:
@@ -305,43 +360,27 @@ class CirculantEmbedding:
             )
         return v
 
-    def _pad(self, v: Tensor) -> Tensor:
-        """``(..., M)`` -> ``(..., *embedding_shape)`` with zeros outside the grid."""
-        g = v.reshape(*v.shape[:-1], *self.grid_shape)
-        pad: list[int] = []
-        for m, L in zip(reversed(self.grid_shape), reversed(self.embedding_shape), strict=True):
-            pad += [0, L - m]
-        return torch.nn.functional.pad(g, pad)
-
-    def _crop(self, x: Tensor) -> Tensor:
-        """``(..., *embedding_shape)`` -> ``(..., M)`` (top-left block)."""
-        for d, s in enumerate(self.grid_shape):
-            x = x.narrow(x.dim() - self.D + d, 0, s)
-        return x.reshape(*x.shape[: x.dim() - self.D], self.num_points)
-
     # ------------------------------------------------------------- products
     def kuu_mv(self, v: Tensor) -> Tensor:
         """``K_uu v`` for ``v`` of shape ``(..., M)`` in ``O(N log N)`` (Eqs. 16-17)."""
         v = self._to_grid(v, self.num_points, "kuu_mv")
-        return self._crop(self._circ(self._pad(v), self.eigenvalues))
+        return self._product(v, self.eigenvalues, pad=True, crop=True)
 
     def root_mv(self, e: Tensor) -> Tensor:
         """``R e`` for ``e`` of shape ``(..., N)``: ``u = R eps`` (Eqs. 11, 19-20)."""
         e = self._to_grid(e, self.num_whitened, "root_mv")
-        x = e.reshape(*e.shape[:-1], *self.embedding_shape)
-        return self._crop(self._circ(x, self.sqrt_eigenvalues))
+        return self._product(e, self.sqrt_eigenvalues, pad=False, crop=True)
 
     def root_t_mv(self, v: Tensor) -> Tensor:
         """``R^T v`` for ``v`` of shape ``(..., M)``, result ``(..., N)`` (Eq. 20)."""
         v = self._to_grid(v, self.num_points, "root_t_mv")
-        x = self._circ(self._pad(v), self.sqrt_eigenvalues)
-        return x.reshape(*x.shape[: x.dim() - self.D], self.num_whitened)
+        return self._product(v, self.sqrt_eigenvalues, pad=True, crop=False)
 
     def precond_mv(self, v: Tensor) -> Tensor:
         """Top-left ``M x M`` block of ``C^{-1}`` times ``v`` (Eqs. 21-22); not differentiable
         (the preconditioner only changes the speed of CG, never its answer)."""
         v = self._to_grid(v, self.num_points, "precond_mv")
-        return self._crop(self._circ(self._pad(v), self.inv_eigenvalues))
+        return self._product(v, self.inv_eigenvalues, pad=True, crop=True)
 
     # --------------------------------------------------------------- solves
     def solve(
@@ -363,22 +402,39 @@ class CirculantEmbedding:
         lam = self.eigenvalues
 
         def matmul(V: Tensor, lam_: Tensor) -> Tensor:  # V (..., M, 1)
-            v = V.squeeze(-1)
-            return self._crop(self._circ(self._pad(v), lam_)).unsqueeze(-1)
+            return self._product(V.squeeze(-1), lam_, pad=True, crop=True).unsqueeze(-1)
 
         def precond(V: Tensor) -> Tensor:
             return self.precond_mv(V.squeeze(-1)).unsqueeze(-1)
 
-        X, res = cg_solve(
-            matmul,
-            B.unsqueeze(-1),
-            operands=(lam,),
-            precond=precond if precondition else None,
-            tol=tol,
-            max_iters=max_iters,
-            record_history=record_history,
+        def one(Bc: Tensor) -> tuple[Tensor, CGResult]:
+            X, res = cg_solve(
+                matmul,
+                Bc.unsqueeze(-1),
+                operands=(lam,),
+                precond=precond if precondition else None,
+                tol=tol,
+                max_iters=max_iters,
+                record_history=record_history,
+            )
+            return X.squeeze(-1), res
+
+        # The right-hand sides are independent (CG runs them in lock-step, freezing each
+        # on convergence), so solving cache-sized chunks gives the same columns, faster.
+        lead = B.shape[:-1]
+        flat = B.reshape(-1, self.num_points)
+        c = self._chunk_rows()
+        if record_history or flat.shape[0] <= c:
+            return one(B)
+        parts = [one(flat[i : i + c]) for i in range(0, flat.shape[0], c)]
+        res = CGResult(
+            solution=torch.cat([r.solution for _, r in parts]).reshape(*lead, self.num_points, 1),
+            iterations=max(r.iterations for _, r in parts),
+            column_iterations=torch.cat([r.column_iterations for _, r in parts]).reshape(*lead, 1),
+            residual_norms=torch.cat([r.residual_norms for _, r in parts]).reshape(*lead, 1),
+            converged=torch.cat([r.converged for _, r in parts]).reshape(*lead, 1),
         )
-        return X.squeeze(-1), res
+        return torch.cat([X for X, _ in parts]).reshape(*lead, self.num_points), res
 
     def whiten(
         self, k_un: Tensor, tol: float = 1e-6, max_iters: int | None = None

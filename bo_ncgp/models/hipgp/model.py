@@ -134,28 +134,33 @@ class HIPGP(torch.nn.Module):
         return self._Z
 
     def _state_key(self) -> tuple:
-        params = tuple(self.kernel.parameters())
-        return (torch.is_grad_enabled(), *((id(p), p._version) for p in params))
+        return tuple((id(p), p._version) for p in self.kernel.parameters())
 
     def whitener(self) -> FFTWhitener | CholeskyWhitener:
-        """The whitening operator for the current hyperparameters (cached until they change
-        or the grad mode changes)."""
-        key = self._state_key()
-        if self._whitener_cache is not None and self._whitener_cache[0] == key:
-            w = self._whitener_cache[1]
-        elif self.whitening == "fft":
-            w = FFTWhitener(
-                self.kernel, self.grid, jitter=self.jitter, factor=self.embedding_factor
-            )
+        """The whitening operator for the current hyperparameters, cached until they change.
+
+        One built with gradients enabled also serves no-grad calls (natural-gradient steps,
+        predictions), so the circulant spectrum is not recomputed when ``fit`` alternates
+        between the two; a no-grad one is rebuilt when gradients are needed.
+        """
+        key, grad = self._state_key(), torch.is_grad_enabled()
+        cache = self._whitener_cache
+        if cache is not None and cache[0] == key and (cache[1] or not grad):
+            w = cache[2]
         else:
-            w = CholeskyWhitener(self.kernel, self.grid, jitter=self.jitter)
+            if self.whitening == "fft":
+                w = FFTWhitener(
+                    self.kernel, self.grid, jitter=self.jitter, factor=self.embedding_factor
+                )
+            else:
+                w = CholeskyWhitener(self.kernel, self.grid, jitter=self.jitter)
+            self._whitener_cache = (key, grad, w)
         if self.whitening == "fft":
             w.pcg_tol, w.pcg_max_iters, w.precondition = (
                 self.pcg_tol,
                 self.pcg_max_iters,
                 self.precondition,
             )
-        self._whitener_cache = (key, w)
         return w
 
     def _check_X(self, X: Tensor, what: str = "X") -> None:
