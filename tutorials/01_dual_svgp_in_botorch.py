@@ -23,11 +23,13 @@
 
 # %%
 import os
+import sys
 import time
 
 import matplotlib
 
-matplotlib.use("Agg")
+if "ipykernel" not in sys.modules:  # scripts and CI: no display; notebooks: inline
+    matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import torch
 from botorch.acquisition import LogExpectedImprovement
@@ -62,14 +64,16 @@ Y0 = f(U0)
 
 # %% [markdown]
 # ## The streaming DualSVGP surrogate
-# Gaussian likelihood; 16 inducing points moved by pivoted Cholesky; every observation is
-# kept in memory (`memory_size=None`), so the posterior equals the batch SVGP's.
+# Gaussian likelihood; the inducing points start at the initial design and grow (pivoted
+# Cholesky) to at most 32 as observations arrive; every observation is kept in memory
+# (`memory_size=None`), so the posterior equals the batch SVGP's on the same inducing points.
 # Outcomes are standardised with the initial design's statistics.
 
 # %%
 mu, sd = Y0.mean(), Y0.std()
 dual = DualSVGP(ScaleKernel(MaternKernel(nu=2.5, ard_num_dims=2)), Gaussian(1e-3), U0,
-                memory_size=None, num_hyper_steps=30, lr=0.05, num_inner_steps=1)
+                max_inducing=32, memory_size=None, num_hyper_steps=30, lr=0.05,
+                num_inner_steps=1)
 dual.update(U0, (Y0 - mu) / sd)
 
 U_dual, Y_dual = U0.clone(), Y0.clone()

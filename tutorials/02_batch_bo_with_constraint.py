@@ -38,11 +38,13 @@
 
 # %%
 import os
+import sys
 import time
 
 import matplotlib
 
-matplotlib.use("Agg")
+if "ipykernel" not in sys.modules:  # scripts and CI: no display; notebooks: inline
+    matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 import torch

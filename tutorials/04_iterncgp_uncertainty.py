@@ -30,10 +30,12 @@
 
 # %%
 import os
+import sys
 
 import matplotlib
 
-matplotlib.use("Agg")
+if "ipykernel" not in sys.modules:  # scripts and CI: no display; notebooks: inline
+    matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import torch
 from gpytorch.kernels import MaternKernel, ScaleKernel

@@ -31,10 +31,12 @@
 # %%
 import math
 import os
+import sys
 
 import matplotlib
 
-matplotlib.use("Agg")
+if "ipykernel" not in sys.modules:  # scripts and CI: no display; notebooks: inline
+    matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import torch
 from botorch.acquisition import UpperConfidenceBound
