@@ -411,6 +411,8 @@ def fit_iterncgp_tracked(d: dict, kernel, num_classes: int, cfg: dict) -> dict:
         compression_rank=cfg["rank"],
         tol=cfg["tol"],
         backend=cfg["backend"],
+        # the paper's Algorithm 1 (full Newton steps) unless the config asks for damping
+        line_search=cfg.get("line_search", False),
     )
     mark_baseline()
     curve = []

@@ -4,7 +4,7 @@ import gpytorch
 import pytest
 import torch
 
-from bo_ncgp.likelihoods import Bernoulli, Poisson
+from bo_ncgp.likelihoods import Bernoulli, Gaussian, Poisson, Softmax
 from bo_ncgp.models.iterncgp import IterNCGP, backtracking_step, log_posterior
 from tests.models.iterncgp._reference import dense_laplace
 
@@ -67,8 +67,39 @@ def test_backtracking_never_decreases_the_log_posterior_and_keeps_good_full_step
     assert bool(full[0]) and not bool(full[-1])  # small counts: full step; large: damped
 
 
-@pytest.mark.parametrize("lik", [Bernoulli(), Poisson()])
+@pytest.mark.parametrize("lik", [Bernoulli(), Poisson(), Softmax(3), Gaussian(0.1)])
 def test_line_search_flag_defaults(lik):
     k = gpytorch.kernels.RBFKernel()
-    assert IterNCGP(k, lik).config.line_search == isinstance(lik, Poisson)
+    assert IterNCGP(k, lik).config.line_search == (not isinstance(lik, Gaussian))
     assert IterNCGP(k, lik, line_search=True).config.line_search
+    assert not IterNCGP(k, lik, line_search=False).config.line_search  # the paper's Alg. 1
+
+
+def test_saturating_softmax_is_damped_by_default_and_converges_to_the_mode():
+    # 10-class Gaussian mixture, large outputscale: the logits saturate at the mode and the
+    # second full Newton step would decrease the log posterior (on 1,000 points of the same
+    # mixture the undamped iteration diverges); the default damps it and converges to the mode
+    from experiments.iterncgp_gmm import make_gmm
+
+    C = 10
+    X, y = make_gmm(5, seed=7)
+    n = X.shape[0]
+    k = gpytorch.kernels.ScaleKernel(gpytorch.kernels.MaternKernel(nu=1.5))
+    k.base_kernel.lengthscale = 0.2
+    k.outputscale = 20.0
+    model = IterNCGP(
+        k,
+        Softmax(C),
+        policy="cg",
+        max_solver_iters_per_step=n * C,
+        max_newton_steps=20,
+        recycle=False,
+        tol=1e-8,
+        solver_rtol=1e-11,
+        solver_atol=0.0,
+        backend="dense",
+    ).fit(X, y)
+    assert model._state.converged
+    assert min(h.step_size for h in model.history) < 1  # the line search was needed
+    F_ref, _ = dense_laplace(k, Softmax(C), X, y, C, iters=400)
+    torch.testing.assert_close(model.mode, F_ref, atol=1e-6, rtol=0)
