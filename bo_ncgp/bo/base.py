@@ -90,8 +90,14 @@ class LatentGPModel(Model, FantasizeMixin):
 
     def _observation_noise(self, X: Tensor) -> Tensor | None:
         """Observation noise variance, broadcastable to ``(..., q, m)``; ``None`` when the
-        likelihood is not Gaussian (then ``observation_noise=True`` returns the latent)."""
-        return None
+        likelihood is not Gaussian (then ``observation_noise=True`` returns the latent).
+
+        The default reads ``self.model.likelihood``: the noise of a
+        :class:`~bo_ncgp.likelihoods.Gaussian`, else ``None``."""
+        from bo_ncgp.likelihoods import Gaussian
+
+        lik = getattr(self.model, "likelihood", None)
+        return lik.noise.detach().to(X) if isinstance(lik, Gaussian) else None
 
     def _condition(self, X: Tensor, Y: Tensor, **kwargs: Any) -> Module:
         """Wrapped model conditioned on transformed ``X (..., n, d)`` and ``Y (..., n, m)``."""

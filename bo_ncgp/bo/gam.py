@@ -17,7 +17,6 @@ from torch import Tensor
 from torch.nn import Module
 
 from bo_ncgp.bo.base import LatentGPModel
-from bo_ncgp.likelihoods import Gaussian
 
 __all__ = ["SparseGAMModel"]
 
@@ -64,12 +63,6 @@ class SparseGAMModel(LatentGPModel):
     def _latent_mean_cov(self, X: Tensor) -> tuple[Tensor, Tensor]:
         mean, cov = self.model.predict_f(X, full_cov=True, components=self.components)
         return mean.unsqueeze(-1), cov
-
-    def _observation_noise(self, X: Tensor) -> Tensor | None:
-        lik = self.model.likelihood
-        if isinstance(lik, Gaussian):
-            return lik.noise.detach().to(X)
-        return None
 
     @property
     def batch_shape(self) -> torch.Size:

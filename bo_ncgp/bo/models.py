@@ -57,10 +57,6 @@ class _LatentModelAdapter(LatentGPModel):
             return mean.unsqueeze(-1), cov
         return mean, cov  # (..., q, C), (..., C, q, q)
 
-    def _observation_noise(self, X: Tensor) -> Tensor | None:
-        lik = self.model.likelihood
-        return lik.noise.detach() if isinstance(lik, Gaussian) else None
-
     def _targets(self, Y: Tensor) -> Tensor:
         if Y.dim() < 2 or Y.shape[-1] != 1:
             raise ValueError(
