@@ -59,3 +59,16 @@ def test_poisson_quick(tmp_path):
         assert len(s["median"]) == budget + 1 and all(math.isfinite(v) for v in s["median"])
     assert res["exact_laplace_test_nll_median"] > 0
     assert (tmp_path / "poisson_quick.png").stat().st_size > 0
+
+
+@pytest.mark.slow
+def test_condition_quick(tmp_path):
+    res = _load("iterncgp_condition").main(["--quick", "--out", str(tmp_path)])
+    setting = res["settings"]["gmm"]
+    for row in setting["rows"]:
+        assert [c["num_iters"] for c in row["condition"]] == [1, 3]
+        for c in row["condition"]:
+            assert c["k_products"] <= 2 * c["num_iters"] and math.isfinite(c["mean_dev"])
+        assert row["refit"]["k_products"] > 0 and math.isfinite(row["refit"]["mean_dev"])
+    assert setting["fantasies"]["max_mean_difference"] < 1e-8  # batched == separate calls
+    assert (tmp_path / "condition_quick.json").is_file()
