@@ -140,8 +140,20 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true")
     p.add_argument("--out", type=Path, default=OUT)
+    p.add_argument("--n", type=int, default=None, help="observations (default 500)")
+    p.add_argument("--m", type=int, default=None, help="inducing points (default 100)")
+    p.add_argument("--q", type=int, nargs="+", default=None, help="batch sizes (default 3 10)")
+    p.add_argument(
+        "--methods",
+        nargs="+",
+        default=["refit-dual", "refit-dual+hyp", "refit-svgp"],
+        choices=["refit-dual", "refit-dual+hyp", "refit-svgp"],
+        help="baselines compared with dual conditioning",
+    )
     args = p.parse_args(argv)
     n, m, qs = (120, 30, [3]) if args.quick else (500, 100, [3, 10])
+    n, m, qs = args.n or n, args.m or m, args.q or qs
+    torch.set_num_threads(1)
     X, y, dual = make_problem(n, m)
     best = y.max()
     rows = []
@@ -156,8 +168,7 @@ def main(argv=None) -> int:
                 "max_point_diff_vs_dual": 0.0,
             }
         )
-        kinds = ["refit-dual", "refit-dual+hyp", "refit-svgp"]
-        for kind in kinds:
+        for kind in args.methods:
             Xk, total, upd = run_refit(kind, dual, X, y, best, q)
             rows.append(
                 {
