@@ -140,8 +140,11 @@ def _mean_se(v: np.ndarray) -> dict[str, float]:
 
 def _curve(states: list[dict], metric: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """Steps, mean and s.e. over seeds of ``metric`` on the steps all seeds reached, and the
-    number of seeds (0 if no seed logged the metric)."""
-    curves = [c for c in (metric_curve(s, metric) for s in states) if len(c[0])]
+    number of seeds (0 if no seed logged the metric). Timings (``*_seconds``) start after
+    the initial fit, which is not an acquisition step."""
+    first = 1 if metric.endswith("_seconds") else 0
+    curves = [(x[first:], y[first:]) for x, y in (metric_curve(s, metric) for s in states)]
+    curves = [c for c in curves if len(c[0])]
     if not curves:
         empty = np.zeros(0)
         return empty, empty, empty, 0
