@@ -82,7 +82,7 @@ def run(cfg: dict, out: Path) -> dict:
     time_cholesky(64, X[:4])
     rows = []
     for M in tqdm(cfg["sizes"], desc="M"):
-        reps = cfg["repeats"] if M <= 10000 else 1
+        reps = cfg["repeats"] if M <= cfg.get("repeat_max_M", 10000) else 1
         row = {
             "M": M,
             "hipgp": min(
@@ -108,6 +108,7 @@ DEFAULT = {
     "max_cholesky": 10000,
     "chunk": 50,
     "repeats": 3,
+    "repeat_max_M": 10000,
     "file": "whitening.json",
 }
 QUICK = dict(
@@ -120,10 +121,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="tiny configuration (CI)")
     p.add_argument("--out", type=Path, default=OUT)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--sizes", type=int, nargs="+", default=None, help="grid sizes M")
+    p.add_argument(
+        "--repeat-max-m", type=int, default=None, help="best of 3 runs only up to this M"
+    )
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     torch.set_default_dtype(torch.float64)
-    res = run(dict(QUICK if args.quick else DEFAULT), args.out)
+    cfg = dict(QUICK if args.quick else DEFAULT)
+    if args.sizes:
+        cfg["sizes"] = args.sizes
+    if args.repeat_max_m is not None:
+        cfg["repeat_max_M"] = args.repeat_max_m
+    res = run(cfg, args.out)
     ok = all(math.isfinite(r["hipgp"]["seconds"]) for r in res["rows"])
     for r in res["rows"]:
         ch = r.get("cholesky", {}).get("seconds")
