@@ -60,3 +60,18 @@ def test_dust_and_magnetometer_quick(tmp_path, data_root):
     assert mod.main(["--quick", "--out", str(tmp_path), "--root", str(data_root)]) == 0
     res = json.loads((tmp_path / "magnetometer_quick.json").read_text())
     assert all(math.isfinite(r["rmse"]) and r["seconds_per_epoch"] > 0 for r in res["rows"])
+
+
+def test_step_benchmark_quick_legacy_and_fixed_products_agree(tmp_path):
+    spec = importlib.util.spec_from_file_location(
+        "hipgp_step", EXP.parent / "benchmarks" / "hipgp_step.py"
+    )
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    out = tmp_path / "step.json"
+    assert mod.main(["--quick", "--out", str(out)]) == 0
+    (row,) = json.loads(out.read_text())["rows"]
+    assert row["M"] == 144 and row["N_whitened"] == 576
+    # the pruned, chunked products reproduce the legacy whitening
+    assert row["whitened_rel_diff"] < 1e-10
+    assert all(row[k] > 0 for k in ("step_s", "step_legacy_s", "svgp_step_s", "product_s"))
