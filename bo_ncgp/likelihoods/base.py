@@ -37,6 +37,21 @@ class Likelihood(gpytorch.Module):
 
     Subclasses implement ``_check(y)``, ``_log_prob``, ``_grad`` and ``_neg_hessian``; the
     public methods validate their inputs and call them.
+
+    Example:
+        Every likelihood answers the same questions, here a Poisson count model:
+
+        >>> from bo_ncgp.likelihoods import Poisson
+        >>> lik, y, f = Poisson(), torch.tensor([3.0]), torch.tensor([1.0])
+        >>> torch.allclose(lik.grad(y, f), y - f.exp())  # d log p / df
+        True
+        >>> ell, alpha, beta = lik.expected(y, f, torch.tensor([0.5]))  # E over N(1, 0.5)
+        >>> torch.allclose(beta, torch.exp(f + 0.25))  # E[-d2 log p/df2] = E[exp f]
+        True
+        >>> lik.check_targets(torch.tensor([-1.0]))
+        Traceback (most recent call last):
+        ...
+        ValueError: ...
     """
 
     #: number of latent functions per data point (C)

@@ -25,7 +25,13 @@ def _nodes(num_points: int) -> tuple[np.ndarray, np.ndarray]:
 def gauss_hermite(
     num_points: int, dtype: torch.dtype, device: torch.device
 ) -> tuple[Tensor, Tensor]:
-    """Nodes ``x_k`` and normalised weights ``w_k / sqrt(pi)`` (summing to one)."""
+    """Nodes ``x_k`` and normalised weights ``w_k / sqrt(pi)`` (summing to one).
+
+    Example:
+        >>> x, w = gauss_hermite(20, torch.float64, torch.device("cpu"))
+        >>> round(float(w.sum()), 12), round(float((w * 2 * x**2).sum()), 12)  # E[z^2] = 1
+        (1.0, 1.0)
+    """
     if num_points < 1:
         raise ValueError(f"gauss_hermite: num_points must be >= 1, got {num_points}")
     x, w = _nodes(int(num_points))
@@ -36,7 +42,13 @@ def gauss_hermite(
 
 
 def gh_points(mean: Tensor, var: Tensor, num_points: int) -> tuple[Tensor, Tensor]:
-    """Quadrature locations ``(..., K)`` for ``N(mean, var)`` and the weights ``(K,)``."""
+    """Quadrature locations ``(..., K)`` for ``N(mean, var)`` and the weights ``(K,)``.
+
+    Example:
+        >>> f, w = gh_points(torch.tensor([1.0]), torch.tensor([4.0]), 20)
+        >>> round(float((w * f).sum()), 10), round(float((w * f**2).sum()), 10)  # mean, m^2 + v
+        (1.0, 5.0)
+    """
     x, w = gauss_hermite(num_points, mean.dtype, mean.device)
     f = mean.unsqueeze(-1) + torch.sqrt(2.0 * var.clamp_min(0)).unsqueeze(-1) * x
     return f, w

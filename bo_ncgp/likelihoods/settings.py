@@ -31,12 +31,25 @@ _state = threading.local()
 
 
 def soft_targets_enabled() -> bool:
+    """Whether relaxed targets are accepted here (inside :func:`soft_targets`)."""
     return getattr(_state, "soft", False)
 
 
 @contextlib.contextmanager
 def soft_targets(enabled: bool = True) -> Iterator[None]:
-    """Accept relaxed (non-integer) targets inside the ``with`` block (see module doc)."""
+    """Accept relaxed (non-integer) targets inside the ``with`` block (see module doc).
+
+    Example:
+        >>> from bo_ncgp.likelihoods import Bernoulli
+        >>> lik, y = Bernoulli(), torch.tensor([0.7])  # a probability as a soft label
+        >>> lik.check_targets(y)
+        Traceback (most recent call last):
+        ...
+        ValueError: ...
+        >>> with soft_targets():
+        ...     lik.check_targets(y)
+        tensor([0.7000])
+    """
     old = soft_targets_enabled()
     _state.soft = enabled
     try:

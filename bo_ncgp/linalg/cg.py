@@ -31,6 +31,12 @@ class CGResult:
         converged: ``(..., k)`` boolean, whether each column reached ``tol``.
         history: list of ``(..., k)`` relative residual norms, one per iteration (only if
             ``record_history=True``).
+
+    Example:
+        >>> A = torch.tensor([[4.0, 1.0], [1.0, 3.0]])
+        >>> res = cg(lambda V: A @ V, torch.ones(2, 1), tol=1e-10)
+        >>> torch.allclose(A @ res.solution, torch.ones(2, 1)), bool(res.converged.all())
+        (True, True)
     """
 
     solution: Tensor

@@ -23,15 +23,37 @@ __all__ = ["NotPSDError", "NumericalWarning", "default_jitter_base", "stable_cho
 
 
 class NumericalWarning(RuntimeWarning):
-    """Warning for numerical repairs (jitter, clamping) that change results slightly."""
+    """Warning for numerical repairs (jitter, clamping) that change results slightly.
+
+    Example:
+        >>> import warnings
+        >>> A = torch.ones(2, 2)  # singular
+        >>> with warnings.catch_warnings(record=True) as caught:
+        ...     warnings.simplefilter("always")
+        ...     L = stable_cholesky(A, name="A")
+        >>> caught[0].category.__name__
+        'NumericalWarning'
+    """
 
 
 class NotPSDError(ValueError):
-    """Raised when a matrix that must be positive definite is not, even after jitter."""
+    """Raised when a matrix that must be positive definite is not, even after jitter.
+
+    Example:
+        >>> stable_cholesky(-torch.eye(2), name="K")
+        Traceback (most recent call last):
+        ...
+        bo_ncgp.linalg.cholesky.NotPSDError: ...
+    """
 
 
 def default_jitter_base(dtype: torch.dtype) -> float:
-    """Relative jitter of the first retry: ``1e-10`` for float64, ``1e-6`` otherwise."""
+    """Relative jitter of the first retry: ``1e-10`` for float64, ``1e-6`` otherwise.
+
+    Example:
+        >>> default_jitter_base(torch.float64), default_jitter_base(torch.float32)
+        (1e-10, 1e-06)
+    """
     return 1e-10 if dtype == torch.float64 else 1e-6
 
 

@@ -32,6 +32,10 @@ class Evaluation:
         success: optional binary outcome (e.g. the lander came to rest), for constraint or
             classifier models.
         extra: JSON-serialisable details (per-episode rewards, ...).
+
+    Example:
+        >>> Evaluation(1.5, success=True).ok, Evaluation(float("nan")).ok
+        (True, False)
     """
 
     value: float
@@ -45,7 +49,17 @@ class Evaluation:
 
 class Problem:
     """Base class: subclasses set ``name``, ``dim`` and ``bounds`` and implement
-    :meth:`evaluate`. Objectives are maximised."""
+    :meth:`evaluate`. Objectives are maximised.
+
+    Example:
+        >>> class Sphere(Problem):
+        ...     name, dim = "sphere", 2
+        ...     bounds = np.array([[-1.0, -1.0], [1.0, 1.0]])
+        ...     def evaluate(self, x):
+        ...         return Evaluation(-float(np.sum(np.asarray(x) ** 2)))
+        >>> Sphere().evaluate(np.array([0.5, 0.5])).value
+        -0.5
+    """
 
     name: str = "problem"
     dim: int = 0
