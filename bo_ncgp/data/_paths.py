@@ -21,11 +21,27 @@ _PROJECT = Path(__file__).resolve().parents[2]
 
 
 class DataChecksumError(ValueError):
-    """A data file does not match the checksum recorded in ``SHA256SUMS``."""
+    """A data file does not match the checksum recorded in ``SHA256SUMS``.
+
+    Example:
+        >>> import tempfile
+        >>> root = Path(tempfile.mkdtemp())
+        >>> _ = (root / "x.csv").write_text("a,b")
+        >>> _ = (root / "SHA256SUMS").write_text("0" * 64 + "  x.csv")
+        >>> data_file("x.csv", root=root)
+        Traceback (most recent call last):
+        ...
+        bo_ncgp.data._paths.DataChecksumError: ...
+    """
 
 
 def resolve_root(root: str | os.PathLike | None = None) -> Path:
-    """The data root: ``root``, else ``$BO_NCGP_DATA``, else ``<project>/../shared/data``."""
+    """The data root: ``root``, else ``$BO_NCGP_DATA``, else ``<project>/../shared/data``.
+
+    Example:
+        >>> resolve_root("/data/sets").as_posix()  # an explicit root always wins
+        '/data/sets'
+    """
     if root is not None:
         return Path(root).expanduser()
     env = os.environ.get(ENV_VAR)
@@ -77,7 +93,9 @@ def data_file(
         verify: check ``SHA256SUMS`` when the root has one listing this file.
 
     Example:
-        >>> data_file("nothing/here.csv", root="/nonexistent")  # doctest: +SKIP
+        >>> data_file("nothing/here.csv", root="/nonexistent")
+        Traceback (most recent call last):
+        ...
         FileNotFoundError: data file not found: /nonexistent/nothing/here.csv ...
     """
     base = resolve_root(root)
