@@ -83,6 +83,8 @@ class RefitVariationalGP:
             with step size 1, 3-4 steps agree with 20 to about 1% of the entropy change).
         fantasy_lr: NGD step size of the fantasy refits.
         batch_limit: fantasy models trained together in one batched GPyTorch model.
+        constant_mean, outputscale_prior: kernel options of
+            :func:`~bo_ncgp.campaigns.hotspot_strategies.hotspot_kernel`.
 
     Example:
         >>> gp = RefitVariationalGP(Binomial(100), num_steps=20)       # doctest: +SKIP
@@ -101,8 +103,11 @@ class RefitVariationalGP:
         fantasy_steps: int = 4,
         fantasy_lr: float = 1.0,
         batch_limit: int = 64,
+        constant_mean: bool = False,
+        outputscale_prior: bool = True,
     ) -> None:
         self.likelihood = likelihood
+        self.kernel_options = dict(constant_mean=constant_mean, outputscale_prior=outputscale_prior)
         self.polish_lr = float(polish_lr)
         self.num_steps = int(num_steps)
         self.lr = float(lr)
@@ -138,7 +143,7 @@ class RefitVariationalGP:
     def fit(self, X: Tensor, y: Tensor) -> RefitVariationalGP:
         """Fit a new ``q(u)`` (inducing points = ``X``) and the hyperparameters (started from
         the previous fit's values) on ``(X, y)``."""
-        kernel = hotspot_kernel(X.shape[-1])
+        kernel = hotspot_kernel(X.shape[-1], **self.kernel_options)
         if self.gp is not None:
             kernel.load_state_dict(self.gp.kernel.state_dict())
         gp = _SVGP(kernel, X.detach().clone()).to(DTYPE)
@@ -225,7 +230,7 @@ class RefitEntropyStrategy(HotspotStrategy):
             entropy first).
         num_fantasies: QMC fantasies per candidate.
         num_steps, lr, ngd_lr, polish_steps, polish_lr, fantasy_steps, fantasy_lr,
-            batch_limit: see :class:`RefitVariationalGP`.
+            batch_limit, constant_mean, outputscale_prior: see :class:`RefitVariationalGP`.
     """
 
     name = "refit-entropy"
@@ -242,6 +247,8 @@ class RefitEntropyStrategy(HotspotStrategy):
         fantasy_steps: int = 4,
         fantasy_lr: float = 1.0,
         batch_limit: int = 64,
+        constant_mean: bool = False,
+        outputscale_prior: bool = True,
     ) -> None:
         self.num_candidates = int(num_candidates)
         self.num_fantasies = int(num_fantasies)
@@ -254,6 +261,8 @@ class RefitEntropyStrategy(HotspotStrategy):
             fantasy_steps=int(fantasy_steps),
             fantasy_lr=float(fantasy_lr),
             batch_limit=int(batch_limit),
+            constant_mean=bool(constant_mean),
+            outputscale_prior=bool(outputscale_prior),
         )
 
     def setup(self, problem, seed) -> None:

@@ -74,6 +74,11 @@ def make_strategy(cfg: dict[str, Any]):
         hyper_objective=cfg["hyper_objective"],
         rho=cfg["rho"],
     )
+    kernel = dict(
+        constant_mean=cfg.get("mean", "zero") == "constant",
+        outputscale_prior=cfg.get("outputscale_prior", "gamma") == "gamma",
+    )
+    dual.update(kernel)
     name = cfg["strategy"]
     if name == "entropy":
         return EntropyStrategy(
@@ -89,6 +94,7 @@ def make_strategy(cfg: dict[str, Any]):
             num_fantasies=cfg["refit_fantasies"],
             num_steps=cfg["refit_steps"],
             fantasy_steps=cfg["refit_fantasy_steps"],
+            **kernel,
         )
     raise ValueError(f"unknown hotspot strategy {name!r} (choose from {HOTSPOT_STRATEGIES})")
 
@@ -359,6 +365,19 @@ def _args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dask-scheduler", default=None, help="run seeds on a dask cluster")
     p.add_argument("--threads", type=_POS, default=1, help="torch threads per worker")
     p.add_argument("--out", type=Path, default=Path("results/hotspots"))
+    g = p.add_argument_group("model (all strategies)")
+    g.add_argument(
+        "--mean",
+        default="zero",
+        choices=("zero", "constant"),
+        help="prior mean of the logit prevalence (constant: a learned ConstantKernel)",
+    )
+    g.add_argument(
+        "--outputscale-prior",
+        default="gamma",
+        choices=("gamma", "none"),
+        help="Gamma(2, 0.15) prior on the outputscale, or none (as in Maddox et al.'s script)",
+    )
     g = p.add_argument_group("DualSVGP (entropy, random)")
     g.add_argument("--fantasies", type=_POS, default=16, help="QMC fantasies per candidate")
     g.add_argument("--compute-dtype", default="float32", choices=("float32", "float64"))
@@ -369,7 +388,12 @@ def _args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--init-rounds", type=_POS, default=8)
     g.add_argument("--init-hyper-steps", type=_NONNEG, default=50)
     g.add_argument("--init-lr", type=_positive_float, default=0.05)
-    g.add_argument("--hyper-objective", default="dual", choices=("dual", "elbo"))
+    g.add_argument(
+        "--hyper-objective",
+        default="elbo",
+        choices=("elbo", "dual"),
+        help="hyperparameter objective: ELBO (Eq. 21, as Maddox et al.'s script) or Eq. 26",
+    )
     g = p.add_argument_group("refit-entropy")
     g.add_argument("--refit-candidates", type=_POS, default=16)
     g.add_argument("--refit-fantasies", type=_POS, default=8)

@@ -271,3 +271,77 @@ def test_summary_counts_hotspots_found_and_refuses_other_data(tmp_path):
     other = HotspotPool(prob.pool, np.clip(prob.theta + 0.01, 0, 1), 0.2)
     with pytest.raises(ValueError, match="other data"):
         summarise_hotspots(tmp_path, at=(15,), plot=False, pool=other)
+
+
+def test_constant_mean_kernel_adds_the_learned_constant_and_drops_the_outputscale_prior():
+    from bo_ncgp.campaigns.hotspot_strategies import CONSTANT_INIT, hotspot_kernel
+
+    X = torch.rand(5, 8)
+    plain = hotspot_kernel(8)
+    biased = hotspot_kernel(8, constant_mean=True, outputscale_prior=False)
+    biased.kernels[0].load_state_dict(plain.state_dict(), strict=False)
+    with torch.no_grad():
+        diff = biased(X).to_dense() - plain(X).to_dense()
+    torch.testing.assert_close(diff, torch.full((5, 5), CONSTANT_INIT, dtype=diff.dtype))
+    priors = {name for name, *_ in biased.named_priors()}
+    assert priors == {"kernels.0.base_kernel.lengthscale_prior"}
+    assert {name for name, *_ in plain.named_priors()} == {
+        "base_kernel.lengthscale_prior",
+        "outputscale_prior",
+    }
+
+
+def test_constant_mean_option_reaches_the_models_and_learns_the_offset():
+    # all villages at prevalence ~0.03: far from the data a zero-mean model reverts to
+    # sigmoid(0) = 0.5, a constant-mean model to the learned offset
+    rng = np.random.default_rng(0)
+    X = rng.random((60, 8))
+    pool = HotspotPool(X, np.full(60, 0.03), 0.1, seed=0)
+    far = torch.full((1, 8), 3.0)  # outside the min-max box of the villages
+    preds = {}
+    for mean in ("zero", "constant"):
+        from bo_ncgp.campaigns.hotspots_cli import make_strategy
+
+        cfg = dict(
+            strategy="random", inner_steps=5, hyper_steps=1, lr=0.01, init_rounds=2,
+            init_hyper_steps=20, init_lr=0.05, hyper_objective="dual", rho=0.5,
+            mean=mean, outputscale_prior="none",
+        )  # fmt: skip
+        strat = make_strategy(cfg)
+        assert strat.config()["constant_mean"] is (mean == "constant")
+        assert strat.config()["outputscale_prior"] is False
+        strat.setup(pool, 0)
+        idx = np.arange(30)
+        strat._scale_pool(X[idx])
+        strat._fit(idx, torch.tensor([float(pool.observe(i)) for i in idx]))
+        with torch.no_grad():
+            preds[mean] = float(torch.sigmoid(strat.model.predict_f(far)[0]))
+    assert preds["constant"] < 0.2 < preds["zero"]
+
+
+def test_model_check_script_quick(data_root, tmp_path):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "experiments" / "hotspots_model_check.py"
+    spec = importlib.util.spec_from_file_location("hotspots_model_check", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    out = tmp_path / "check.json"
+    names = "const-prevalence;default;const-mean,no-os-prior;ref-svgp"
+    argv = ["--quick", "--data-root", str(data_root), "--out", str(out), "--variants", names]
+    assert mod.main(argv) == 0
+    res = json.loads(out.read_text())
+    assert list(res["variants"]) == names.split(";")
+    # the constant predictor, recomputed by hand from the first 20 surveys of seed 0
+    pool = HotspotPool.from_country("civ", seed=0, root=data_root)
+    idx = pool.permutation[:20]
+    p0 = np.mean([pool.observe(i) for i in idx]) / 100
+    rest = np.setdiff1d(np.arange(pool.theta.size), idx)
+    want = np.mean((p0 - pool.theta[rest]) ** 2)
+    got = res["variants"]["const-prevalence"]["summary"]["mse"]
+    assert got == pytest.approx(want, rel=1e-12)
+    for name in names.split(";")[1:]:
+        s = res["variants"][name]["summary"]
+        assert 0 <= s["mse"] < 1 and 0 <= s["accuracy"] <= 1 and s["outputscale"] > 0
+    assert "constant" in res["variants"]["const-mean,no-os-prior"]["summary"]
