@@ -450,6 +450,8 @@ def plot_studies(sweep: dict | None, move: dict | None, path: Path) -> None:
         axes[0].set_ylabel("test accuracy")
         axes[0].legend()
         axes[0].set_title("Fig. 2a: BLS vs random")
+    else:
+        axes[0].axis("off")  # study not run
     if sweep:
         fracs = sorted(float(f) for f in sweep)
         ys = [summary([r["final"]["accuracy"] for r in sweep[f"{f:g}"]]) for f in fracs]
