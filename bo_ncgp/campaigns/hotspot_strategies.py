@@ -74,7 +74,7 @@ def hotspot_kernel(dim: int, constant_mean: bool = False, outputscale_prior: boo
     Example:
         >>> hotspot_kernel(8).base_kernel.lengthscale.shape
         torch.Size([1, 8])
-        >>> hotspot_kernel(8, constant_mean=True).kernels[1].constant.item()
+        >>> round(hotspot_kernel(8, constant_mean=True).kernels[1].constant.item(), 6)
         10.0
     """
     kernel = ScaleKernel(
