@@ -163,7 +163,12 @@ def _run_script(path: Path, argv: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run ``bo-ncgp`` with ``argv`` (default ``sys.argv[1:]``) and return the exit code."""
+    """Run ``bo-ncgp`` with ``argv`` (default ``sys.argv[1:]``) and return the exit code.
+
+    Example:
+        >>> main(["plot", "/nonexistent"])  # errors are reported, not raised
+        2
+    """
     argv = list(sys.argv[1:] if argv is None else argv)
     scripts = experiment_scripts()
     if argv and argv[0] in scripts and argv[0] not in COMMANDS:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -49,7 +50,18 @@ def run_seeds(
     dask_scheduler: str | None = None,
     progress: bool = True,
 ) -> list[dict]:
-    """Run (or resume) one campaign per seed under ``out_root/seed_<k>``."""
+    """Run (or resume) one campaign per seed under ``out_root/seed_<k>``.
+
+    Example:
+        >>> import tempfile
+        >>> from bo_ncgp.campaigns import RandomSearch
+        >>> from bo_ncgp.problems.synthetic import TestFunction
+        >>> states = run_seeds(lambda: TestFunction("branin"), RandomSearch, [0, 1],
+        ...                    Path(tempfile.mkdtemp()), budget=6, batch_size=2,
+        ...                    num_initial=2, progress=False)
+        >>> [s["seed"] for s in states], [len(s["evaluations"]) for s in states]
+        ([0, 1], [6, 6])
+    """
     states = []
     with make_executor(workers, dask_scheduler) as ex:
         for seed in seeds:
@@ -88,7 +100,11 @@ def _plot_args(p: argparse.ArgumentParser) -> None:
 )
 def _plot(args: argparse.Namespace) -> int:
     out = args.output or args.out_dirs[0] / f"{args.metric}.png"
-    path = plot_campaigns(args.out_dirs, out, metric=args.metric, title=args.title)
+    try:
+        path = plot_campaigns(args.out_dirs, out, metric=args.metric, title=args.title)
+    except FileNotFoundError as err:
+        print(f"bo-ncgp plot: {err}", file=sys.stderr)
+        return 2
     print(f"wrote {path}")
     return 0
 

@@ -98,7 +98,18 @@ def plot_campaigns(
     the number of evaluations, mean +- s.e. over seeds per strategy, into the PNG ``out``.
 
     Uses matplotlib's object API (no ``pyplot``), so it neither needs a display nor changes
-    the backend of a notebook it is called from."""
+    the backend of a notebook it is called from.
+
+    Example:
+        >>> import tempfile
+        >>> from bo_ncgp.campaigns import Campaign, RandomSearch
+        >>> from bo_ncgp.problems.synthetic import TestFunction
+        >>> out = Path(tempfile.mkdtemp())
+        >>> _ = Campaign(TestFunction("branin"), RandomSearch(), budget=6, batch_size=2,
+        ...              num_initial=2, seed=0, out_dir=out / "random").run(progress=False)
+        >>> plot_campaigns([out], out / "best.png").name
+        'best.png'
+    """
     from matplotlib.figure import Figure
 
     groups = collect(paths)
