@@ -125,7 +125,13 @@ class _ModelBased(Strategy):
 
 
 class FantasyBatchStrategy(_ModelBased):
-    """Ours: streaming DualSVGP reward + classifier, dual-conditioned fantasy batches."""
+    """Ours: streaming DualSVGP reward + classifier, dual-conditioned fantasy batches.
+
+    Example:
+        >>> s = FantasyBatchStrategy(num_inducing=32, hyper_steps=20)
+        >>> s.name, s.config()["num_inducing"]  # the config is checked on resume
+        ('fantasy-batch', 32)
+    """
 
     name = "fantasy-batch"
 
@@ -167,7 +173,12 @@ class SequentialStrategy(FantasyBatchStrategy):
 
 class KrigingBelieverStrategy(_ModelBased):
     """Exact ``SingleTaskGP`` reward (refitted each iteration) with Kriging-believer batches;
-    the streaming DualSVGP classifier is not conditioned within a batch."""
+    the streaming DualSVGP classifier is not conditioned within a batch.
+
+    Example:
+        >>> KrigingBelieverStrategy().config()["name"]
+        'kriging-believer'
+    """
 
     name = "kriging-believer"
 

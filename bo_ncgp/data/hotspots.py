@@ -110,6 +110,13 @@ def load_hotspots(
         ValueError: missing columns, an empty file, non-numeric or non-finite values, theta
             outside ``[0, 1]``, or an unknown country without ``threshold`` (the message
             names the file and the problem).
+
+    Example:
+        >>> load_hotspots("civ", root="/nonexistent")
+        Traceback (most recent call last):
+        ...
+        FileNotFoundError: ...
+        >>> data = load_hotspots("civ")  # needs the shared data  # doctest: +SKIP
     """
     if not isinstance(country, str) or not country or "/" in country or "\\" in country:
         raise ValueError(
