@@ -22,7 +22,6 @@ A subclass implements
 from __future__ import annotations
 
 import copy
-import warnings
 from abc import abstractmethod
 from typing import Any
 
@@ -34,7 +33,7 @@ from gpytorch.distributions import MultitaskMultivariateNormal, MultivariateNorm
 from torch import Tensor
 from torch.nn import Module
 
-from bo_ncgp.linalg import NumericalWarning
+from bo_ncgp.linalg import psd_jitter
 
 __all__ = ["LatentGPModel"]
 
@@ -301,40 +300,19 @@ class _OutputSubset(LatentGPModel):
         raise NotImplementedError
 
 
-def _repair_joint_covariance(cov: Tensor, max_tries: int = 8) -> Tensor:
+def _repair_joint_covariance(cov: Tensor) -> Tensor:
     """Make a joint ``q x q`` posterior covariance factorisable.
 
     Approximate posteriors (round-off, or approximations of ``K_uu`` such as HIP-GP's clamped
     circulant embedding) can give a joint covariance that is slightly indefinite, which would
-    make ``MultivariateNormal`` fail. The failing batch entries get an escalating jitter
-    (relative to their mean variance, not differentiated) and one :class:`NumericalWarning`.
+    make ``MultivariateNormal`` fail. The failing batch entries get the escalating jitter of
+    :func:`bo_ncgp.linalg.psd_jitter` (not differentiated; one ``NumericalWarning``);
+    ``NotPSDError`` when even the largest jitter does not help.
     """
     if cov.shape[-1] < 2:
         return cov
-    _, info = torch.linalg.cholesky_ex(cov.detach())
-    bad = info > 0
-    if not bool(bad.any()):
+    jitter = psd_jitter(cov.detach(), max_tries=8, name="posterior joint covariance")
+    if not bool((jitter > 0).any()):
         return cov
-    scale = cov.detach().diagonal(dim1=-2, dim2=-1).mean(-1).abs().clamp_min(1e-12)
     eye = torch.eye(cov.shape[-1], dtype=cov.dtype, device=cov.device)
-    rel = 1e-10 if cov.dtype == torch.float64 else 1e-6
-    jitter = torch.zeros_like(scale)
-    for _ in range(max_tries):
-        jitter = torch.where(bad, scale * rel, jitter)
-        _, info = torch.linalg.cholesky_ex(cov.detach() + jitter[..., None, None] * eye)
-        bad = info > 0
-        if not bool(bad.any()):
-            break
-        rel *= 10.0
-    else:
-        raise RuntimeError(
-            "posterior: the joint covariance is not positive definite even with a jitter of "
-            f"{rel / 10:.1e} x its mean variance; the model's posterior is broken"
-        )
-    warnings.warn(
-        f"posterior: the joint covariance was not positive definite; added a jitter of up to "
-        f"{float((jitter / scale).max()):.1e} x the mean variance",
-        NumericalWarning,
-        stacklevel=3,
-    )
     return cov + jitter[..., None, None] * eye

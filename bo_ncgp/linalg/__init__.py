@@ -16,6 +16,7 @@ from bo_ncgp.linalg.cholesky import (
     NotPSDError,
     NumericalWarning,
     default_jitter_base,
+    psd_jitter,
     stable_cholesky,
 )
 from bo_ncgp.linalg.kernel_operator import KernelOperator
@@ -43,6 +44,7 @@ __all__ = [
     "default_jitter_base",
     "low_rank_plus_diagonal_inverse",
     "pivoted_cholesky",
+    "psd_jitter",
     "stable_cholesky",
     "toeplitz_first_row",
 ]

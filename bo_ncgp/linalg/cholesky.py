@@ -19,7 +19,13 @@ import warnings
 import torch
 from torch import Tensor
 
-__all__ = ["NotPSDError", "NumericalWarning", "default_jitter_base", "stable_cholesky"]
+__all__ = [
+    "NotPSDError",
+    "NumericalWarning",
+    "default_jitter_base",
+    "psd_jitter",
+    "stable_cholesky",
+]
 
 
 class NumericalWarning(RuntimeWarning):
@@ -87,17 +93,46 @@ def stable_cholesky(
         >>> torch.allclose(L @ L.mT, A)
         True
     """
+    L, _ = _jittered_cholesky(A, max_tries, jitter_base, name, stacklevel=3)
+    return L.mT if upper else L
+
+
+def psd_jitter(
+    A: Tensor, *, max_tries: int = 6, jitter_base: float | None = None, name: str = "matrix"
+) -> Tensor:
+    """Per-matrix jitter ``(...,)`` that :func:`stable_cholesky` adds to ``A`` (zero where the
+    plain factorisation succeeds), for callers that need the repaired matrix
+    ``A + jitter[..., None, None] * I`` itself rather than its factor. Same warning and
+    errors as :func:`stable_cholesky`.
+
+    Example:
+        >>> import warnings
+        >>> A = torch.stack([torch.eye(2), torch.ones(2, 2)]).double()  # PD, singular
+        >>> with warnings.catch_warnings():
+        ...     warnings.simplefilter("ignore")
+        ...     j = psd_jitter(A)
+        >>> float(j[0]), bool(j[1] > 0)
+        (0.0, True)
+    """
+    _, jitter = _jittered_cholesky(A, max_tries, jitter_base, name, stacklevel=3)
+    return jitter
+
+
+def _jittered_cholesky(
+    A: Tensor, max_tries: int, jitter_base: float | None, name: str, stacklevel: int
+) -> tuple[Tensor, Tensor]:
+    """``(L, jitter)``: the lower factor of ``A + jitter I`` and the per-matrix jitter."""
     if A.dim() < 2 or A.shape[-1] != A.shape[-2]:
         raise ValueError(
             f"stable_cholesky: {name} must be square (..., n, n), got shape {tuple(A.shape)}"
         )
     if A.shape[-1] == 0:
-        return A.clone()
+        return A.clone(), A.new_zeros(A.shape[:-2])
     if not torch.isfinite(A).all():
         raise ValueError(f"stable_cholesky: {name} contains NaN or inf entries")
     L, info = torch.linalg.cholesky_ex(A)
     if not bool((info > 0).any()):
-        return L.mT if upper else L
+        return L, A.new_zeros(A.shape[:-2])
     base = default_jitter_base(A.dtype) if jitter_base is None else jitter_base
     diag_mean = (
         A.diagonal(dim1=-2, dim2=-1)
@@ -117,9 +152,9 @@ def stable_cholesky(
                 f"{eps:.1e} * mean(diag) = {float((eps * diag_mean).max().detach()):.3e} to "
                 f"{int(failed.sum())} of {failed.numel()} matrices",
                 NumericalWarning,
-                stacklevel=2,
+                stacklevel=stacklevel,
             )
-            return L_try.mT if upper else L_try
+            return L_try, jitter[..., 0, 0]
     bad = A[failed] if A.dim() > 2 else A
     min_eig = float(torch.linalg.eigvalsh(bad.detach()).min())
     raise NotPSDError(

@@ -98,17 +98,17 @@ def test_tiny_negative_variances_are_lifted_to_a_floor():
 
 def test_slightly_indefinite_joint_covariance_is_repaired_with_a_warning():
     from bo_ncgp.bo.base import _repair_joint_covariance
-    from bo_ncgp.linalg import NumericalWarning
+    from bo_ncgp.linalg import NotPSDError, NumericalWarning
 
     good = torch.tensor([[1.0, 0.5], [0.5, 1.0]])
     assert _repair_joint_covariance(good) is good  # PD: untouched, no warning
     bad = torch.tensor([[1.0, 1.0 + 1e-7], [1.0 + 1e-7, 1.0]])  # eigenvalue -1e-7
     batch = torch.stack([good, bad])
-    with pytest.warns(NumericalWarning, match="not positive definite"):
+    with pytest.warns(NumericalWarning, match="not numerically positive definite"):
         fixed = _repair_joint_covariance(batch)
     assert torch.equal(fixed[0], good)  # only the failing batch entry is changed
     assert torch.linalg.eigvalsh(fixed[1]).min() > 0
     assert (fixed[1] - bad).abs().max() < 1e-5
     broken = torch.tensor([[1.0, 2.0], [2.0, 1.0]])  # eigenvalue -1: not round-off
-    with pytest.raises(RuntimeError, match="not positive definite"):
+    with pytest.raises(NotPSDError, match="not positive definite"):
         _repair_joint_covariance(broken)

@@ -49,3 +49,17 @@ def test_gradient_matches_autograd_of_plain_cholesky():
     X = torch.randn(5, 5)
     A = (X @ X.T + 5 * torch.eye(5)).requires_grad_(True)
     torch.autograd.gradcheck(lambda a: stable_cholesky(0.5 * (a + a.T)), (A,))
+
+
+def test_psd_jitter_is_the_jitter_stable_cholesky_adds():
+    from bo_ncgp.linalg import psd_jitter
+
+    A = torch.stack([torch.eye(3), torch.ones(3, 3), 2 * torch.eye(3)])  # PD, singular, PD
+    with pytest.warns(NumericalWarning, match="1 of 3 matrices"):
+        j = psd_jitter(A, name="A")
+    assert j.shape == (3,) and j[0] == 0 and j[2] == 0 and j[1] > 0
+    with pytest.warns(NumericalWarning):
+        L = stable_cholesky(A, name="A")
+    torch.testing.assert_close(L @ L.mT, A + j[:, None, None] * torch.eye(3))
+    with pytest.raises(NotPSDError):
+        psd_jitter(-torch.eye(2))
