@@ -290,38 +290,36 @@ def plot_hotspots(groups: dict[str, list[dict]], path: Path, metrics: tuple[str,
 
 
 # --------------------------------------------------------------------------- command
-def _int_at_least(low: int):
-    def parse(text: str) -> int:
+def _checked(cast, kind: str, ok, requirement: str, name: str):
+    """argparse ``type=``: ``cast(text)`` (else "expected <kind>"), then ``ok(value)``."""
+
+    def parse(text: str):
         try:
-            val = int(text)
+            val = cast(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-        if val < low:
-            raise argparse.ArgumentTypeError(f"must be >= {low}, got {val}")
+            raise argparse.ArgumentTypeError(f"expected {kind}, got {text!r}") from None
+        if not ok(val):
+            raise argparse.ArgumentTypeError(f"{requirement}, got {val}")
         return val
 
-    parse.__name__ = f"int>={low}"
+    parse.__name__ = name
     return parse
 
 
-def _open_unit(text: str) -> float:
-    try:
-        val = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not 0.0 < val < 1.0:
-        raise argparse.ArgumentTypeError(f"must lie in (0, 1), got {val}")
-    return val
+def _int_at_least(low: int):
+    return _checked(int, "an integer", lambda v: v >= low, f"must be >= {low}", f"int>={low}")
 
 
-def _positive_float(text: str) -> float:
-    try:
-        val = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not (math.isfinite(val) and val > 0):
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {val}")
-    return val
+_open_unit = _checked(
+    float, "a number", lambda v: 0.0 < v < 1.0, "must lie in (0, 1)", "number in (0, 1)"
+)
+_positive_float = _checked(
+    float,
+    "a number",
+    lambda v: math.isfinite(v) and v > 0,
+    "must be a positive number",
+    "positive number",
+)
 
 
 def _damping(text: str) -> float:
