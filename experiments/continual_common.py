@@ -159,6 +159,23 @@ def fit_offline(
     )
 
 
+def add_stored_run_arguments(parser, out: Path, rebuilds: str) -> None:
+    """The options shared by the resumable continual-learning scripts: ``--root``, ``--out``,
+    ``--force``, ``--summary-only`` (rebuilding ``rebuilds`` without computing) and
+    ``--threads``."""
+    parser.add_argument(
+        "--root", default=None, help="data root (default: $BO_NCGP_DATA or ../shared)"
+    )
+    parser.add_argument("--out", type=Path, default=out)
+    parser.add_argument("--force", action="store_true", help="recompute stored units")
+    parser.add_argument(
+        "--summary-only",
+        action="store_true",
+        help=f"rebuild {rebuilds} from the stored units, compute nothing",
+    )
+    parser.add_argument("--threads", type=int, default=1)
+
+
 def save_png(fig, path: str | os.PathLike, dpi: int = 100, colors: int = 256) -> None:
     """Save a matplotlib figure as a palette PNG (``colors`` colours): image plots shrink from
     ~1 MB to a few hundred kB, so that result folders stay small."""

@@ -58,6 +58,7 @@ from bo_ncgp.likelihoods import Softmax
 from experiments.continual_common import (
     RESULTS,
     Store,
+    add_stored_run_arguments,
     fit_offline,
     fmt,
     log,
@@ -512,15 +513,7 @@ def main(argv: list[str] | None = None) -> int:
                       ("memory-frac", float), ("max-train-per-task", int),
                       ("max-test-per-task", int)):  # fmt: skip
         p.add_argument(f"--{name}", type=typ, default=None)
-    p.add_argument("--root", default=None, help="data root (default: $BO_NCGP_DATA or ../shared)")
-    p.add_argument("--out", type=Path, default=OUT)
-    p.add_argument("--force", action="store_true", help="recompute stored units")
-    p.add_argument(
-        "--summary-only",
-        action="store_true",
-        help="rebuild results.json and plots from the stored units, compute nothing",
-    )
-    p.add_argument("--threads", type=int, default=1)
+    add_stored_run_arguments(p, OUT, "results.json and plots")
     args = p.parse_args(argv)
     setup(args.threads)
     cfg = dict(QUICK if args.quick else PAPER if args.paper else DEFAULT)

@@ -40,6 +40,7 @@ from bo_ncgp.likelihoods import Bernoulli
 from experiments.continual_common import (
     RESULTS,
     Store,
+    add_stored_run_arguments,
     evaluate,
     fit_offline,
     fmt,
@@ -230,15 +231,7 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="run only the first k of the folds (time budget)",
     )
-    p.add_argument("--root", default=None, help="data root (default: $BO_NCGP_DATA or ../shared)")
-    p.add_argument("--out", type=Path, default=OUT)
-    p.add_argument("--force", action="store_true", help="recompute stored units")
-    p.add_argument(
-        "--summary-only",
-        action="store_true",
-        help="rebuild results.json and the plot from the stored units, compute nothing",
-    )
-    p.add_argument("--threads", type=int, default=1)
+    add_stored_run_arguments(p, OUT, "results.json and the plot")
     args = p.parse_args(argv)
     setup(args.threads)
     cfg = dict(QUICK if args.quick else DEFAULT)
