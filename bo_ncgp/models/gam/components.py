@@ -132,7 +132,16 @@ class AdditiveComponent(nn.Module):
 
 
 def as_component(spec: AdditiveComponent | Sequence, index: int = 0) -> AdditiveComponent:
-    """An :class:`AdditiveComponent` from itself or a ``(kernel, active_dims, Z)`` tuple."""
+    """An :class:`AdditiveComponent` from itself or a ``(kernel, active_dims, Z)`` tuple.
+
+    Example:
+        >>> from gpytorch.kernels import RBFKernel
+        >>> comp = as_component((RBFKernel(), [0, 2], torch.rand(6, 2)))
+        >>> comp.name, comp.num_inducing, comp.input_dim
+        ('f(x0, x2)', 6, 2)
+        >>> as_component(comp) is comp  # an existing component is passed through
+        True
+    """
     if isinstance(spec, AdditiveComponent):
         return spec
     if isinstance(spec, (tuple, list)) and len(spec) in (3, 4):

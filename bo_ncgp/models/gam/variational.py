@@ -87,6 +87,15 @@ class VariationalState:
         Kuu: ``K_{U_c U_c}`` per component.
         chol: lower Cholesky factors ``L_c`` of ``Kuu`` (``None`` if the family needs none).
         extra: family-specific cached quantities.
+
+    Example:
+        >>> q = MeanFieldPosterior([3, 2])
+        >>> Kuu = [torch.eye(3), 2.0 * torch.eye(2)]
+        >>> state = q.prepare(Kuu, [torch.linalg.cholesky(K) for K in Kuu])
+        >>> [tuple(K.shape) for K in state.Kuu], len(state.chol), state.extra
+        ([(3, 3), (2, 2)], 2, {})
+        >>> round(q.kl(state).item(), 6)  # q(U) starts at the prior: KL = 0
+        0.0
     """
 
     Kuu: list[Tensor]
@@ -105,6 +114,18 @@ class Projection:
         factors: per component ``G_c (..., r_c, n)``.
         sign: ``+1`` (covariance added) or ``-1`` (subtracted).
         coupled: whether ``G_c^T G_{c'}`` couples different components (all ``r_c`` equal).
+
+    Example:
+        >>> from gpytorch.kernels import RBFKernel
+        >>> k, Z, X = RBFKernel(), torch.linspace(0, 1, 4).unsqueeze(-1), torch.rand(5, 1)
+        >>> Kuu = k(Z).to_dense() + 1e-6 * torch.eye(4)
+        >>> q = MeanFieldPosterior([4])
+        >>> proj = q.project(q.prepare([Kuu], [torch.linalg.cholesky(Kuu)]), [k(Z, X).to_dense()])
+        >>> proj.sum_mean().shape, proj.sign, proj.coupled
+        (torch.Size([5]), 1.0, False)
+        >>> kxx = [k(X, X, diag=True)]
+        >>> bool(torch.allclose(proj.sum_variance(kxx), kxx[0]))  # q = p gives the prior variance
+        True
     """
 
     means: list[Tensor]
@@ -183,6 +204,16 @@ class VariationalFamily(nn.Module):
         sizes: ``M_c`` of every component.
         whiten: parameterise in whitened coordinates ``v_c = L_c^{-1} U_c``.
         dtype, device: of the variational parameters.
+
+    Example:
+        >>> q = CoupledPrecisionPosterior([3, 4], rank=2)  # any of the three families
+        >>> isinstance(q, VariationalFamily), q.num_components, q.offsets
+        (True, 2, [0, 3, 7])
+        >>> sorted(FAMILIES)  # the names SparseGAM's ``posterior`` argument accepts
+        ['coupled_precision', 'full', 'mean_field']
+        >>> state = q.prepare([torch.eye(3), torch.eye(4)], [torch.eye(3), torch.eye(4)])
+        >>> bool(q.kl(state) >= 0)
+        True
     """
 
     #: name used by :class:`~bo_ncgp.models.gam.SparseGAM`'s ``posterior`` argument
