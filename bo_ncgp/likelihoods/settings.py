@@ -31,7 +31,16 @@ _state = threading.local()
 
 
 def soft_targets_enabled() -> bool:
-    """Whether relaxed targets are accepted here (inside :func:`soft_targets`)."""
+    """Whether relaxed targets are accepted here (inside :func:`soft_targets`).
+
+    Example:
+        >>> soft_targets_enabled()
+        False
+        >>> with soft_targets():
+        ...     inside = soft_targets_enabled()
+        >>> inside, soft_targets_enabled()  # the previous state is restored on exit
+        (True, False)
+    """
     return getattr(_state, "soft", False)
 
 

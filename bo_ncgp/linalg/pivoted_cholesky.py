@@ -22,7 +22,17 @@ __all__ = ["PivotedCholeskyResult", "RowAccess", "pivoted_cholesky"]
 
 
 class RowAccess(Protocol):
-    """What :func:`pivoted_cholesky` needs of a symmetric PSD matrix."""
+    """What :func:`pivoted_cholesky` needs of a symmetric PSD matrix.
+
+    Example:
+        >>> class Diagonal:  # a RowAccess known only through its diagonal and rows
+        ...     def __init__(self, d): self.d = d
+        ...     def diagonal(self): return self.d
+        ...     def rows(self, idx): return torch.diag(self.d)[idx]
+        >>> res = pivoted_cholesky(Diagonal(torch.tensor([1.0, 4.0, 2.0])), max_rank=2)
+        >>> res.pivots, round(float(res.error), 6)  # largest entries first; 1.0 is left over
+        (tensor([1, 2]), 1.0)
+    """
 
     def diagonal(self) -> Tensor: ...
 
@@ -42,7 +52,15 @@ class _DenseRows:
 
 class PivotedCholeskyResult(NamedTuple):
     """``pivots``: ``(r,)`` chosen indices in greedy order; ``L``: ``(n, r)`` factor with
-    ``K ≈ L L^T``; ``error``: trace of the residual ``K - L L^T``."""
+    ``K ≈ L L^T``; ``error``: trace of the residual ``K - L L^T``.
+
+    Example:
+        >>> A = torch.randn(6, 2, dtype=torch.float64)
+        >>> K = A @ A.T + torch.eye(6, dtype=A.dtype)
+        >>> pivots, L, error = pivoted_cholesky(K, max_rank=3)
+        >>> pivots.shape, L.shape, bool(torch.isclose(error, torch.trace(K - L @ L.T)))
+        (torch.Size([3]), torch.Size([6, 3]), True)
+    """
 
     pivots: Tensor
     L: Tensor
