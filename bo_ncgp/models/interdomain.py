@@ -45,7 +45,18 @@ INTEGRAL = -1
 
 
 def derivative(d: int) -> int:
-    """Operator code of the partial derivative along input dimension ``d`` (0-based)."""
+    """Operator code of the partial derivative along input dimension ``d`` (0-based).
+
+    Example:
+        >>> derivative(0), derivative(1)  # codes 1..D; VALUE = 0, INTEGRAL = -1
+        (1, 2)
+        >>> k = gpytorch.kernels.RBFKernel()
+        >>> k.lengthscale = 0.5
+        >>> codes = torch.tensor([VALUE, derivative(0)])
+        >>> var = transformed_variance(k, torch.zeros(2, 1), codes)
+        >>> [round(v, 4) for v in var.tolist()]  # Var rho = 1, Var rho' = 1 / l^2
+        [1.0, 4.0]
+    """
     return int(d) + 1
 
 
@@ -101,7 +112,16 @@ def _check_codes(codes: Tensor, D: int) -> None:
 # --------------------------------------------------------------------------- kernels
 @dataclass
 class StationaryProfile:
-    """``k(x, x') = outputscale * kappa(r)``, ``r^2 = sum_d (x_d - x'_d)^2 / l_d^2``."""
+    """``k(x, x') = outputscale * kappa(r)``, ``r^2 = sum_d (x_d - x'_d)^2 / l_d^2``.
+
+    Example:
+        >>> base = gpytorch.kernels.MaternKernel(nu=2.5, ard_num_dims=2)
+        >>> p = StationaryProfile.from_kernel(gpytorch.kernels.ScaleKernel(base))
+        >>> p.family, tuple(p.lengthscale.shape), round(p.outputscale.item(), 4)
+        ('matern52', (2,), 0.6931)
+        >>> StationaryProfile.from_kernel(gpytorch.kernels.PeriodicKernel()) is None
+        True
+    """
 
     family: str  # "rbf" | "matern12" | "matern32" | "matern52"
     outputscale: Tensor
@@ -140,6 +160,15 @@ def kernel_derivative_pairs(
     derivative) or a 0-based dimension. Closed forms (kappa_d = dkappa/dtau_d):
     ``(-1,-1) -> kappa``, ``(d,-1) -> kappa_d``, ``(-1,e) -> -kappa_e``,
     ``(d,e) -> -kappa_de``.
+
+    Example:
+        >>> p = StationaryProfile("matern52", torch.tensor(2.0), torch.tensor([0.7, 1.3]))
+        >>> tau = torch.randn(4, 2, dtype=torch.float64, requires_grad=True)
+        >>> no, d0 = torch.tensor(-1), torch.tensor(0)
+        >>> k = kernel_derivative_pairs(p, tau, no, no)  # Cov(rho(x), rho(x'))
+        >>> k_d = kernel_derivative_pairs(p, tau, d0, no)  # Cov(d rho / dx_0 (x), rho(x'))
+        >>> k_d.shape, bool(torch.allclose(k_d, torch.autograd.grad(k.sum(), tau)[0][:, 0]))
+        (torch.Size([4]), True)
     """
     D = tau.shape[-1]
     ls = profile.lengthscale.expand(D).to(tau)
