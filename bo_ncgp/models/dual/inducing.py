@@ -87,6 +87,15 @@ def select_inducing_points(kernel: gpytorch.kernels.Kernel, candidates: Tensor, 
 
     Fewer rows are returned when the candidates' kernel matrix has lower numerical rank
     (e.g. duplicated inputs). Only ``diag K`` and ``num`` rows of ``K`` are evaluated.
+
+    Example:
+        >>> from gpytorch.kernels import RBFKernel
+        >>> X = torch.rand(30, 2)
+        >>> Z = select_inducing_points(RBFKernel(), X, num=5)
+        >>> Z.shape, bool((Z.unsqueeze(1) == X).all(-1).any(-1).all())  # 5 rows of X
+        (torch.Size([5, 2]), True)
+        >>> select_inducing_points(RBFKernel(), torch.zeros(4, 2), num=3).shape  # rank 1
+        torch.Size([1, 2])
     """
     with torch.no_grad():
         res = pivoted_cholesky(_SummedRows(kernel, candidates), max_rank=num)
@@ -99,6 +108,15 @@ def repair_psd(B: Tensor, name: str = "B_u") -> Tensor:
     Eigenvalues below ``-100 m eps max|eig|`` are set to zero and a
     :class:`~bo_ncgp.linalg.NumericalWarning` names the size of the repair; smaller negative
     values are rounding noise that ``K_zz + B`` absorbs and are left alone.
+
+    Example:
+        >>> import warnings
+        >>> B = torch.tensor([[1.0, 2.0], [2.0, 1.0]])  # eigenvalues 3 and -1
+        >>> with warnings.catch_warnings(record=True) as caught:
+        ...     warnings.simplefilter("always")
+        ...     fixed = repair_psd(B)
+        >>> caught[0].category.__name__, torch.linalg.eigvalsh(fixed).round(decimals=4).abs()
+        ('NumericalWarning', tensor([0., 3.]))
     """
     B = 0.5 * (B + B.mT)
     if B.shape[-1] == 0:
@@ -130,6 +148,14 @@ def project_dual_pair(
 
     Returns:
         ``(P lam, P B P^T)`` of shapes ``(L, m_new)``, ``(L, m_new, m_new)``.
+
+    Example:
+        >>> k = lambda A, B: torch.exp(-0.5 * torch.cdist(A, B) ** 2).unsqueeze(0)  # L = 1
+        >>> Z = torch.linspace(0.0, 3.0, 4).unsqueeze(-1)
+        >>> lam, B = torch.randn(1, 4), torch.eye(4).expand(1, 4, 4)
+        >>> lam2, B2 = project_dual_pair(k(Z, Z), k(Z[:2], Z), lam, B)  # keep Z[:2]: P = [I 0]
+        >>> lam2.shape, torch.allclose(lam2, lam[:, :2]), torch.allclose(B2, B[:, :2, :2])
+        (torch.Size([1, 2]), True, True)
     """
     L_old = stable_cholesky(Kzz_old, name="K(Z_old, Z_old)")
     Pt = torch.cholesky_solve(K_new_old.mT, L_old)  # K_old^{-1} K(Z_old, Z_new) = P^T

@@ -40,7 +40,16 @@ def _tri(L: Tensor, B: Tensor) -> Tensor:
 
 class DualFactors(NamedTuple):
     """Cholesky factors of the base posterior: ``L_K = chol(K_zz)``, ``L_A = chol(K_zz + B)``
-    (both ``(L, m, m)``) and ``w = L_A^{-1} lam`` ``(L, m)``."""
+    (both ``(L, m, m)``) and ``w = L_A^{-1} lam`` ``(L, m)``.
+
+    Example:
+        >>> Kzz = torch.tensor([[[2.0, 1.0], [1.0, 2.0]]])  # L = 1 latent, m = 2
+        >>> f = dual_factors(Kzz, torch.zeros_like(Kzz), torch.ones(1, 2))
+        >>> f._fields, f.L_K.shape, f.w.shape
+        (('L_K', 'L_A', 'w'), torch.Size([1, 2, 2]), torch.Size([1, 2]))
+        >>> torch.allclose(f.L_A, f.L_K), torch.allclose(f.L_K @ f.L_K.mT, Kzz)  # B = 0: A = K_zz
+        (True, True)
+    """
 
     L_K: Tensor
     L_A: Tensor
@@ -50,7 +59,18 @@ class DualFactors(NamedTuple):
 class SiteBlock(NamedTuple):
     """Woodbury factors of sites added on top of :class:`DualFactors` (see module docstring):
     ``W`` ``(*b, L, m, n)``, ``L_M = chol(I + W^T W)`` ``(*b, L, n, n)``,
-    ``w = L_A^{-1}(lam + K_zc eta)`` ``(*b, L, m)`` and ``r = L_M^{-1} W^T w`` ``(*b, L, n)``."""
+    ``w = L_A^{-1}(lam + K_zc eta)`` ``(*b, L, m)`` and ``r = L_M^{-1} W^T w`` ``(*b, L, n)``.
+
+    Example:
+        >>> Kzz, Kzc = torch.eye(3).expand(1, 3, 3), torch.rand(1, 3, 2)  # m = 3, n = 2 sites
+        >>> base = dual_factors(Kzz, torch.zeros_like(Kzz), torch.zeros(1, 3))
+        >>> eta = torch.randn(5, 1, 2)  # 5 fantasies (b = (5,)) sharing the precisions beta
+        >>> blk = site_block(base, Kzc, eta, torch.ones(1, 2))
+        >>> blk.W.shape, blk.L_M.shape  # beta unbatched: W and L_M are shared
+        (torch.Size([1, 3, 2]), torch.Size([1, 2, 2]))
+        >>> blk.w.shape, blk.r.shape
+        (torch.Size([5, 1, 3]), torch.Size([5, 1, 2]))
+    """
 
     W: Tensor
     L_M: Tensor
@@ -89,6 +109,18 @@ def site_block(factors: DualFactors, Kzc: Tensor, eta: Tensor, beta: Tensor) -> 
         Kzc: ``(*bx, L, m, n)`` cross-covariance between ``Z`` and the new inputs.
         eta: ``(*b, L, n)`` first site parameters ``beta_j * y_hat_j`` (Eq. 12).
         beta: ``(*b, L, n)`` site precisions (non-negative).
+
+    Example:
+        >>> k = lambda A, B: torch.exp(-2 * torch.cdist(A, B) ** 2).unsqueeze(0)  # L = 1
+        >>> Z, C = torch.linspace(0, 1, 4).unsqueeze(-1), torch.tensor([[0.2], [0.7]])
+        >>> eta, beta = torch.tensor([[1.0, -1.0]]), torch.tensor([[2.0, 3.0]])
+        >>> prior = dual_factors(k(Z, Z), torch.zeros(1, 4, 4), torch.zeros(1, 4))
+        >>> blk = site_block(prior, k(Z, C), eta, beta)
+        >>> m1, v1 = dual_predict(prior, k(Z, C), torch.ones(1, 2), block=blk)
+        >>> B, lam = (k(Z, C) * beta) @ k(Z, C).mT, (k(Z, C) @ eta.mT)[..., 0]  # Eq. 11
+        >>> m2, v2 = dual_predict(dual_factors(k(Z, Z), B, lam), k(Z, C), torch.ones(1, 2))
+        >>> torch.allclose(m1, m2, atol=1e-6), torch.allclose(v1, v2, atol=1e-6)  # no refactoring
+        (True, True)
     """
     U = _tri(factors.L_A, Kzc)  # (*bx, L, m, n)
     W = U * beta.clamp_min(0).sqrt().unsqueeze(-2)
@@ -119,6 +151,15 @@ def dual_predict(
     Returns:
         ``mean (*, L, n)`` and ``var (*, L, n)`` or ``cov (*, L, n, n)``, batch dimensions
         broadcast between ``X`` and the block.
+
+    Example:
+        >>> X = torch.linspace(0, 1, 4).unsqueeze(-1)  # Gaussian sites at Z = X: exact GP
+        >>> K, y, s2 = torch.exp(-2 * torch.cdist(X, X) ** 2), torch.sin(3 * X[:, 0]), 0.1
+        >>> f = dual_factors(K[None], (K @ K / s2)[None], (K @ y / s2)[None])  # Eq. 11
+        >>> mean, var = dual_predict(f, K[None], K.diagonal()[None])
+        >>> exact = K @ torch.linalg.solve(K + s2 * torch.eye(4), y)
+        >>> mean.shape, var.shape, torch.allclose(mean[0], exact, atol=1e-5)
+        (torch.Size([1, 4]), torch.Size([1, 4]), True)
     """
     H = _tri(factors.L_K, Kzx)  # L_K^{-1} k
     G = _tri(factors.L_A, Kzx)  # L_A^{-1} k

@@ -60,6 +60,15 @@ def expected_terms(
 
     ``mean`` and ``var`` are latent-major ``(..., L, n)``; for ``L > 1`` the diagonal of the
     likelihood's ``(..., n, C, C)`` expected Hessian is returned (see module docstring).
+
+    Example:
+        >>> from bo_ncgp.likelihoods import Gaussian
+        >>> y, mean, var = torch.tensor([1.0, 2.0]), torch.zeros(1, 2), torch.ones(1, 2)
+        >>> elp, alpha, beta = expected_terms(Gaussian(0.5), y, mean, var)
+        >>> elp.shape, alpha.shape  # (n,) and latent-major (L, n)
+        (torch.Size([2]), torch.Size([1, 2]))
+        >>> alpha.detach().round(decimals=6), beta.detach().round(decimals=6)  # (y-m)/s2, 1/s2
+        (tensor([[2., 4.]]), tensor([[2., 2.]]))
     """
     L = mean.shape[-2]
     batch = torch.broadcast_shapes(y.shape[:-1], mean.shape[:-2], var.shape[:-2])
@@ -71,7 +80,16 @@ def expected_terms(
 
 
 def expected_log_prob(likelihood: Likelihood, y: Tensor, mean: Tensor, var: Tensor) -> Tensor:
-    """``E log p(y|f)`` ``(..., n)`` under ``N(mean, var)`` (latent-major inputs)."""
+    """``E log p(y|f)`` ``(..., n)`` under ``N(mean, var)`` (latent-major inputs).
+
+    Example:
+        >>> from bo_ncgp.likelihoods import Gaussian
+        >>> y = torch.tensor([1.0])
+        >>> elp = expected_log_prob(Gaussian(0.5), y, torch.zeros(1, 1), torch.ones(1, 1))
+        >>> exact = torch.distributions.Normal(0.0, 0.5**0.5).log_prob(y) - 1.0 / (2 * 0.5)
+        >>> elp.shape, bool(torch.allclose(elp, exact))  # log N(y | mean, s2) - var / (2 s2)
+        (torch.Size([1]), True)
+    """
     L = mean.shape[-2]
     return likelihood.expected_log_prob(y, _to_lik(mean, L), _to_lik(var.clamp_min(0), L))
 
@@ -102,6 +120,16 @@ def damp(
 
     Non-finite targets (overflow of a likelihood expectation) keep the previous site and emit
     a :class:`~bo_ncgp.linalg.NumericalWarning` instead of propagating NaN.
+
+    Example:
+        >>> import warnings
+        >>> old = (torch.tensor([0.0, 1.0]), torch.tensor([1.0, 1.0]))
+        >>> target = (torch.tensor([2.0, float("nan")]), torch.tensor([3.0, 3.0]))
+        >>> with warnings.catch_warnings(record=True) as caught:
+        ...     warnings.simplefilter("always")
+        ...     eta, beta = damp(old, target, rho=0.5)
+        >>> eta, beta, caught[0].category.__name__  # the NaN site keeps its old value
+        (tensor([1., 1.]), tensor([2., 1.]), 'NumericalWarning')
     """
     eta_t, beta_t = target
     bad = ~(torch.isfinite(eta_t) & torch.isfinite(beta_t))
@@ -119,7 +147,14 @@ def damp(
 
 def site_contributions(Kzx: Tensor, eta: Tensor, beta: Tensor) -> tuple[Tensor, Tensor]:
     """``(sum_i k_zi eta_i, sum_i k_zi beta_i k_zi^T)`` (Eq. 11), shapes ``(..., L, m)``,
-    ``(..., L, m, m)`` for ``Kzx (..., L, m, n)`` and sites ``(..., L, n)``."""
+    ``(..., L, m, m)`` for ``Kzx (..., L, m, n)`` and sites ``(..., L, n)``.
+
+    Example:
+        >>> Kzx = torch.tensor([[[1.0, 0.5], [0.0, 1.0]]])  # L = 1, m = 2, n = 2
+        >>> lam, B = site_contributions(Kzx, torch.tensor([[1.0, 2.0]]), torch.ones(1, 2))
+        >>> lam, torch.allclose(B, Kzx @ Kzx.mT)  # unit precisions: B = K_zx K_xz
+        (tensor([[2., 2.]]), True)
+    """
     lam = (Kzx @ eta.unsqueeze(-1)).squeeze(-1)
     B = (Kzx * beta.unsqueeze(-2)) @ Kzx.mT
     return lam, B
