@@ -55,6 +55,15 @@ def sample_by_score(
     ``"bls"``: with probability proportional to ``scores`` (Sec. 3.5; points whose score is
     zero are drawn only after all positive ones); ``"random"``: uniformly. All indices are
     returned, sorted, when ``k >= n``.
+
+    Example:
+        >>> scores = torch.tensor([0.0, 5.0, 0.0, 3.0])
+        >>> sample_by_score(scores, 2)  # the two positive scores are drawn first
+        tensor([1, 3])
+        >>> g = torch.Generator().manual_seed(0)
+        >>> idx = sample_by_score(scores, 3, method="random", generator=g)
+        >>> idx.shape, bool((idx.diff() > 0).all())  # sorted, without replacement
+        (torch.Size([3]), True)
     """
     n = scores.shape[-1]
     if k >= n:
@@ -86,6 +95,17 @@ class Memory(ResizableModule):
         dim: input dimension ``d``.
         num_latents: ``L`` (C for the softmax).
         dtype, device: of the stored tensors.
+
+    Example:
+        >>> mem = Memory(dim=2, num_latents=1)
+        >>> mem.add(torch.rand(4, 2), torch.ones(4), torch.zeros(4, 1), torch.ones(4, 1))
+        >>> X_out, y_out, eta_out, beta_out = mem.keep(torch.tensor([0, 2]))
+        >>> len(mem), X_out.shape
+        (2, torch.Size([2, 2]))
+        >>> fresh = Memory(dim=2)  # empty; the state_dict of any size loads into it
+        >>> _ = fresh.load_state_dict(mem.state_dict())
+        >>> len(fresh), torch.equal(fresh.inputs, mem.inputs)
+        (2, True)
     """
 
     _resizable = ("X", "y", "eta", "beta")

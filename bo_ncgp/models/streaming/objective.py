@@ -71,6 +71,16 @@ class OldPosterior(NamedTuple):
     ``(L, M, M)`` mean and Cholesky factor of ``q_old(w)``; ``A_inv = L_a^{-1}`` and
     ``R = L_q^{-1} L_a^{-1}`` (both theta-independent, see module docstring);
     ``logdet_q = log|L_q L_q^T|``.
+
+    Example:
+        >>> L_a = torch.linalg.cholesky(torch.tensor([[[2.0, 1.0], [1.0, 2.0]]]))
+        >>> old = old_posterior(torch.rand(2, 1), L_a, torch.zeros(1, 2), 0.5 * torch.eye(2)[None])
+        >>> old._fields
+        ('Z', 'L_a', 'mu', 'L_q', 'A_inv', 'R', 'logdet_q')
+        >>> torch.allclose(old.A_inv @ old.L_a, torch.eye(2), atol=1e-6)  # A_inv = L_a^{-1}
+        True
+        >>> round(float(old.logdet_q), 4)  # log|L_q L_q^T| = 2 log(1/4)
+        -2.7726
     """
 
     Z: Tensor
@@ -120,6 +130,15 @@ def predictive_marginals(
 
     Returns:
         ``mean (L, n)`` and ``var (L, n)`` (clamped at zero).
+
+    Example:
+        >>> K = torch.tensor([[[2.0, 1.0], [1.0, 2.0]]])  # evaluate at x = Z: K_bx = K_bb
+        >>> L_b, mu, L = torch.linalg.cholesky(K), torch.tensor([[1.0, -1.0]]), torch.eye(2)[None]
+        >>> mean, var = predictive_marginals(L_b, K, torch.full((1, 2), 2.0), mu, L)
+        >>> mean.shape, torch.allclose(mean, (L_b @ mu.mT).mT)  # b = L_b v: mean L_b mu
+        (torch.Size([1, 2]), True)
+        >>> torch.allclose(var, K.diagonal(dim1=-2, dim2=-1))  # q(v) = N(mu, I): prior variance
+        True
     """
     H = _tri(L_b, K_bx)  # L_b^{-1} K_bx
     mean = (mu.unsqueeze(-2) @ H).squeeze(-2)
@@ -140,6 +159,15 @@ def old_terms(
 
     Returns:
         The scalar sum over latents.
+
+    Example:
+        >>> K = torch.tensor([[[2.0, 1.0], [1.0, 2.0]]])
+        >>> L_K, mu = torch.linalg.cholesky(K), torch.tensor([[0.5, -1.0]])
+        >>> L_q = 0.5 * torch.eye(2)[None]
+        >>> old = old_posterior(torch.rand(2, 1), L_K, mu, L_q)
+        >>> v = old_terms(old, L_K, K, K, mu, L_q)  # same Z, theta and q as the old step
+        >>> bool(torch.isclose(v, gauss_kl_whitened(mu, L_q)))  # KL[q || q_old] = 0, KL to prior
+        True
     """
     Pt = _tri(L_b, (old.A_inv @ K_ab).mT)  # P^T = L_b^{-1} K_ba L_a^{-T}, (L', m, M)
     P = Pt.mT
