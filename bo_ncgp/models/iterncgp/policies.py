@@ -30,7 +30,26 @@ __all__ = ["CGPolicy", "Policy", "UnitVectorPolicy", "make_policy"]
 
 
 class Policy(abc.ABC):
-    """Base class: ``policy(residual, problem, iteration) -> action or None`` (exhausted)."""
+    """Base class: ``policy(residual, problem, iteration) -> action or None`` (exhausted).
+
+    A user policy that observes the point with the largest residual next:
+
+    Example:
+        >>> import gpytorch
+        >>> from bo_ncgp.likelihoods import Bernoulli
+        >>> from bo_ncgp.models.iterncgp import IterNCGP
+        >>> class GreedyPolicy(Policy):
+        ...     def __call__(self, residual, problem, iteration):
+        ...         s = torch.zeros_like(residual)
+        ...         s.view(-1)[residual.abs().argmax()] = 1.0
+        ...         return problem.project(s)
+        >>> X = torch.rand(12, 1); y = (X[:, 0] > 0.5).to(X.dtype)
+        >>> model = IterNCGP(gpytorch.kernels.RBFKernel(), Bernoulli(), policy=GreedyPolicy(),
+        ...                  max_solver_iters_per_step=4, backend="dense").fit(X, y)
+        >>> mean, var = model.predict_f(X[:3])
+        >>> mean.shape, bool((var > 0).all())
+        (torch.Size([3]), True)
+    """
 
     #: whether an action that adds no new direction ends the inner loop (CG: the residual
     #: would repeat); a policy whose next action differs anyway sets this to False
@@ -131,7 +150,16 @@ class UnitVectorPolicy(Policy):
 
 
 def make_policy(policy: str | Policy) -> Policy:
-    """``"cg"`` / ``"unit_vector"`` or a :class:`Policy` instance (copied)."""
+    """``"cg"`` / ``"unit_vector"`` or a :class:`Policy` instance (copied).
+
+    Example:
+        >>> type(make_policy("cg")).__name__, type(make_policy("unit_vector")).__name__
+        ('CGPolicy', 'UnitVectorPolicy')
+        >>> mine = UnitVectorPolicy(permutation=torch.tensor([2, 0, 1]))
+        >>> pol = make_policy(mine)  # a copy: fitting a model never changes ``mine``
+        >>> pol is mine, torch.equal(pol.permutation, mine.permutation)
+        (False, True)
+    """
     if isinstance(policy, Policy):
         return copy.deepcopy(policy)
     if policy == "cg":

@@ -38,6 +38,14 @@ class SolverState:
         iteration: solver iterations ``j`` run in this Newton step.
         residual_norm: ``||r_j||`` per batch element ``(*b,)``.
         rhs_norm: ``||y_hat - m||`` per batch element ``(*b,)``.
+
+    :func:`~bo_ncgp.models.iterncgp.itergp` builds one after every solver iteration and asks
+    its stopping criterion; here two batch elements, one already solved to ``1e-7``:
+
+    Example:
+        >>> state = SolverState(2, residual_norm=torch.tensor([1e-7, 0.5]), rhs_norm=torch.ones(2))
+        >>> ResidualNorm(atol=1e-5, rtol=1e-5)(state), MaxIterations(10)(state)
+        (tensor([ True, False]), tensor([False, False]))
     """
 
     iteration: int
@@ -46,7 +54,19 @@ class SolverState:
 
 
 class StoppingCriterion(abc.ABC):
-    """``criterion(state) -> (*b,)`` bool tensor, True where the solver may stop."""
+    """``criterion(state) -> (*b,)`` bool tensor, True where the solver may stop.
+
+    A new criterion implements ``__call__``; ``|`` combines criteria (:class:`AnyOf`).
+
+    Example:
+        >>> class RelativeResidual(StoppingCriterion):  # ||r_j|| <= 1e-3 ||y_hat - m||
+        ...     def __call__(self, state):
+        ...         return state.residual_norm <= 1e-3 * state.rhs_norm
+        >>> stop = RelativeResidual() | MaxIterations(50)
+        >>> state = SolverState(3, torch.tensor([1e-4, 1.0]), torch.tensor([1.0, 1.0]))
+        >>> type(stop).__name__, stop(state)
+        ('AnyOf', tensor([ True, False]))
+    """
 
     @abc.abstractmethod
     def __call__(self, state: SolverState) -> Tensor: ...
@@ -56,7 +76,16 @@ class StoppingCriterion(abc.ABC):
 
 
 class AnyOf(StoppingCriterion):
-    """Stop as soon as any of the given criteria says so."""
+    """Stop as soon as any of the given criteria says so (also written ``a | b``).
+
+    Example:
+        >>> stop = AnyOf(MaxIterations(5), ResidualNorm(atol=1e-6, rtol=0.0))
+        >>> small_residual = SolverState(1, torch.tensor([1e-8]), torch.ones(1))
+        >>> budget_spent = SolverState(5, torch.tensor([1.0]), torch.ones(1))
+        >>> neither = SolverState(1, torch.tensor([1.0]), torch.ones(1))
+        >>> stop(small_residual), stop(budget_spent), stop(neither)
+        (tensor([True]), tensor([True]), tensor([False]))
+    """
 
     def __init__(self, *criteria: StoppingCriterion) -> None:
         self.criteria = criteria
