@@ -76,7 +76,22 @@ class ColumnBuffer:
 
 @dataclass
 class BeliefUpdate:
-    """Diagnostics of one belief update (Algorithm 2, lines 8 and 13)."""
+    """Diagnostics of one belief update (Algorithm 2, lines 8 and 13).
+
+    Returned by :meth:`Belief.update`; here one CG step (action ``s = r_0``) on a regression:
+
+    Example:
+        >>> import gpytorch
+        >>> from bo_ncgp.likelihoods import Gaussian
+        >>> from bo_ncgp.models.iterncgp import LatentKernelOperator, PseudoRegressionProblem
+        >>> X, y = torch.rand(5, 1), torch.randn(5)
+        >>> K = LatentKernelOperator(gpytorch.kernels.RBFKernel(), X, 1, backend="dense")
+        >>> prob = PseudoRegressionProblem(K, Gaussian(0.1), y, torch.zeros(1, 5, 1), 0.0)
+        >>> belief, r = Belief(torch.zeros(1, 5, 0), torch.zeros(1, 5, 0), prob.rhs), prob.rhs
+        >>> upd = belief.update(r, K.matmul(r), r, prob)
+        >>> bool(upd.accepted), bool(upd.alpha > 0), bool(upd.eta > 0), belief.rank
+        (True, True, True, 1)
+    """
 
     alpha: Tensor  # (*b,) observation alpha_j = s_j^T r_{j-1}
     eta: Tensor  # (*b,) normalisation eta_j

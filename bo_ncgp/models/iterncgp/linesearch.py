@@ -39,6 +39,16 @@ def log_posterior(
         y: targets ``(*b, n)``.
         prior_mean: ``m`` broadcastable to ``(*b, C, n, 1)``.
         w: representer weights ``(*b, C, n, 1)``; Kw: ``K w``.
+
+    Example:
+        >>> from bo_ncgp.likelihoods import Bernoulli
+        >>> y, w0 = torch.tensor([0.0, 1.0, 1.0, 0.0]), torch.zeros(1, 4, 1)
+        >>> psi0 = log_posterior(Bernoulli(), y, 0.0, w0, w0)  # f = m = 0: 4 log(1/2)
+        >>> round(psi0.item(), 4)
+        -2.7726
+        >>> w = 0.5 * (2 * y - 1).reshape(1, 4, 1)  # weights towards the labels, with K = I
+        >>> bool(log_posterior(Bernoulli(), y, 0.0, w, w) > psi0)
+        True
     """
     C = w.shape[-3]
     f = to_likelihood_layout((prior_mean + Kw)[..., 0], C)

@@ -37,12 +37,30 @@ __all__ = [
 
 
 def to_likelihood_layout(V: Tensor, num_latents: int) -> Tensor:
-    """``(..., C, n)`` -> the likelihood's ``(..., n, C)`` (or ``(..., n)`` when ``C == 1``)."""
+    """``(..., C, n)`` -> the likelihood's ``(..., n, C)`` (or ``(..., n)`` when ``C == 1``).
+
+    Example:
+        >>> V = torch.arange(6.0).reshape(2, 3)  # C = 2 latent values at n = 3 points
+        >>> to_likelihood_layout(V, 2)  # softmax layout: one row of C logits per point
+        tensor([[0., 3.],
+                [1., 4.],
+                [2., 5.]])
+        >>> to_likelihood_layout(torch.zeros(4, 1, 3), 1).shape  # scalar likelihoods drop C
+        torch.Size([4, 3])
+    """
     return V[..., 0, :] if num_latents == 1 else V.transpose(-1, -2)
 
 
 def from_likelihood_layout(V: Tensor, num_latents: int) -> Tensor:
-    """Inverse of :func:`to_likelihood_layout` (back to ``(..., C, n)``)."""
+    """Inverse of :func:`to_likelihood_layout` (back to ``(..., C, n)``).
+
+    Example:
+        >>> F = torch.randn(5, 3)  # softmax latents (n, C)
+        >>> from_likelihood_layout(F, 3).shape, from_likelihood_layout(torch.randn(5), 1).shape
+        (torch.Size([3, 5]), torch.Size([1, 5]))
+        >>> torch.equal(to_likelihood_layout(from_likelihood_layout(F, 3), 3), F)
+        True
+    """
     return V.unsqueeze(-2) if num_latents == 1 else V.transpose(-1, -2)
 
 

@@ -42,6 +42,15 @@ def null_space_projection(likelihood: Likelihood):
 
     Returns a function of ``(*b, C, n, k)`` tensors: the softmax centres each point's C
     entries, ``P v = v - mean_c(v)``.
+
+    Example:
+        >>> from bo_ncgp.likelihoods import Bernoulli
+        >>> P = null_space_projection(Softmax(3))
+        >>> PV = P(torch.randn(3, 4, 2))  # (C, n, k)
+        >>> bool(PV.sum(-3).abs().max() < 1e-5), bool(torch.allclose(P(PV), PV))  # centred, P^2 = P
+        (True, True)
+        >>> null_space_projection(Bernoulli()) is None  # W invertible: no projection
+        True
     """
     if isinstance(likelihood, Softmax):
         return lambda V: V - V.mean(-3, keepdim=True)
