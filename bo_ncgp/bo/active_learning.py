@@ -94,8 +94,8 @@ def exceedance_entropy(mean: Tensor, var: Tensor, level: float | Tensor) -> Tens
     """Bernoulli entropy (nats) of ``P(f > level)``, ``f ~ N(mean, var)``, elementwise.
 
     Example:
-        >>> float(exceedance_entropy(torch.tensor(0.0), torch.tensor(1.0), 0.0))  # log 2
-        0.6931471805599453
+        >>> round(float(exceedance_entropy(torch.tensor(0.0), torch.tensor(1.0), 0.0)), 6)  # log 2
+        0.693147
     """
     sd = var.clamp_min(torch.finfo(var.dtype).tiny).sqrt()
     return _entropy_from_z((mean - level) / sd)
@@ -184,6 +184,17 @@ class PoolState(NamedTuple):
         G: ``(m, P)`` ``L_A^{-1} K_zP`` with ``L_A = chol(K_zz + B_u)``, so that
             ``c(x, x') = G[:, x]^T G[:, x']`` (the inducing part of the posterior covariance).
         L_A: ``(m, m)``.
+
+    Example:
+        >>> from gpytorch.kernels import RBFKernel
+        >>> from bo_ncgp.models import DualSVGP
+        >>> X, pool = torch.rand(12, 1), torch.linspace(0, 1, 20).unsqueeze(-1)
+        >>> dual = DualSVGP(RBFKernel(), Binomial(10), X[:4], num_hyper_steps=0)
+        >>> st = pool_state(dual.update(X, torch.randint(0, 11, (12,)).to(X)), pool)  # counts
+        >>> st._fields
+        ('X', 'mean', 'var', 'G', 'L_A')
+        >>> st.mean.shape, st.var.shape, st.G.shape, st.L_A.shape  # P = 20 pool points, m = 4
+        (torch.Size([20]), torch.Size([20]), torch.Size([4, 20]), torch.Size([4, 4]))
     """
 
     X: Tensor
@@ -263,6 +274,19 @@ def conditioned_pool_marginals(
     Returns:
         ``mean (n, J, P)`` and ``var (n, J, P)``; equal to ``model.condition(x*_i, Y[i, j])``
         followed by ``predict_f(pool)``.
+
+    Example:
+        >>> from gpytorch.kernels import RBFKernel
+        >>> from bo_ncgp.models import DualSVGP
+        >>> X, pool = torch.rand(12, 1), torch.linspace(0, 1, 20).unsqueeze(-1)
+        >>> dual = DualSVGP(RBFKernel(), Binomial(10), X[:4], num_hyper_steps=0)
+        >>> st = pool_state(dual.update(X, torch.randint(0, 11, (12,)).to(X)), pool)  # counts
+        >>> Y = torch.tensor([[0.0, 10.0], [5.0, 5.0]])  # 2 candidates (pool[:2]) x 2 fantasies
+        >>> G_c, mean_c, var_c = st.G[:, :2], st.mean[:2], st.var[:2]
+        >>> mean, var = conditioned_pool_marginals(dual, st, G_c, mean_c, var_c, Y)
+        >>> ref_mean, ref_var = dual.condition(pool[:1], torch.tensor([10.0])).predict_f(pool)
+        >>> mean.shape, torch.allclose(mean[0, 1], ref_mean), torch.allclose(var[0, 1], ref_var)
+        (torch.Size([2, 2, 20]), True, True)
     """
     model = _unwrap(model)
     alpha, beta = _sites(model, Y, mean_c, var_c)
@@ -324,6 +348,19 @@ def threshold_entropy_reduction(
 
     Returns:
         ``(n,)`` expected entropy reductions (in the model's dtype).
+
+    Example:
+        >>> from gpytorch.kernels import RBFKernel
+        >>> from bo_ncgp.models import DualSVGP
+        >>> X, pool = torch.rand(12, 1), torch.linspace(0, 1, 20).unsqueeze(-1)
+        >>> dual = DualSVGP(RBFKernel(), Binomial(10), X[:4], num_hyper_steps=0)
+        >>> st = pool_state(dual.update(X, torch.randint(0, 11, (12,)).to(X)), pool)  # counts
+        >>> a = threshold_entropy_reduction(dual, st, st.G, st.mean, st.var, 0.0, num_fantasies=4)
+        >>> Y = predictive_quantile_fantasies(dual.likelihood, st.mean, st.var, 4)  # same fantasies
+        >>> m, v = conditioned_pool_marginals(dual, st, st.G, st.mean, st.var, Y)
+        >>> H_after = exceedance_entropy(m, v, 0.0).sum(-1).mean(-1)  # (n,) mean over fantasies
+        >>> a.shape, torch.allclose(a, exceedance_entropy(st.mean, st.var, 0.0).sum() - H_after)
+        (torch.Size([20]), True)
     """
     model = _unwrap(model)
     if chunk_size < 1:
