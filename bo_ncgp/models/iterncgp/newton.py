@@ -39,7 +39,20 @@ NewtonHook = Callable[[int, int, Belief, PseudoRegressionProblem], bool | None]
 
 @dataclass
 class NewtonConfig:
-    """Settings of the two loops (see :class:`~bo_ncgp.models.iterncgp.IterNCGP`)."""
+    """Settings of the two loops (see :class:`~bo_ncgp.models.iterncgp.IterNCGP`).
+
+    Example:
+        >>> import gpytorch
+        >>> from bo_ncgp.likelihoods import Bernoulli
+        >>> from bo_ncgp.models.iterncgp import CGPolicy
+        >>> X = torch.linspace(0, 1, 8).unsqueeze(-1); y = (X[:, 0] > 0.5).to(X.dtype)
+        >>> K = LatentKernelOperator(gpytorch.kernels.RBFKernel(), X, 1, backend="dense")
+        >>> f0 = torch.zeros(1, 8, 1)  # start at the prior mean m = 0
+        >>> cfg = NewtonConfig(max_solver_iters=2, max_newton_steps=5)  # 2 products with K/step
+        >>> state = newton_laplace(K, Bernoulli(), y, f0, f0, CGPolicy(), cfg)
+        >>> len(state.steps) <= 5, all(s.solver_iters <= 2 for s in state.steps)
+        (True, True)
+    """
 
     max_newton_steps: int = 20
     max_solver_iters: int | None = 10
@@ -53,7 +66,20 @@ class NewtonConfig:
 
 @dataclass
 class NewtonStepInfo:
-    """Diagnostics of one Newton step."""
+    """Diagnostics of one Newton step (:attr:`LaplaceState.steps`).
+
+    Example:
+        >>> import gpytorch
+        >>> from bo_ncgp.likelihoods import Bernoulli
+        >>> from bo_ncgp.models.iterncgp import CGPolicy
+        >>> X = torch.linspace(0, 1, 8).unsqueeze(-1); y = (X[:, 0] > 0.5).to(X.dtype)
+        >>> K = LatentKernelOperator(gpytorch.kernels.RBFKernel(), X, 1, backend="dense")
+        >>> f0 = torch.zeros(1, 8, 1)  # start at the prior mean m = 0
+        >>> state = newton_laplace(K, Bernoulli(), y, f0, f0, CGPolicy(), NewtonConfig())
+        >>> info = state.steps[-1]  # the step that met the outer tolerance
+        >>> info.step == len(state.steps) - 1, info.rel_change <= 1e-2, info.step_size
+        (True, True, 1.0)
+    """
 
     step: int
     solver_iters: int
@@ -76,6 +102,19 @@ class LaplaceState:
         steps: per-step diagnostics.
         converged: the outer stopping criterion was met.
         interrupted: a hook asked to stop.
+
+    Example:
+        >>> import gpytorch
+        >>> from bo_ncgp.likelihoods import Bernoulli
+        >>> from bo_ncgp.models.iterncgp import CGPolicy
+        >>> X = torch.linspace(0, 1, 8).unsqueeze(-1); y = (X[:, 0] > 0.5).to(X.dtype)
+        >>> K = LatentKernelOperator(gpytorch.kernels.RBFKernel(), X, 1, backend="dense")
+        >>> f0 = torch.zeros(1, 8, 1)  # start at the prior mean m = 0
+        >>> state = newton_laplace(K, Bernoulli(), y, f0, f0, CGPolicy(), NewtonConfig())
+        >>> state.converged, state.f.shape, state.S.shape == state.T.shape
+        (True, torch.Size([1, 8, 1]), True)
+        >>> bool(torch.allclose(state.f, K.matmul(state.w)))  # f = m + K w
+        True
     """
 
     f: Tensor
