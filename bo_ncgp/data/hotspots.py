@@ -68,6 +68,17 @@ class HotspotData(NamedTuple):
         threshold: hotspot threshold (``theta > threshold`` is a hotspot).
         disease: ``(n,)`` disease codes (e.g. ``"SM"``).
         path: the file that was read.
+
+    Example:
+        >>> import tempfile
+        >>> with tempfile.TemporaryDirectory() as tmp:  # a two-village country file
+        ...     path = Path(tmp, "hotspots", "xyz_data.csv")
+        ...     path.parent.mkdir()
+        ...     rows = [",".join(_REQUIRED), "1,2,3,4,5,6,7,8,SM,0.3", "1,2,3,4,5,6,7,9,SH,0.05"]
+        ...     _ = path.write_text("\\r".join(rows))  # CR-only line endings, as civ_data.csv
+        ...     data = load_hotspots("xyz", root=tmp, threshold=0.1)
+        >>> data.X.shape, (data.theta > data.threshold).tolist(), data.disease, data.path.name
+        (torch.Size([2, 8]), [True, False], ('SM', 'SH'), 'xyz_data.csv')
     """
 
     X: Tensor

@@ -69,7 +69,20 @@ _HINT = (
 
 
 class MNISTSplit(NamedTuple):
-    """One split: ``images`` ``(n, rows, cols)`` uint8 and ``labels`` ``(n,)`` int64."""
+    """One split: ``images`` ``(n, rows, cols)`` uint8 and ``labels`` ``(n,)`` int64.
+
+    Example:
+        >>> import tempfile
+        >>> def write_idx(path, a):  # uint8 tensor -> IDX file (type code 08)
+        ...     dims = b"".join(n.to_bytes(4, "big") for n in a.shape)
+        ...     Path(path).write_bytes(bytes([0, 0, 8, a.dim()]) + dims + a.numpy().tobytes())
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     write_idx(f"{tmp}/t10k-images-idx3-ubyte", torch.zeros(3, 4, 4).byte())
+        ...     write_idx(f"{tmp}/t10k-labels-idx1-ubyte", torch.tensor([7, 2, 1]).byte())
+        ...     test = load_mnist(root=tmp, subdir="", split="test")
+        >>> test._fields, test.images.shape, test.images.dtype, test.labels.dtype
+        (('images', 'labels'), torch.Size([3, 4, 4]), torch.uint8, torch.int64)
+    """
 
     images: Tensor
     labels: Tensor
@@ -185,6 +198,18 @@ def load_mnist(
 
     Raises:
         FileNotFoundError: naming the missing file and where to obtain it.
+
+    Example:
+        >>> import tempfile
+        >>> def write_idx(path, a):  # uint8 tensor -> IDX file (type code 08)
+        ...     dims = b"".join(n.to_bytes(4, "big") for n in a.shape)
+        ...     Path(path).write_bytes(bytes([0, 0, 8, a.dim()]) + dims + a.numpy().tobytes())
+        >>> with tempfile.TemporaryDirectory() as tmp:  # only the test files, as the shared data
+        ...     write_idx(f"{tmp}/t10k-images-idx3-ubyte", torch.zeros(3, 4, 4).byte())
+        ...     write_idx(f"{tmp}/t10k-labels-idx1-ubyte", torch.tensor([7, 2, 1]).byte())
+        ...     data = load_mnist(root=tmp, subdir="")
+        >>> list(data), data["test"].labels
+        (['test'], tensor([7, 2, 1]))
     """
     if split not in ("auto", "train", "test"):
         raise ValueError(f"load_mnist: split must be 'auto', 'train' or 'test', got {split!r}")

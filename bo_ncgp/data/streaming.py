@@ -43,7 +43,20 @@ UCI_DATASETS: dict[str, tuple[str, int, int]] = {
 
 
 class BananaData(NamedTuple):
-    """Banana train/test split: inputs ``(n, 2)`` and labels ``(n,)`` in ``{0., 1.}``."""
+    """Banana train/test split: inputs ``(n, 2)`` and labels ``(n,)`` in ``{0., 1.}``.
+
+    Example:
+        >>> import tempfile
+        >>> from pathlib import Path
+        >>> with tempfile.TemporaryDirectory() as tmp:  # two points per split, labels -1 / 1
+        ...     Path(tmp, "streaming").mkdir()
+        ...     for split in ("train", "test"):
+        ...         _ = Path(tmp, f"streaming/banana_{split}_x.txt").write_text("0.5,1\\n-1,2\\n")
+        ...         _ = Path(tmp, f"streaming/banana_{split}_y.txt").write_text("1\\n-1\\n")
+        ...     data = load_banana(root=tmp)
+        >>> data._fields, data.X_train.shape, data.y_train.tolist()  # labels mapped to 1 / 0
+        (('X_train', 'y_train', 'X_test', 'y_test'), torch.Size([2, 2]), [1.0, 0.0])
+    """
 
     X_train: Tensor
     y_train: Tensor
@@ -77,6 +90,15 @@ def load_banana(
     Args:
         root: data root (see module docstring).
         dtype: floating dtype of the tensors (default: torch's default dtype).
+
+    Example:
+        >>> load_banana(root="/nonexistent")  # the message names the missing file
+        Traceback (most recent call last):
+        ...
+        FileNotFoundError: ...banana_train_x.txt...
+        >>> data = load_banana()  # the shared data  # doctest: +SKIP
+        >>> data.X_train.shape, data.X_test.shape, data.y_train.unique()  # doctest: +SKIP
+        (torch.Size([400, 2]), torch.Size([4900, 2]), tensor([0., 1.]))
     """
     dtype = dtype or torch.get_default_dtype()
     out = []
@@ -101,6 +123,19 @@ def load_uci(
         name: ``"bank"`` or ``"mammographic"``.
         root: data root (see module docstring).
         dtype: floating dtype of the tensors (default: torch's default dtype).
+
+    Example:
+        >>> import tempfile
+        >>> from pathlib import Path
+        >>> with tempfile.TemporaryDirectory() as tmp:  # 6 inputs and the label per row
+        ...     path = Path(tmp, "streaming", "mammographic.csv")
+        ...     path.parent.mkdir()
+        ...     _ = path.write_text("0,1,2,3,4,5,1\\n1,1,1,1,1,1,0\\n")
+        ...     X, y = load_uci("mammographic", root=tmp)
+        >>> X.shape, y.tolist()
+        (torch.Size([2, 6]), [1.0, 0.0])
+        >>> load_uci("bank")[0].shape  # the shared data  # doctest: +SKIP
+        torch.Size([4521, 17])
     """
     if name not in UCI_DATASETS:
         raise ValueError(f"load_uci: unknown data set {name!r}; choose from {sorted(UCI_DATASETS)}")
