@@ -50,6 +50,19 @@ class IterGPResult:
         initial_residual: ``r_0`` after the virtual solver run (Prop. A.4).
         recycled_rank: columns of ``Q_0`` from the virtual solver run.
         interrupted: the iteration hook asked to stop.
+
+    Example:
+        >>> import gpytorch
+        >>> from bo_ncgp.likelihoods import Gaussian
+        >>> from bo_ncgp.models.iterncgp import CGPolicy, LatentKernelOperator, MaxIterations
+        >>> X, y = torch.rand(6, 1), torch.randn(6)
+        >>> K = LatentKernelOperator(gpytorch.kernels.RBFKernel(), X, 1, backend="dense")
+        >>> problem = PseudoRegressionProblem(K, Gaussian(0.1), y, torch.zeros(1, 6, 1), 0.0)
+        >>> res = itergp(problem, CGPolicy(), MaxIterations(3))  # 3 CG steps on K + 0.1 I
+        >>> res.iterations, res.S.shape, res.belief.rank, res.recycled_rank, res.interrupted
+        (3, torch.Size([1, 6, 3]), 3, 0, False)
+        >>> bool(res.residual_norm < problem.rhs_norm[..., 0])  # ||r_3|| < ||r_0|| = ||y||
+        True
     """
 
     belief: Belief

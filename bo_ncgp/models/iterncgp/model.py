@@ -50,7 +50,20 @@ Callback = Callable[[int, int, float, "IterNCGP"], bool | None]
 
 
 class RatePrediction(NamedTuple):
-    """Monte-Carlo summary of the Poisson rate ``exp(f)`` at test inputs (Sec. C.2)."""
+    """Monte-Carlo summary of the Poisson rate ``exp(f)`` at test inputs (Sec. C.2).
+
+    Returned by :meth:`IterNCGP.predict_rate`; every field has the shape of the test batch.
+
+    Example:
+        >>> from bo_ncgp.likelihoods import Poisson
+        >>> X = torch.linspace(0, 1, 10).unsqueeze(-1)
+        >>> y = torch.tensor([1.0, 2, 2, 3, 4, 5, 6, 8, 9, 12])
+        >>> model = IterNCGP(gpytorch.kernels.RBFKernel(), Poisson(), backend="dense").fit(X, y)
+        >>> gen = torch.Generator().manual_seed(0)
+        >>> rate = model.predict_rate(X[:3], num_samples=500, generator=gen)
+        >>> rate.mean.shape, bool(((rate.lower <= rate.median) & (rate.median <= rate.upper)).all())
+        (torch.Size([3]), True)
+    """
 
     mean: Tensor
     median: Tensor
