@@ -52,6 +52,16 @@ class HotspotPool(Problem):
         seed: the campaign seed (permutation and survey randomness).
         num_trials: people tested per survey.
         country: label stored in the campaign configuration.
+
+    Example:
+        >>> rng = np.random.default_rng(0)
+        >>> pool = HotspotPool(rng.random((50, 2)), 0.3 * rng.random(50), threshold=0.1, seed=1)
+        >>> start = pool.initial_design(5, rng)  # the seed's permutation, same for all strategies
+        >>> pool.observe(3) == pool.observe(3), 0 <= pool.observe(3) <= pool.num_trials
+        (True, True)
+        >>> m = pool.metrics(pool.theta, observed=start)  # the true prevalences score perfectly
+        >>> m["accuracy"], m["mse"], m["num_remaining"]
+        (1.0, 0.0, 45.0)
     """
 
     features: np.ndarray
