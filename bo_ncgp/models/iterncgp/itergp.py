@@ -100,8 +100,19 @@ def itergp(
     Returns:
         :class:`IterGPResult`.
 
-    Example:
-        >>> # see IterNCGP.fit; the tests call itergp directly
+    Example (unit-vector actions on all n points solve ``K_hat v = y_hat - m`` exactly):
+        >>> import gpytorch
+        >>> from bo_ncgp.likelihoods import Gaussian
+        >>> from bo_ncgp.models.iterncgp import (
+        ...     LatentKernelOperator, MaxIterations, UnitVectorPolicy)
+        >>> X, y = torch.rand(6, 1), torch.randn(6)
+        >>> K = LatentKernelOperator(gpytorch.kernels.RBFKernel(), X, 1, backend="dense")
+        >>> problem = PseudoRegressionProblem(K, Gaussian(0.1), y, torch.zeros(1, 6, 1), 0.0)
+        >>> policy = UnitVectorPolicy(); policy.reset(problem, recycled=False)
+        >>> res = itergp(problem, policy, MaxIterations(6))
+        >>> v = torch.linalg.solve(problem.matmul(torch.eye(6)[None]), problem.rhs)  # dense solve
+        >>> res.iterations, bool(torch.allclose(res.belief.v, v, rtol=1e-3, atol=1e-3))
+        (6, True)
     """
     rhs = problem.rhs
     batch, (C, n) = rhs.shape[:-3], rhs.shape[-3:-1]

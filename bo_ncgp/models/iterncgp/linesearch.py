@@ -72,8 +72,13 @@ def backtracking_step(
     increases ``Psi`` (the inexact Newton direction of a partial solve need not be an ascent
     direction), the full step of Algorithm 1 is taken with a warning.
 
-    Example:
-        >>> # see tests/models/iterncgp/test_linesearch.py
+    Example (Poisson ``y = 100`` at ``f = 0`` with ``K = 1``: the full step overshoots):
+        >>> from bo_ncgp.likelihoods import Poisson
+        >>> y, zero = torch.tensor([100.0]), torch.zeros(1, 1, 1)
+        >>> v = torch.full((1, 1, 1), 49.5)  # full Newton step: f = (K + W^-1)^-1 K y_hat = 49.5
+        >>> w, Kw, alpha = backtracking_step(Poisson(), y, 0.0, zero, zero, v, v)
+        >>> alpha.item(), round(Kw.item(), 4)  # three halvings
+        (0.125, 6.1875)
     """
     psi0 = log_posterior(likelihood, y, prior_mean, w, Kw)
     tol = 1e3 * torch.finfo(psi0.dtype).eps * (psi0.abs() + 1)

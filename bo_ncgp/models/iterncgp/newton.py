@@ -155,8 +155,17 @@ def newton_laplace(
         w0: representer weights of ``f0`` (``f0 = m + K w0``; zeros when omitted, i.e.
             ``f0 = m``); needed by the line search.
 
-    Example:
-        >>> # see IterNCGP.fit
+    Example (the mode satisfies ``f = K grad log p(y | f)`` for a zero prior mean):
+        >>> import gpytorch
+        >>> from bo_ncgp.likelihoods import Bernoulli
+        >>> from bo_ncgp.models.iterncgp import CGPolicy
+        >>> X = torch.linspace(0, 1, 8).unsqueeze(-1); y = (X[:, 0] > 0.5).to(X.dtype)
+        >>> K = LatentKernelOperator(gpytorch.kernels.RBFKernel(), X, 1, backend="dense")
+        >>> f0, lik, cfg = torch.zeros(1, 8, 1), Bernoulli(), NewtonConfig(tol=1e-4)
+        >>> st = newton_laplace(K, lik, y, f0, f0, CGPolicy(), cfg)
+        >>> grad = lik.grad(y, st.f[0, :, 0]).reshape(1, 8, 1)
+        >>> st.converged, bool(torch.allclose(st.f, K.matmul(grad), atol=1e-3))
+        (True, True)
     """
     outer = RelativeChange(config.tol)
     inner_stop = MaxIterations(config.max_solver_iters) | ResidualNorm(

@@ -96,7 +96,16 @@ class UnitVectorPolicy(Policy):
     from the first point, which is exactly the subset-of-data Laplace approximation.
 
     Example:
+        >>> import gpytorch
+        >>> from bo_ncgp.likelihoods import Bernoulli
+        >>> from bo_ncgp.models.iterncgp import LatentKernelOperator
+        >>> K = LatentKernelOperator(gpytorch.kernels.RBFKernel(), torch.rand(3, 1), 1, "dense")
+        >>> y = torch.tensor([0.0, 1.0, 1.0])
+        >>> problem = PseudoRegressionProblem(K, Bernoulli(), y, torch.zeros(1, 3, 1), 0.0)
         >>> pol = UnitVectorPolicy(permutation=torch.tensor([2, 0, 1]))
+        >>> pol.reset(problem, recycled=False); r = problem.rhs
+        >>> [int(pol(r, problem, j).argmax()) for j in range(3)], pol(r, problem, 3)
+        ([2, 0, 1], None)
     """
 
     stop_on_dependent_action = False

@@ -88,8 +88,18 @@ def virtual_solver_run(
         :class:`RecycledBelief`. Costs ``B`` products with ``W^{-1}``, O(B^2 NC) and O(B^3);
         no product with ``K``.
 
-    Example:
-        >>> # see tests/models/iterncgp/test_recycling.py
+    Example (Prop. A.4: the initial residual is orthogonal to the recycled actions):
+        >>> import gpytorch
+        >>> from bo_ncgp.likelihoods import Gaussian
+        >>> from bo_ncgp.models.iterncgp import LatentKernelOperator
+        >>> X, y, S = torch.rand(6, 1), torch.randn(6), torch.randn(1, 6, 3)  # 3 old actions
+        >>> K = LatentKernelOperator(gpytorch.kernels.RBFKernel(), X, 1, backend="dense")
+        >>> problem = PseudoRegressionProblem(K, Gaussian(0.1), y, torch.zeros(1, 6, 1), 0.0)
+        >>> rec = virtual_solver_run(S, K.matmul(S), problem)  # no product with K inside
+        >>> c = inner(rec.Q, problem.rhs).unsqueeze(-3)  # v_0 = C_0 b = Q (Q^T b)
+        >>> r0 = problem.residual(rec.Q @ c, rec.KQ @ c)
+        >>> bool(inner(S, r0).abs().max() <= 1e-4 * S.norm() * problem.rhs.norm())
+        True
     """
     if rank is not None and int(rank) < 0:
         raise ValueError(f"virtual_solver_run: rank must be >= 0 or None, got {rank}")
