@@ -93,6 +93,20 @@ class HotspotStrategy(Strategy):
 
     Subclasses implement :meth:`_fit` (learn from the surveyed villages), :meth:`_latent`
     (posterior mean of the latent logit prevalence on the whole pool) and :meth:`ask`.
+
+    Example:
+        >>> import tempfile
+        >>> from bo_ncgp.campaigns import Campaign
+        >>> from bo_ncgp.problems.hotspots import HotspotPool
+        >>> pool = HotspotPool(np.random.default_rng(0).random((30, 2)), 0.01 * np.arange(30), 0.1)
+        >>> strat = RandomPoolStrategy(init_rounds=1, init_hyper_steps=0, num_hyper_steps=0)
+        >>> state = Campaign(pool, strat, budget=9, batch_size=1, num_initial=8, seed=0,
+        ...                  out_dir=tempfile.mkdtemp()).run(progress=False)
+        >>> sorted(state["iterations"][-1]["metrics"])  # logged after every survey
+        ['accuracy', 'acquisition_seconds', 'mse', 'num_remaining', 'sensitivity', ...]
+        >>> first = [e["point"] for e in state["evaluations"][:8]]  # the initial villages
+        >>> float(strat.U[first].min()), float(strat.U[first].max())  # min-max scaled on them
+        (0.0, 1.0)
     """
 
     name = "hotspot"
@@ -189,6 +203,22 @@ class DualSVGPHotspotStrategy(HotspotStrategy):
             ``|posterior mean logit| > max_abs_logit``, the update is redone from the previous
             model with half the damping and twice the steps (with a warning).
         constant_mean, outputscale_prior: kernel options of :func:`hotspot_kernel`.
+
+    Example:
+        >>> import tempfile
+        >>> from bo_ncgp.campaigns import Campaign
+        >>> from bo_ncgp.problems.hotspots import HotspotPool
+        >>> pool = HotspotPool(np.random.default_rng(0).random((30, 2)), 0.01 * np.arange(30), 0.1)
+        >>> class Greedy(DualSVGPHotspotStrategy):  # survey the highest predicted prevalence
+        ...     def _choose(self, history, rng):
+        ...         rest = self._remaining(history)
+        ...         return int(rest[int(self._latent()[rest].argmax())])
+        >>> greedy = Greedy(init_rounds=1, init_hyper_steps=0, num_hyper_steps=0)
+        >>> state = Campaign(pool, greedy, budget=10, batch_size=1, num_initial=8, seed=0,
+        ...                  out_dir=tempfile.mkdtemp()).run(progress=False)
+        >>> surveyed = [e["point"] for e in state["evaluations"]]  # Z = the surveyed villages
+        >>> greedy.model.Z.shape, torch.equal(greedy.model.Z, greedy.U[surveyed])
+        (torch.Size([10, 2]), True)
     """
 
     def __init__(
@@ -291,7 +321,20 @@ class DualSVGPHotspotStrategy(HotspotStrategy):
 
 class RandomPoolStrategy(DualSVGPHotspotStrategy):
     """``random``: uniformly random remaining village; the DualSVGP model is only used for
-    the metrics."""
+    the metrics.
+
+    Example:
+        >>> import tempfile
+        >>> from bo_ncgp.campaigns import Campaign
+        >>> from bo_ncgp.problems.hotspots import HotspotPool
+        >>> pool = HotspotPool(np.random.default_rng(0).random((30, 2)), 0.01 * np.arange(30), 0.1)
+        >>> strat = RandomPoolStrategy(init_rounds=1, init_hyper_steps=0, num_hyper_steps=0)
+        >>> state = Campaign(pool, strat, budget=12, batch_size=1, num_initial=8, seed=0,
+        ...                  out_dir=tempfile.mkdtemp()).run(progress=False)
+        >>> points = [e["point"] for e in state["evaluations"]]
+        >>> len(points), len(set(points))  # 8 initial + 4 random villages, none twice
+        (12, 12)
+    """
 
     name = "random"
 
@@ -307,6 +350,19 @@ class EntropyStrategy(DualSVGPHotspotStrategy):
         compute_dtype: ``"float32"`` (default, ~3x faster entropy sums) or ``"float64"``.
         chunk_size: candidates per vectorised block.
         **kwargs: the DualSVGP settings of :class:`DualSVGPHotspotStrategy`.
+
+    Example:
+        >>> import tempfile
+        >>> from bo_ncgp.campaigns import Campaign
+        >>> from bo_ncgp.problems.hotspots import HotspotPool
+        >>> pool = HotspotPool(np.random.default_rng(0).random((30, 2)), 0.01 * np.arange(30), 0.1)
+        >>> ent = EntropyStrategy(4, init_rounds=1, init_hyper_steps=0, num_hyper_steps=0)
+        >>> state = Campaign(pool, ent, budget=9, batch_size=1, num_initial=8, seed=0,
+        ...                  out_dir=tempfile.mkdtemp()).run(progress=False)
+        >>> rest = pool.remaining([e["point"] for e in state["evaluations"][:8]])  # 22 candidates
+        >>> best = int(rest[int(ent.last_scores.argmax())])  # highest entropy reduction
+        >>> ent.last_scores.shape, state["evaluations"][-1]["point"] == best
+        (torch.Size([22]), True)
     """
 
     name = "entropy"
