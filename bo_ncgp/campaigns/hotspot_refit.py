@@ -231,6 +231,20 @@ class RefitEntropyStrategy(HotspotStrategy):
         num_fantasies: QMC fantasies per candidate.
         num_steps, lr, ngd_lr, polish_steps, polish_lr, fantasy_steps, fantasy_lr,
             batch_limit, constant_mean, outputscale_prior: see :class:`RefitVariationalGP`.
+
+    Example:
+        >>> import tempfile
+        >>> from bo_ncgp.campaigns import Campaign
+        >>> from bo_ncgp.problems.hotspots import HotspotPool
+        >>> pool = HotspotPool(np.random.default_rng(0).random((30, 2)), 0.01 * np.arange(30), 0.1)
+        >>> strat = RefitEntropyStrategy(num_candidates=2, num_fantasies=2, num_steps=5)
+        >>> camp = Campaign(pool, strat, 8, 1, num_initial=8, seed=0, out_dir=tempfile.mkdtemp())
+        >>> _ = camp.run(progress=False)  # surveys the 8 initial villages and fits the SVGP
+        >>> rest = pool.remaining(camp.history().indices)
+        >>> h = exceedance_entropy(*strat.model.predict_f(strat.U[rest]), strat.level)
+        >>> choice = strat.ask(camp.history(), 1, np.random.default_rng(0))  # refits 2 x 2 times
+        >>> bool(np.isin(choice, rest[h.topk(2).indices.numpy()]).all())  # a top-2 candidate
+        True
     """
 
     name = "refit-entropy"
