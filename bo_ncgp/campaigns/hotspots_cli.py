@@ -61,7 +61,18 @@ _QUICK = {
 
 
 def make_strategy(cfg: dict[str, Any]):
-    """The strategy named ``cfg["strategy"]`` with the settings of ``cfg`` (parsed CLI)."""
+    """The strategy named ``cfg["strategy"]`` with the settings of ``cfg`` (parsed CLI).
+
+    Example:
+        >>> parser = argparse.ArgumentParser()
+        >>> _args(parser)  # the options of ``bo-ncgp hotspots``
+        >>> cfg = vars(parser.parse_args(["--strategy", "random", "--rho", "0.25"]))
+        >>> strat = make_strategy(cfg)
+        >>> type(strat).__name__, strat.rho, strat.config()["hyper_objective"]
+        ('RandomPoolStrategy', 0.25, 'elbo')
+        >>> make_strategy({**cfg, "strategy": "refit-entropy"}).config()["num_candidates"]
+        16
+    """
     from bo_ncgp.campaigns.hotspot_strategies import EntropyStrategy, RandomPoolStrategy
 
     dual = dict(
@@ -100,7 +111,25 @@ def make_strategy(cfg: dict[str, Any]):
 
 
 def run_hotspot_seed(cfg: dict[str, Any], seed: int) -> dict[str, Any]:
-    """Run (or resume) the campaign of one seed; picklable entry point of the workers."""
+    """Run (or resume) the campaign of one seed; picklable entry point of the workers.
+
+    Example:
+        >>> import tempfile, torch
+        >>> from bo_ncgp.data.hotspots import FEATURES
+        >>> root = Path(tempfile.mkdtemp())  # data root with a synthetic 30-village country
+        >>> rows = [",".join((*FEATURES, "disease", "theta"))]
+        >>> rows += [f"{i % 5},{i // 5},1,2,3,4,5,6,SM,{i / 100}" for i in range(30)]
+        >>> (root / "hotspots").mkdir()
+        >>> _ = (root / "hotspots" / "xyz_data.csv").write_text("\\n".join(rows))
+        >>> parser = argparse.ArgumentParser()
+        >>> _args(parser)
+        >>> cfg = vars(parser.parse_args(f"--country xyz --threshold 0.1 --data-root {root} "
+        ...   f"--out {root}/out --strategy random --initial 8 --steps 2 --init-rounds 1 "
+        ...   f"--init-hyper-steps 0 --hyper-steps 0 --threads {torch.get_num_threads()}".split()))
+        >>> res = run_hotspot_seed({**cfg, "progress": False}, seed=3)  # 8 + 2 villages
+        >>> res["seed"], res["final"]["num_remaining"], (root / "out/random/seed_3").is_dir()
+        (3, 20.0, True)
+    """
     import torch
 
     from bo_ncgp.campaigns.cli import run_seeds
@@ -211,6 +240,21 @@ def summarise_hotspots(
         pool: optional :class:`~bo_ncgp.problems.hotspots.HotspotPool` of the campaigns'
             country; with it the hotspots found are counted (campaigns whose stored data
             hash differs from the pool's are refused).
+
+    Example:
+        >>> import tempfile
+        >>> from bo_ncgp.campaigns.cli import run_seeds
+        >>> from bo_ncgp.campaigns.hotspot_strategies import RandomPoolStrategy
+        >>> from bo_ncgp.problems.hotspots import HotspotPool
+        >>> pool = HotspotPool(np.random.default_rng(0).random((30, 2)), 0.01 * np.arange(30), 0.1)
+        >>> def tiny():  # a fast RandomPoolStrategy (no hyperparameter steps)
+        ...     return RandomPoolStrategy(init_rounds=1, init_hyper_steps=0, num_hyper_steps=0)
+        >>> out = Path(tempfile.mkdtemp())  # two seeds of 8 + 2 villages under out/random
+        >>> _ = run_seeds(lambda: pool, tiny, [0, 1], out / "random", budget=10, batch_size=1,
+        ...               num_initial=8, progress=False)
+        >>> summary = summarise_hotspots(out, at=(9, 10), plot=False, pool=pool)
+        >>> summary["random"]["seeds"], summary["random"]["mse"]["10"]["n"], sorted(summary)
+        (2, 2, ['random'])
     """
     out = Path(out)
     groups = collect([out])

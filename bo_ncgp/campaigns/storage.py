@@ -57,7 +57,16 @@ def write_json(path: Path, obj: Any) -> None:
 
 
 def read_json(path: Path) -> Any:
-    """Read a JSON file written by :func:`write_json` (see its example)."""
+    """Read a JSON file written by :func:`write_json`; ``NaN`` values come back as ``nan``.
+
+    Example:
+        >>> import math, tempfile
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     write_json(Path(tmp) / "state.json", {"best": float("nan"), "batches": [[0, 1]]})
+        ...     state = read_json(Path(tmp) / "state.json")
+        >>> math.isnan(state["best"]), state["batches"]
+        (True, [[0, 1]])
+    """
     return json.loads(Path(path).read_text())
 
 
