@@ -20,7 +20,7 @@ Per campaign seed ``s``:
 Example:
     >>> problem = HotspotPool.from_country("civ", seed=0)  # doctest: +SKIP
     >>> problem.evaluate_index(3).value  # doctest: +SKIP
-    27.0
+    14.0
 """
 
 from __future__ import annotations
