@@ -48,6 +48,7 @@ import time
 from pathlib import Path
 
 import torch
+from torch import Tensor
 from tqdm import tqdm
 
 if __package__ in (None, ""):  # `python experiments/split_mnist.py`
@@ -432,13 +433,27 @@ def plot_main(runs: dict, path: Path) -> None:
     plt.close(fig)
 
 
-def plot_studies(sweep: dict | None, move: dict | None, path: Path) -> None:
+def bls_extremes(cfg: dict, store: Store, root, k: int = 8, seed: int = 0) -> Tensor | None:
+    """Fig. 2b: the ``k`` training images of lowest and highest Bayesian leverage score (Eq. 31)
+    in the move-to-test reference run of ``seed``, as a ``(2, k, 28, 28)`` tensor, or ``None``
+    when that run is not stored."""
+    ref = store.get(f"move_ref_seed{seed}", _cfg_key(cfg))
+    if ref is None or "bls" not in ref:
+        return None
+    X = torch.cat([x for x, _ in load_tasks(cfg, seed, root)[0]])
+    order = torch.as_tensor(ref["bls"]).argsort()
+    return torch.stack([X[order[:k]], X[order[-k:].flip(0)]]).reshape(2, k, 28, 28)
+
+
+def plot_studies(
+    sweep: dict | None, move: dict | None, path: Path, digits: Tensor | None = None
+) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+    fig, axes = plt.subplots(1, 3, figsize=(15, 3.6))
     if move:
         fracs = sorted(float(f) for f in move)
         for how, style in (("bls", "o-"), ("random", "s--")):
@@ -461,6 +476,13 @@ def plot_studies(sweep: dict | None, move: dict | None, path: Path) -> None:
         axes[1].set_xlabel("memory size (% of each minibatch)")
         axes[1].set_ylabel("final test accuracy")
         axes[1].set_title("Fig. 2c: memory size")
+    else:
+        axes[1].axis("off")  # study not run
+    axes[2].axis("off")
+    if digits is not None:
+        rows = [torch.cat(list(digits[i]), dim=1) for i in range(2)]  # (28, 28 k) each
+        axes[2].imshow(torch.cat(rows, dim=0).numpy(), cmap="gray_r")
+        axes[2].set_title("Fig. 2b: lowest (top) / highest (bottom) BLS", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -491,8 +513,13 @@ def run(cfg: dict, studies=("main",), methods=METHODS, root=None, out: Path = OU
             f: {how: summary([r["final"]["accuracy"] for r in rs if r.get("how") in (how, "both")])
                 for how in ("bls", "random")} for f, rs in move.items()
         }  # fmt: skip
-    if sweep or move:
-        plot_studies(sweep, move, folder / "split_mnist_studies.png")
+    if sweep or move:  # the plot shows every stored study, not only the ones run now
+        if sweep is None:
+            sweep = study_memory_sweep(cfg, store, root, progress, False, compute=False)
+        if move is None:
+            move = study_move_to_test(cfg, store, root, progress, False, compute=False)
+        digits = bls_extremes(cfg, store, root)
+        plot_studies(sweep, move, folder / "split_mnist_studies.png", digits)
     name = "results.json" if set(studies) == {"main"} else f"results_{'_'.join(studies)}.json"
     write_json(folder / name, results)
     return results

@@ -113,6 +113,13 @@ def test_split_mnist_quick(data_root, tmp_path):
     assert run["memory_size"] == 10  # 10% of 6 = 1 per minibatch
     ref = json.loads((folder / "runs" / "move_ref_seed0.json").read_text())
     assert len(ref["bls"]) == 5 * 12 and min(ref["bls"]) >= 0
+    # Fig. 2b: the lowest / highest BLS training images, in score order
+    digits = sm.bls_extremes(cfg, sm.Store(folder / "runs"), data_root, k=3)
+    X = torch.cat([x for x, _ in sm.load_tasks(cfg, 0, data_root)[0]])
+    bls = torch.tensor(ref["bls"])
+    assert digits.shape == (2, 3, 28, 28)
+    assert torch.equal(digits[0, 0].reshape(-1), X[bls.argmin()])
+    assert torch.equal(digits[1, 0].reshape(-1), X[bls.argmax()])
     assert "| ours |" in sm.table3_md(res["main"]) and "| #5 |" in sm.table2_md(res["main"])
     # resume: a second call reads every unit from disk
     before = (folder / "runs" / "main_bui_seed0.json").stat().st_mtime_ns
