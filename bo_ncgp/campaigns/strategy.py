@@ -28,7 +28,8 @@ class History:
         values: ``(n,)`` objective values (``nan`` for failed evaluations).
         success: ``(n,)`` success labels (``nan`` when the problem has none or failed).
         indices: ``(n,)`` pool indices for pool-based problems, else ``None``.
-        batches: list of index arrays, one per evaluated batch (the initial design first).
+        batches: one array per evaluated batch (the initial design first) of positions in
+            this history (rows of ``X`` / ``y``), not of pool or village indices.
 
     Example:
         >>> h = History(X=np.zeros((3, 1)), values=np.array([1.0, np.nan, 2.0]),

@@ -147,6 +147,8 @@ class DualSVGP(ResizableModule):
         >>> model.update(X[:20], y[:20]).update(X[20:], y[20:]).num_data
         40
         >>> mean, var = model.predict_f(torch.rand(3, 2))
+        >>> mean.shape, bool((var > 0).all())
+        (torch.Size([3]), True)
     """
 
     _resizable = ("_Z", "_lam_rest", "_B_rest", "_cX", "_cy", "_ceta", "_cbeta")

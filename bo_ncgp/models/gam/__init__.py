@@ -9,7 +9,17 @@
 The zero-mean ANOVA kernel of section 7 (Eq. 8) is :class:`bo_ncgp.models.anova_kernel.ANOVAKernel`.
 
 Example:
+    >>> import torch
+    >>> from gpytorch.kernels import RBFKernel
+    >>> from bo_ncgp.likelihoods import Gaussian
     >>> from bo_ncgp.models.gam import SparseGAM
+    >>> Z = torch.linspace(0, 1, 6)
+    >>> gam = SparseGAM([(RBFKernel(), [0], Z), (RBFKernel(), [1], Z)], Gaussian(0.1))
+    >>> X = torch.rand(30, 2); y = torch.sin(6 * X[:, 0]) + X[:, 1] ** 2
+    >>> gam.initialize_variational(X, y)
+    >>> mean, var = gam.predict_f(torch.rand(4, 2))  # the sum f_1(x_1) + f_2(x_2)
+    >>> mean.shape, bool((var > 0).all())
+    (torch.Size([4]), True)
 """
 
 from bo_ncgp.models.gam.components import AdditiveComponent

@@ -354,6 +354,10 @@ class SparseGAM(gpytorch.Module):
             >>> from bo_ncgp.likelihoods import Gaussian
             >>> gam = SparseGAM([(RBFKernel(), [0], torch.linspace(0, 1, 5))], Gaussian(0.1))
             >>> X = torch.rand(20, 1); gam.initialize_variational(X, torch.sin(6 * X[:, 0]))
+            >>> mean, var = gam.predict_f(X.detach())  # the Gaussian-optimal q(u), no training
+            >>> y = torch.sin(6 * X[:, 0])  # residual power well below the signal's:
+            >>> bool(((mean - y) ** 2).mean() < 0.5 * (y**2).mean()), bool((var > 0).all())
+            (True, True)
         """
         X, y = self._check_data(X, y)
         if num_newton_steps < 1:

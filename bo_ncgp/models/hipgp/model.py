@@ -70,6 +70,8 @@ class HIPGP(torch.nn.Module):
         >>> X = torch.rand(50, 1); y = torch.sin(6 * X[:, 0])
         >>> _ = m.fit(X, y, num_epochs=1)
         >>> mean, var = m.predict_f(torch.rand(5, 1))
+        >>> mean.shape, bool((var > 0).all())
+        (torch.Size([5]), True)
     """
 
     def __init__(
