@@ -29,7 +29,7 @@ class History:
         success: ``(n,)`` success labels (``nan`` when the problem has none or failed).
         indices: ``(n,)`` pool indices for pool-based problems, else ``None``.
         batches: one array per evaluated batch (the initial design first) of positions in
-            this history (rows of ``X`` / ``y``), not of pool or village indices.
+            this history (rows of ``X`` / ``values``), not of pool or village indices.
 
     Example:
         >>> h = History(X=np.zeros((3, 1)), values=np.array([1.0, np.nan, 2.0]),
