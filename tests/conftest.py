@@ -13,12 +13,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(autouse=True)
-def _float64_and_seed():
-    old = torch.get_default_dtype()
+def _float64_seed_and_threads():
+    old, threads = torch.get_default_dtype(), torch.get_num_threads()
     torch.set_default_dtype(torch.float64)
     torch.manual_seed(0)
     yield
     torch.set_default_dtype(old)
+    torch.set_num_threads(threads)  # scripts under test may set their own thread count
 
 
 def shared_data_root() -> Path | None:

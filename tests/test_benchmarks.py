@@ -1,16 +1,15 @@
 """Smoke tests of the benchmark scripts' quick configurations (outputs well formed)."""
 
-import importlib.util
 import json
 from pathlib import Path
+
+from tests._helpers import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _load(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_script(f"benchmarks/{name}.py")
     return mod
 
 

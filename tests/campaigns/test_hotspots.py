@@ -17,6 +17,7 @@ from bo_ncgp.campaigns.hotspot_strategies import EntropyStrategy, RandomPoolStra
 from bo_ncgp.campaigns.strategy import History
 from bo_ncgp.problems.base import Evaluation
 from bo_ncgp.problems.hotspots import HotspotPool
+from tests._helpers import load_script
 
 INIT, STEPS = 12, 3
 DUAL = dict(num_inner_steps=3, num_hyper_steps=1, init_rounds=1, init_hyper_steps=3)
@@ -193,13 +194,7 @@ def test_divergence_guard_redoes_the_update_with_more_damping():
 
 
 def test_timing_script_quick(data_root, tmp_path):
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[2] / "experiments" / "hotspots_timing.py"
-    spec = importlib.util.spec_from_file_location("hotspots_timing", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_script("experiments/hotspots_timing.py")
     out = tmp_path / "timing.json"
     assert mod.main(["--quick", "--data-root", str(data_root), "--out", str(out)]) == 0
     res = json.loads(out.read_text())
@@ -320,13 +315,7 @@ def test_constant_mean_option_reaches_the_models_and_learns_the_offset():
 
 
 def test_model_check_script_quick(data_root, tmp_path):
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[2] / "experiments" / "hotspots_model_check.py"
-    spec = importlib.util.spec_from_file_location("hotspots_model_check", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_script("experiments/hotspots_model_check.py")
     out = tmp_path / "check.json"
     names = "const-prevalence;default;const-mean,no-os-prior;ref-svgp"
     argv = ["--quick", "--data-root", str(data_root), "--out", str(out), "--variants", names]

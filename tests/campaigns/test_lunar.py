@@ -8,6 +8,7 @@ from gymnasium.envs.box2d.lunar_lander import heuristic
 from bo_ncgp.campaigns import Campaign
 from bo_ncgp.campaigns.cli import LUNAR_STRATEGIES, _register_model_strategies
 from bo_ncgp.problems.lunar_lander import DEFAULT_WEIGHTS, LunarLander, heuristic_action
+from tests._helpers import load_script
 
 
 def test_default_weights_reproduce_gymnasium_heuristic():
@@ -60,14 +61,9 @@ def test_model_strategies_tiny_campaign(name, tmp_path):
 
 def _check_report(folder, state):
     """``experiments/lunar_report.py`` summarises the campaign it finds under ``folder``."""
-    import importlib.util
     import json
-    from pathlib import Path
 
-    path = Path(__file__).resolve().parents[2] / "experiments" / "lunar_report.py"
-    spec = importlib.util.spec_from_file_location("lunar_report", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_script("experiments/lunar_report.py")
     out = folder / "report.json"
     assert mod.main([str(folder), "--out", str(out)]) == 0
     (rep,) = json.loads(out.read_text())["strategies"]

@@ -3,7 +3,6 @@ well-formed outputs (the measured numbers come from the full runs, see RESULTS.m
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 from pathlib import Path
@@ -11,13 +10,13 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests._helpers import load_script
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _load(relpath: str):
-    spec = importlib.util.spec_from_file_location(Path(relpath).stem, ROOT / relpath)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_script(relpath)
     return mod
 
 

@@ -3,30 +3,20 @@ results (the full runs are in experiments/RESULTS.md)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 from pathlib import Path
 
-import pytest
 import torch
+
+from tests._helpers import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _load(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "experiments" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script(f"experiments/{name}.py")
     return module
-
-
-@pytest.fixture(autouse=True)
-def _restore_torch_state():
-    dtype, threads = torch.get_default_dtype(), torch.get_num_threads()
-    yield
-    torch.set_default_dtype(dtype)
-    torch.set_num_threads(threads)
 
 
 def test_analytic_anova_terms_of_the_test_function():

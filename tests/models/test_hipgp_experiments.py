@@ -1,28 +1,18 @@
 """The HIP-GP experiment scripts' --quick configurations write well-formed results."""
 
-import importlib.util
 import json
 import math
 from pathlib import Path
 
 import pytest
-import torch
+
+from tests._helpers import load_script
 
 EXP = Path(__file__).resolve().parents[2] / "experiments"
 
 
-@pytest.fixture(autouse=True)
-def _restore_threads():
-    old = torch.get_num_threads()
-    yield
-    torch.set_num_threads(old)
-
-
 def _load(name):
-    spec = importlib.util.spec_from_file_location(name, EXP / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script(f"experiments/{name}.py")
 
 
 def test_whitening_and_pcg_quick(tmp_path):
@@ -63,11 +53,7 @@ def test_dust_and_magnetometer_quick(tmp_path, data_root):
 
 
 def test_step_benchmark_quick_legacy_and_fixed_products_agree(tmp_path):
-    spec = importlib.util.spec_from_file_location(
-        "hipgp_step", EXP.parent / "benchmarks" / "hipgp_step.py"
-    )
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_script("benchmarks/hipgp_step.py")
     out = tmp_path / "step.json"
     assert mod.main(["--quick", "--out", str(out)]) == 0
     (row,) = json.loads(out.read_text())["rows"]

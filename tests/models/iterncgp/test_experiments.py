@@ -1,28 +1,18 @@
 """The IterNCGP experiment scripts' --quick configurations write well-formed results."""
 
-import importlib.util
 import json
 import math
 from pathlib import Path
 
 import pytest
-import torch
+
+from tests._helpers import load_script
 
 EXP = Path(__file__).resolve().parents[3] / "experiments"
 
 
-@pytest.fixture(autouse=True)
-def _restore_threads():
-    old = torch.get_num_threads()
-    yield
-    torch.set_num_threads(old)
-
-
 def _load(name):
-    spec = importlib.util.spec_from_file_location(name, EXP / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script(f"experiments/{name}.py")
 
 
 def _check_classification(res, methods):
