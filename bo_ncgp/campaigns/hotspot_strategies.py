@@ -186,7 +186,11 @@ class DualSVGPHotspotStrategy(HotspotStrategy):
 
     Args:
         num_inner_steps: damped natural-gradient site updates per survey (Eqs. 23-24).
-        num_hyper_steps: Adam steps on the hyperparameters per survey.
+        num_hyper_steps: Adam steps on the hyperparameters per survey. They move the
+            hyperparameters from the first fit towards the ELBO's optimum (larger outputscale,
+            shorter lengthscales): on civ that is the better hotspot classifier inside the
+            entropy loop, while ``0`` (keep the first fit's) gives the lower prevalence MSE
+            (experiments/RESULTS.md, issue 7, "hyperparameter drift").
         lr: Adam learning rate of the per-survey hyperparameter steps.
         init_rounds, init_hyper_steps, init_lr: rounds of (inner steps, hyperparameter steps)
             and the learning rate of the first fit on the initial villages.
