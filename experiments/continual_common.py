@@ -276,20 +276,32 @@ class Store:
     def path(self, key: str) -> Path:
         return self.folder / f"{key}.json"
 
-    def get(self, key: str, config: dict | None = None) -> dict | None:
-        """The stored result, or ``None`` if absent or computed with another config."""
+    def _read(self, key: str) -> dict | None:
         p = self.path(key)
         if not p.is_file():
             return None
         try:
-            data = json.loads(p.read_text())
+            return json.loads(p.read_text())
         except json.JSONDecodeError:
             return None
-        if config is not None and data.get("config") != json.loads(json.dumps(config)):
+
+    def get(self, key: str, config: dict | None = None) -> dict | None:
+        """The stored result, or ``None`` if absent or computed with another config."""
+        data = self._read(key)
+        if data is None or (config is not None and data.get("config") != _plain(config)):
             return None
         return data
 
     def put(self, key: str, result: dict, config: dict | None = None) -> None:
+        """Store ``result``; a unit stored under ``key`` with another configuration is never
+        overwritten: it is moved to ``superseded/<key>.<time>.json`` (with a message)."""
+        old = self._read(key)
+        if old is not None and old.get("config") != (None if config is None else _plain(config)):
+            keep = self.folder / "superseded" / f"{key}.{time.strftime('%Y%m%dT%H%M%S')}.json"
+            keep.parent.mkdir(exist_ok=True)
+            self.path(key).replace(keep)
+            print(f"{self.path(key)} was computed with another configuration; kept as {keep}",
+                  file=sys.stderr)  # fmt: skip
         data = dict(result)
         if config is not None:
             data["config"] = config
@@ -297,6 +309,11 @@ class Store:
 
     def all(self) -> dict[str, dict]:
         return {p.stem: json.loads(p.read_text()) for p in sorted(self.folder.glob("*.json"))}
+
+
+def _plain(config: dict) -> dict:
+    """``config`` as it reads back from JSON (tuples become lists, ...)."""
+    return json.loads(json.dumps(config))
 
 
 def write_json(path: Path, obj) -> None:

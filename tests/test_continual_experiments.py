@@ -69,6 +69,14 @@ def test_store_resumes_only_the_same_configuration(tmp_path):
     store.put("a", {"x": 1}, config={"m": 1})
     assert store.get("a", {"m": 1})["x"] == 1
     assert store.get("a", {"m": 2}) is None and store.get("b") is None
+    # a run with another configuration never destroys the stored one
+    store.put("a", {"x": 2}, config={"m": 2})
+    assert store.get("a", {"m": 2})["x"] == 2
+    (kept,) = (tmp_path / "superseded").glob("a.*.json")
+    assert json.loads(kept.read_text()) == {"x": 1, "config": {"m": 1}}
+    assert set(store.all()) == {"a"}  # superseded units are not results
+    store.put("a", {"x": 3}, config={"m": 2})  # same configuration: plain overwrite
+    assert len(list((tmp_path / "superseded").glob("*.json"))) == 1
 
 
 def test_move_to_test_moves_the_highest_scores_and_folds_partition():
