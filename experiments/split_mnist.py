@@ -324,8 +324,9 @@ def study_move_to_test(cfg, store: Store, root, progress, force, compute=True) -
         ref = None if force else store.get(key, ckey)
         if ref is None and not compute:
             continue
-        data = load_tasks(cfg, seed, root)
+        data = None  # loaded only when something is computed (summaries need no data)
         if ref is None:
+            data = load_tasks(cfg, seed, root)
             log(f"split-mnist move-to-test: reference run, seed {seed}")
             ref = run_stream("ours", *data, cfg, seed, progress=progress, keep_model=True)
             model = ref.pop("model")
@@ -342,6 +343,7 @@ def study_move_to_test(cfg, store: Store, root, progress, force, compute=True) -
                 if res is None and not compute:
                     continue
                 if res is None:
+                    data = data or load_tasks(cfg, seed, root)
                     log(f"split-mnist move-to-test: {how} {frac:g}, seed {seed}")
                     tr, te = _move(*data, ref["bls"], frac, how, seed)
                     res = run_stream("ours", tr, te, cfg, seed, progress=progress)
@@ -436,11 +438,14 @@ def plot_main(runs: dict, path: Path) -> None:
 def bls_extremes(cfg: dict, store: Store, root, k: int = 8, seed: int = 0) -> Tensor | None:
     """Fig. 2b: the ``k`` training images of lowest and highest Bayesian leverage score (Eq. 31)
     in the move-to-test reference run of ``seed``, as a ``(2, k, 28, 28)`` tensor, or ``None``
-    when that run is not stored."""
+    when that run is not stored or the images are not available."""
     ref = store.get(f"move_ref_seed{seed}", _cfg_key(cfg))
     if ref is None or "bls" not in ref:
         return None
-    X = torch.cat([x for x, _ in load_tasks(cfg, seed, root)[0]])
+    try:
+        X = torch.cat([x for x, _ in load_tasks(cfg, seed, root)[0]])
+    except FileNotFoundError:
+        return None
     order = torch.as_tensor(ref["bls"]).argsort()
     return torch.stack([X[order[:k]], X[order[-k:].flip(0)]]).reshape(2, k, 28, 28)
 

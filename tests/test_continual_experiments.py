@@ -128,6 +128,13 @@ def test_split_mnist_quick(data_root, tmp_path):
     assert digits.shape == (2, 3, 28, 28)
     assert torch.equal(digits[0, 0].reshape(-1), X[bls.argmin()])
     assert torch.equal(digits[1, 0].reshape(-1), X[bls.argmax()])
+    # summaries of stored studies need no data: same numbers from a root without MNIST
+    nodata = tmp_path / "no-data"
+    again = sm.run(cfg, ("memory-sweep", "move-to-test"), root=nodata, out=tmp_path,
+                   progress=False, compute=False)  # fmt: skip
+    assert again["move_to_test"] == saved["move_to_test"]
+    assert again["memory_sweep"] == saved["memory_sweep"]
+    assert sm.bls_extremes(cfg, sm.Store(folder / "runs"), nodata) is None
     assert "| ours |" in sm.table3_md(res["main"]) and "| #5 |" in sm.table2_md(res["main"])
     # resume: a second call reads every unit from disk
     before = (folder / "runs" / "main_bui_seed0.json").stat().st_mtime_ns
