@@ -195,6 +195,20 @@ def timed_update(model, X: Tensor, y: Tensor) -> float:
 
 
 @torch.no_grad()
+def kernel_hypers(model) -> dict[str, float]:
+    """Outputscale and smallest / largest lengthscale of ``model.kernel`` when it is a
+    ``ScaleKernel`` (empty otherwise): logged per update to follow hyperparameter drift."""
+    k = getattr(model, "kernel", None)
+    if not isinstance(k, gpytorch.kernels.ScaleKernel):
+        return {}
+    ls = k.base_kernel.lengthscale.detach().reshape(-1)
+    return {
+        "outputscale": float(k.outputscale.detach().reshape(-1)[0]),
+        "lengthscale_min": float(ls.min()),
+        "lengthscale_max": float(ls.max()),
+    }
+
+
 def pointwise(
     model,
     X: Tensor,

@@ -15,7 +15,12 @@ villages. This script fits the *initial* villages only, for a few seeds, with
 * ``standardise``: z-scored instead of min-max scaled features (initial-village statistics);
 * ``ref-svgp*``: the reference GPyTorch SVGP of ``refit-entropy`` (NGD on q(u) + Adam on the
   hyperparameters) with many steps, same kernel/priors, inducing points = the 100 villages;
-* ``const-prevalence``: the mean observed prevalence of the 100 villages, for every village.
+* ``const-prevalence``: the mean observed prevalence of the 100 villages, for every village;
+* ``maddox`` / ``maddox,beta-1``: the model of Maddox et al.'s hotspot script as it is written
+  there (not ours): a GPyTorch SVGP with a learned ``ConstantMean``, a whitened Cholesky
+  ``q(u)``, learned inducing locations initialised at the villages, only the lengthscale prior
+  in effect, and ``--maddox-steps`` Adam steps (lr 0.01) on ``ELBO(beta) + log prior`` from
+  GPyTorch's default initialisation, with ``beta = 0.1`` (the script's default) or ``1``.
 
 and reports hotspot accuracy and prevalence MSE on the other villages (mean +- s.e. over
 seeds), the learned hyperparameters and the fit time.
@@ -33,6 +38,7 @@ import json
 import time
 from pathlib import Path
 
+import gpytorch
 import numpy as np
 import torch
 
@@ -81,6 +87,69 @@ VARIANTS = {
 }
 
 
+class MaddoxSVGP(gpytorch.models.ApproximateGP):
+    """The ``maddox`` variants' model (module docstring), fitted by :meth:`fit`."""
+
+    def __init__(self, Z: torch.Tensor) -> None:
+        from gpytorch.kernels import MaternKernel, ScaleKernel
+        from gpytorch.priors import GammaPrior
+
+        q = gpytorch.variational.CholeskyVariationalDistribution(Z.shape[0])
+        strategy = gpytorch.variational.VariationalStrategy(
+            self, Z.clone(), q, learn_inducing_locations=True
+        )
+        super().__init__(strategy)
+        self.mean_module = gpytorch.means.ConstantMean()
+        self.kernel = ScaleKernel(
+            MaternKernel(nu=1.5, ard_num_dims=Z.shape[-1], lengthscale_prior=GammaPrior(3.0, 6.0))
+        )
+        self.to(Z)
+
+    def forward(self, x: torch.Tensor) -> gpytorch.distributions.MultivariateNormal:
+        return gpytorch.distributions.MultivariateNormal(self.mean_module(x), self.kernel(x))
+
+    def fit(self, X, y, likelihood, beta: float, steps: int, lr: float = 0.01) -> float:
+        """Adam on ``-(sum E log p(y|f) - beta KL + log prior) / n``; returns the last loss."""
+        opt = torch.optim.Adam(self.parameters(), lr=lr)
+        loss = torch.zeros(())
+        for _ in range(steps):
+            opt.zero_grad()
+            q = self(X)
+            elp = likelihood.expected_log_prob(y, q.mean, q.variance).sum()
+            kl = self.variational_strategy.kl_divergence()
+            prior = sum(pr.log_prob(cl(mod)).sum() for _, mod, pr, cl, _ in self.named_priors())
+            loss = -(elp - beta * kl + prior) / X.shape[-2]
+            loss.backward()
+            opt.step()
+        self.eval()
+        return float(loss.detach())
+
+
+def _fit_maddox(name: str, problem, idx: np.ndarray, y: np.ndarray, args) -> dict[str, float]:
+    from bo_ncgp.campaigns.hotspot_strategies import DTYPE
+    from bo_ncgp.likelihoods import Binomial
+
+    X0 = problem.pool[idx[: args.scale_init]]
+    lo, hi = X0.min(0), X0.max(0)
+    U = torch.as_tensor((problem.pool - lo) / np.where(hi > lo, hi - lo, 1.0), dtype=DTYPE)
+    X = U[torch.as_tensor(idx)]
+    model = MaddoxSVGP(X)
+    beta = 1.0 if "beta-1" in name else 0.1
+    t0 = time.perf_counter()
+    loss = model.fit(X, torch.as_tensor(y, dtype=DTYPE), Binomial(problem.num_trials).to(DTYPE),
+                     beta, args.maddox_steps)  # fmt: skip
+    seconds = time.perf_counter() - t0
+    with torch.no_grad():
+        out = problem.metrics(torch.sigmoid(model(U).mean).numpy(), idx)
+        out.update(_hypers(model.kernel))
+        out["constant"] = float(model.mean_module.constant)
+    out.update(fit_seconds=seconds, loss=loss)
+    return out
+
+
+MADDOX = ("maddox", "maddox,beta-1")
+
+
 def _hypers(kernel) -> dict[str, float]:
     from gpytorch.kernels import AdditiveKernel
 
@@ -116,6 +185,8 @@ def fit_variant(name: str, problem, args) -> dict[str, float]:
     if name == "const-prevalence":
         p = np.full(problem.pool.shape[0], y_np.mean() / problem.num_trials)
         return problem.metrics(p, idx)
+    if name in MADDOX:
+        return _fit_maddox(name, problem, idx, y_np, args)
     make, scaling = VARIANTS[name]
     strat = make(args)
     strat.setup(problem, problem.seed)
@@ -157,6 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--init-rounds", type=int, default=8)
     p.add_argument("--init-hyper-steps", type=int, default=50)
     p.add_argument("--ref-steps", type=int, default=1000, help="joint steps of ref-svgp")
+    p.add_argument("--maddox-steps", type=int, default=1000, help="Adam steps of maddox*")
     p.add_argument("--variants", default="all", help="';'-separated names, or 'all'")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument(
@@ -164,14 +236,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--quick", action="store_true", help="tiny sizes for a smoke test")
     args = p.parse_args(argv)
-    every = ["const-prevalence", *VARIANTS]
+    every = ["const-prevalence", *VARIANTS, *MADDOX]
     names = every if args.variants == "all" else [v for v in args.variants.split(";") if v]
-    unknown = [v for v in names if v != "const-prevalence" and v not in VARIANTS]
+    unknown = [v for v in names if v not in every]
     if unknown:
         p.error(f"unknown variants {unknown}; choose from {every}")
     if args.quick:
         args.seeds, args.init, args.scale_init, args.init_rounds = 1, 20, 20, 1
-        args.init_hyper_steps, args.ref_steps = 3, 5
+        args.init_hyper_steps, args.ref_steps, args.maddox_steps = 3, 5, 5
     torch.set_num_threads(args.threads)
     from tqdm.auto import tqdm
 

@@ -62,6 +62,7 @@ from experiments.continual_common import (
     add_stored_run_arguments,
     fit_offline,
     fmt,
+    kernel_hypers,
     log,
     make_bui,
     make_dual,
@@ -206,7 +207,7 @@ def run_stream(method: str, train, test, cfg: dict, seed: int, memory_frac=None,
         last_of_task = i + 1 == len(stream) or stream[i + 1][0] != t
         hit, logp = pointwise(model, torch.cat(test_X[: t + 1]), torch.cat(test_y[: t + 1]),
                               eval_lik)  # fmt: skip
-        curve.append({"task": t, "accuracy_seen": float(hit.mean())})
+        curve.append({"task": t, "accuracy_seen": float(hit.mean()), **kernel_hypers(model)})
         if last_of_task:
             sizes = [x.shape[0] for x in test_X[: t + 1]]
             accs = [float(h.mean()) for h in hit.split(sizes)]

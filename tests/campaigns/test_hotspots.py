@@ -317,7 +317,7 @@ def test_constant_mean_option_reaches_the_models_and_learns_the_offset():
 def test_model_check_script_quick(data_root, tmp_path):
     mod = load_script("experiments/hotspots_model_check.py")
     out = tmp_path / "check.json"
-    names = "const-prevalence;default;const-mean,no-os-prior;ref-svgp"
+    names = "const-prevalence;default;const-mean,no-os-prior;ref-svgp;maddox"
     argv = ["--quick", "--data-root", str(data_root), "--out", str(out), "--variants", names]
     assert mod.main(argv) == 0
     res = json.loads(out.read_text())
@@ -334,3 +334,4 @@ def test_model_check_script_quick(data_root, tmp_path):
         s = res["variants"][name]["summary"]
         assert 0 <= s["mse"] < 1 and 0 <= s["accuracy"] <= 1 and s["outputscale"] > 0
     assert "constant" in res["variants"]["const-mean,no-os-prior"]["summary"]
+    assert "constant" in res["variants"]["maddox"]["summary"]  # its learned ConstantMean
