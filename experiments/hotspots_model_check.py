@@ -133,6 +133,7 @@ def _fit_maddox(name: str, problem, idx: np.ndarray, y: np.ndarray, args) -> dic
     lo, hi = X0.min(0), X0.max(0)
     U = torch.as_tensor((problem.pool - lo) / np.where(hi > lo, hi - lo, 1.0), dtype=DTYPE)
     X = U[torch.as_tensor(idx)]
+    torch.manual_seed(problem.seed)  # q(u)'s random initial mean
     model = MaddoxSVGP(X)
     beta = 1.0 if "beta-1" in name else 0.1
     t0 = time.perf_counter()

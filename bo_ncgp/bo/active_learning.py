@@ -37,6 +37,16 @@ and the fantasies are its quantiles at the one-dimensional lattice points ``u_j 
 shift) / J`` -- a rank-1 lattice (QMC) rule in the inverse-CDF coordinate with equal weights.
 With ``shift = 1/2`` (default) it is the midpoint rule, deterministic and reproducible.
 
+Criterion of Maddox et al.'s code (``criterion="spiked"``). The hotspot script of Maddox et al.
+(2021), which Chang et al. (2023) ran for Fig. 4, scores a different per-point uncertainty: the
+Bernoulli entropy of the *prevalence itself*, counted only where it exceeds the threshold,
+
+    H_spiked(q) = sum_{x in pool} E_{f ~ q(f(x))}[ h(sigmoid f) 1(f > logit t) ],
+
+estimated there by QMC samples of ``f``. :func:`spiked_entropy` looks the expectation up in
+precomputed quadrature tables (no sampling noise, about the cost of the exceedance entropy);
+the fantasies and the conditioning are the ones above.
+
 Example:
     >>> acq = ThresholdEntropyReduction(DualSVGPModel(dual), pool, threshold=0.1)  # doctest: +SKIP
     >>> best = int(acq.score_pool().argmax())                                     # doctest: +SKIP
@@ -60,6 +70,7 @@ from bo_ncgp.models.dual.sites import site_targets
 from bo_ncgp.models.dual_svgp import DualSVGP
 
 __all__ = [
+    "CRITERIA",
     "PoolState",
     "ThresholdEntropyReduction",
     "conditioned_pool_marginals",
@@ -67,8 +78,12 @@ __all__ = [
     "exceedance_probability",
     "pool_state",
     "predictive_quantile_fantasies",
+    "spiked_entropy",
     "threshold_entropy_reduction",
 ]
+
+#: per-point uncertainties the acquisition can sum over the pool (module docstring)
+CRITERIA = ("exceedance", "spiked")
 
 
 # --------------------------------------------------------------------------- pointwise
@@ -99,6 +114,97 @@ def exceedance_entropy(mean: Tensor, var: Tensor, level: float | Tensor) -> Tens
     """
     sd = var.clamp_min(torch.finfo(var.dtype).tiny).sqrt()
     return _entropy_from_z((mean - level) / sd)
+
+
+def _bernoulli_entropy_of_logit(f: Tensor) -> Tensor:
+    """``h(sigmoid f) = softplus(-|f|) + |f| sigmoid(-|f|)`` (symmetric, no cancellation)."""
+    a = f.abs()
+    return torch.nn.functional.softplus(-a) + a * torch.sigmoid(-a)
+
+
+# Tables of spiked_entropy (built once per level and dtype, bilinear lookup): the truncated
+# expectation over (z = (mean - level) / sd, log sd) for |z| <= _Z_MAX, and the untruncated
+# E[h(sigmoid f)] over (mean, log sd) for z > _Z_MAX (the part below the level is < 1e-15).
+_Z_MAX, _Z_STEP = 8.0, 0.05
+_M_MAX, _M_STEP = 40.0, 0.1
+_LOG_SD_MIN, _LOG_SD_STEP, _LOG_SD_POINTS = math.log(1e-3), 0.05, 186  # sd in [1e-3, 10.3]
+_E_MAX, _E_POINTS = 10.0, 301
+_TABLES: dict[float, tuple[Tensor, Tensor]] = {}  # float64, by level
+
+
+def _normal_expectation(lower: Tensor, shift: Tensor, sd: Tensor) -> Tensor:
+    """``int_{lower}^{_E_MAX} h(sigmoid(shift + sd e)) phi(e) de`` (trapezoid rule) for
+    ``lower, shift (A, 1)`` and ``sd (1, B)``, float64."""
+    u = torch.linspace(0, 1, _E_POINTS, dtype=torch.float64)
+    out = []
+    for j in range(sd.shape[-1]):
+        e = lower + (_E_MAX - lower) * u  # (A, U)
+        f = shift + sd[0, j] * e
+        g = _bernoulli_entropy_of_logit(f) * torch.exp(-0.5 * e.square()) / math.sqrt(2 * math.pi)
+        out.append(torch.trapezoid(g, e, dim=-1))
+    return torch.stack(out, -1)
+
+
+def _spiked_tables(level: float, like: Tensor) -> tuple[Tensor, Tensor]:
+    key = float(level)
+    if key not in _TABLES:
+
+        def grid(start: float, step: float, n: int) -> Tensor:
+            return start + step * torch.arange(n, dtype=torch.float64)
+
+        sd = grid(_LOG_SD_MIN, _LOG_SD_STEP, _LOG_SD_POINTS).exp()[None]
+        z = grid(-_Z_MAX, _Z_STEP, round(2 * _Z_MAX / _Z_STEP) + 1)
+        m = grid(-_M_MAX, _M_STEP, round(2 * _M_MAX / _M_STEP) + 1)
+        # truncated: f = level + sd (z + e), e > -z
+        trunc = torch.stack(
+            [_normal_expectation(-z[:, None], level + s * z[:, None], sd[:, j : j + 1])[:, 0]
+             for j, s in enumerate(sd[0])], -1)  # fmt: skip
+        full = _normal_expectation(torch.full_like(m[:, None], -_E_MAX), m[:, None], sd)
+        _TABLES[key] = (trunc, full)
+    trunc, full = _TABLES[key]
+    return trunc.to(like), full.to(like)
+
+
+def _bilinear(table: Tensor, x: Tensor, x0: float, dx: float, y: Tensor, y0: float, dy: float):
+    """Bilinear interpolation of ``table[i, j]`` at ``(x0 + i dx, y0 + j dy)``, clamped."""
+    fx = ((x - x0) / dx).clamp(0, table.shape[0] - 1.01)
+    fy = ((y - y0) / dy).clamp(0, table.shape[1] - 1.01)
+    i, j = fx.floor().long(), fy.floor().long()
+    tx, ty = fx - i, fy - j
+    row = table.shape[1]
+    flat = table.reshape(-1)
+    k = i * row + j
+    top = torch.lerp(flat[k], flat[k + 1], ty)
+    bottom = torch.lerp(flat[k + row], flat[k + row + 1], ty)
+    return torch.lerp(top, bottom, tx)
+
+
+def spiked_entropy(mean: Tensor, var: Tensor, level: float | Tensor) -> Tensor:
+    """``E[h(sigmoid f) 1(f > level)]`` for ``f ~ N(mean, var)``, elementwise (nats): the
+    per-point uncertainty of Maddox et al.'s hotspot acquisition (module docstring).
+
+    Evaluated by bilinear lookup in two tables built on first use for each ``level`` (about
+    10 s; trapezoid quadrature in the standardised variable): the truncated expectation over
+    ``z = (mean - level) / sd`` in [-8, 8] and the full one over ``mean`` in [-40, 40]
+    (``z > 8``), both over ``sd`` in [1e-3, 10] on a log grid; inputs outside are clamped to
+    the tables (``z < -8`` gives 0). Against dense quadrature at 300 random (mean in [-10, 10],
+    sd in [0.01, 10]) the largest error is 3.8e-4 nats (values up to 0.69), at most 1 % of
+    values above 0.01 (tested).
+
+    Example:
+        >>> e = spiked_entropy(torch.tensor([0.0, -5.0]), torch.tensor([1e-6, 1e-6]), -1.0)
+        >>> [round(v, 4) for v in e.tolist()]  # [h(1/2) = log 2 (surely above), 0 (below)]
+        [0.6931, 0.0]
+    """
+    dtype = torch.promote_types(mean.dtype, var.dtype)
+    mean, var = mean.to(dtype), var.to(dtype)
+    trunc, full = _spiked_tables(float(level), mean)
+    log_sd = 0.5 * var.clamp_min(torch.finfo(var.dtype).tiny).log()
+    z = (mean - level) * torch.exp(-log_sd)
+    g_trunc = _bilinear(trunc, z, -_Z_MAX, _Z_STEP, log_sd, _LOG_SD_MIN, _LOG_SD_STEP)
+    g_full = _bilinear(full, mean, -_M_MAX, _M_STEP, log_sd, _LOG_SD_MIN, _LOG_SD_STEP)
+    out = torch.where(z > _Z_MAX, g_full, g_trunc)
+    return torch.where(z < -_Z_MAX, torch.zeros_like(out), out)
 
 
 # --------------------------------------------------------------------------- fantasies
@@ -330,6 +436,7 @@ def threshold_entropy_reduction(
     chunk_size: int = 16,
     pool_weights: Tensor | None = None,
     compute_dtype: torch.dtype | None = None,
+    criterion: str = "exceedance",
 ) -> Tensor:
     """``a(x*) = H(q) - (1/J) sum_j H(q | x*, y_j)`` for ``n`` candidates (nats).
 
@@ -345,6 +452,8 @@ def threshold_entropy_reduction(
             about 3x faster on CPU, absolute error ~1e-4 nats on sums over ~1,000 points);
             default: the model's dtype. The conditioning itself always runs in the model's
             dtype.
+        criterion: ``"exceedance"`` (default: ``h(P(f > level))``) or ``"spiked"``
+            (:func:`spiked_entropy`, Maddox et al.'s criterion; table lookups).
 
     Returns:
         ``(n,)`` expected entropy reductions (in the model's dtype).
@@ -365,14 +474,16 @@ def threshold_entropy_reduction(
     model = _unwrap(model)
     if chunk_size < 1:
         raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
+    if criterion not in CRITERIA:
+        raise ValueError(f"criterion must be one of {CRITERIA}, got {criterion!r}")
+    gain_mean, gain_var = _fantasy_gains(model, G_c, mean_c, var_c, num_fantasies, shift)
+    if criterion == "spiked":
+        return _spiked_reduction(
+            state, G_c, level, chunk_size, pool_weights, compute_dtype, gain_mean, gain_var
+        )
     dtype = compute_dtype or state.mean.dtype
     with torch.no_grad():
-        Y = predictive_quantile_fantasies(model.likelihood, mean_c, var_c, num_fantasies, shift)
-        alpha, beta = _sites(model, Y, mean_c, var_c)
-        s_c = G_c.square().sum(0).unsqueeze(-1)
-        denom = 1 + beta * s_c
-        gain_mean, gain_var = alpha / denom, beta / denom  # (n, J)
-        shared = _shared_over_fantasies(beta)
+        shared = _shared_over_fantasies(gain_var)
         h_now = exceedance_entropy(state.mean, state.var, level)
         w = None if pool_weights is None else pool_weights.to(h_now)
         H_now = h_now.sum() if w is None else (h_now * w).sum()
@@ -393,6 +504,47 @@ def threshold_entropy_reduction(
                 mean = state.mean + C.unsqueeze(-2) * gain_mean[sl].unsqueeze(-1)
                 z = ((mean - level) * var.clamp_min(tiny).rsqrt()).to(dtype)
             H = _summed_entropy(z, wc).to(H_now.dtype)  # (b, J)
+            out.append(H_now - H.mean(-1))
+        return torch.cat(out)
+
+
+def _fantasy_gains(
+    model: DualSVGP, G_c: Tensor, mean_c: Tensor, var_c: Tensor, num_fantasies: int, shift: float
+) -> tuple[Tensor, Tensor]:
+    """Rank-one update coefficients ``(alpha / d, beta / d)`` ``(n, J)`` of the QMC fantasies
+    (module docstring; ``d = 1 + beta s_*``)."""
+    with torch.no_grad():
+        Y = predictive_quantile_fantasies(model.likelihood, mean_c, var_c, num_fantasies, shift)
+        alpha, beta = _sites(model, Y, mean_c, var_c)
+        denom = 1 + beta * G_c.square().sum(0).unsqueeze(-1)
+        return alpha / denom, beta / denom
+
+
+def _spiked_reduction(
+    state: PoolState,
+    G_c: Tensor,
+    level: float,
+    chunk_size: int,
+    pool_weights: Tensor | None,
+    compute_dtype: torch.dtype | None,
+    gain_mean: Tensor,
+    gain_var: Tensor,
+) -> Tensor:
+    """:func:`threshold_entropy_reduction` with ``criterion="spiked"``."""
+    dtype = compute_dtype or state.mean.dtype
+    with torch.no_grad():
+        w = None if pool_weights is None else pool_weights.to(state.mean)
+        h_now = spiked_entropy(state.mean, state.var, level)
+        H_now = h_now.sum() if w is None else (h_now * w).sum()
+        wc = None if w is None else w.to(dtype)
+        out = []
+        for start in range(0, G_c.shape[-1], chunk_size):
+            sl = slice(start, start + chunk_size)
+            C = G_c[:, sl].mT @ state.G  # (b, P)
+            mean = state.mean + C.unsqueeze(-2) * gain_mean[sl].unsqueeze(-1)  # (b, J, P)
+            var = state.var - C.square().unsqueeze(-2) * gain_var[sl].unsqueeze(-1)
+            h = spiked_entropy(mean.to(dtype), var.clamp_min(0).to(dtype), level)
+            H = (h.sum(-1) if wc is None else h @ wc).to(H_now.dtype)  # (b, J)
             out.append(H_now - H.mean(-1))
         return torch.cat(out)
 
@@ -419,6 +571,7 @@ class ThresholdEntropyReduction(AcquisitionFunction):
         chunk_size: candidates per vectorised block.
         compute_dtype: dtype of the entropy evaluations (see
             :func:`threshold_entropy_reduction`).
+        criterion: ``"exceedance"`` (default) or ``"spiked"`` (module docstring).
 
     ``forward(X)`` scores ``X (b, 1, d)`` (any candidate points); :meth:`score_pool` scores
     pool members by index and reuses the pool's factors. Not differentiable in ``X`` (the
@@ -440,8 +593,12 @@ class ThresholdEntropyReduction(AcquisitionFunction):
         shift: float = 0.5,
         chunk_size: int = 16,
         compute_dtype: torch.dtype | None = None,
+        criterion: str = "exceedance",
     ) -> None:
         super().__init__(model=model)
+        if criterion not in CRITERIA:
+            raise ValueError(f"criterion must be one of {CRITERIA}, got {criterion!r}")
+        self.criterion = criterion
         if getattr(model, "input_transform", None) is not None:
             raise ValueError(
                 "ThresholdEntropyReduction: models with an input transform are not supported"
@@ -455,8 +612,9 @@ class ThresholdEntropyReduction(AcquisitionFunction):
         self.state = pool_state(self.dual, pool)
 
     def entropy(self) -> Tensor:
-        """Current summed exceedance entropy of the pool (nats)."""
-        return exceedance_entropy(self.state.mean, self.state.var, self.level).sum()
+        """Current summed uncertainty of the pool (nats) under the criterion."""
+        per_point = spiked_entropy if self.criterion == "spiked" else exceedance_entropy
+        return per_point(self.state.mean, self.state.var, self.level).sum()
 
     def exceedance(self) -> Tensor:
         """``(P,)`` current ``P(f > logit t)`` on the pool."""
@@ -466,6 +624,7 @@ class ThresholdEntropyReduction(AcquisitionFunction):
         return threshold_entropy_reduction(
             self.dual, self.state, G_c, mean_c, var_c, self.level,
             self.num_fantasies, self.shift, self.chunk_size, compute_dtype=self.compute_dtype,
+            criterion=self.criterion,
         )  # fmt: skip
 
     def score_pool(self, indices: Tensor | None = None) -> Tensor:

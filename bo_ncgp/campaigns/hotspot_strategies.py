@@ -353,6 +353,10 @@ class EntropyStrategy(DualSVGPHotspotStrategy):
         num_fantasies: QMC fantasies per candidate village.
         compute_dtype: ``"float32"`` (default, ~3x faster entropy sums) or ``"float64"``.
         chunk_size: candidates per vectorised block.
+        criterion: per-village uncertainty summed over the pool: ``"exceedance"`` (default,
+            the issue's: entropy of ``P(prevalence > t)``) or ``"spiked"`` (the criterion of
+            Maddox et al.'s script, which Chang et al. ran; see
+            :mod:`bo_ncgp.bo.active_learning`).
         **kwargs: the DualSVGP settings of :class:`DualSVGPHotspotStrategy`.
 
     Example:
@@ -376,9 +380,15 @@ class EntropyStrategy(DualSVGPHotspotStrategy):
         num_fantasies: int = 16,
         compute_dtype: str = "float32",
         chunk_size: int = 16,
+        criterion: str = "exceedance",
         **kwargs: Any,
     ) -> None:
+        from bo_ncgp.bo.active_learning import CRITERIA
+
         super().__init__(**kwargs)
+        if criterion not in CRITERIA:
+            raise ValueError(f"entropy: criterion must be one of {CRITERIA}, got {criterion!r}")
+        self.criterion = criterion
         if compute_dtype not in _DTYPES:
             raise ValueError(f"entropy: compute_dtype must be one of {sorted(_DTYPES)}")
         self.num_fantasies = int(num_fantasies)
@@ -397,6 +407,7 @@ class EntropyStrategy(DualSVGPHotspotStrategy):
             num_fantasies=self.num_fantasies,
             chunk_size=self.chunk_size,
             compute_dtype=_DTYPES[self.compute_dtype],
+            criterion=self.criterion,
         )
         scores = acq.score_pool()
         self.last_scores = scores
@@ -408,5 +419,6 @@ class EntropyStrategy(DualSVGPHotspotStrategy):
             num_fantasies=self.num_fantasies,
             compute_dtype=self.compute_dtype,
             chunk_size=self.chunk_size,
+            criterion=self.criterion,
         )
         return out

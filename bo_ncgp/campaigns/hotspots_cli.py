@@ -93,7 +93,10 @@ def make_strategy(cfg: dict[str, Any]):
     name = cfg["strategy"]
     if name == "entropy":
         return EntropyStrategy(
-            num_fantasies=cfg["fantasies"], compute_dtype=cfg["compute_dtype"], **dual
+            num_fantasies=cfg["fantasies"],
+            compute_dtype=cfg["compute_dtype"],
+            criterion=cfg.get("criterion", "exceedance"),
+            **dual,
         )
     if name == "random":
         return RandomPoolStrategy(**dual)
@@ -423,6 +426,12 @@ def _args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("DualSVGP (entropy, random)")
     g.add_argument("--fantasies", type=_POS, default=16, help="QMC fantasies per candidate")
     g.add_argument("--compute-dtype", default="float32", choices=("float32", "float64"))
+    g.add_argument(
+        "--criterion",
+        default="exceedance",
+        choices=("exceedance", "spiked"),
+        help="entropy: pool uncertainty (spiked = Maddox et al.'s script's criterion)",
+    )
     g.add_argument("--inner-steps", type=_POS, default=20, help="site updates per survey")
     g.add_argument("--rho", type=_damping, default=0.5, help="damping of the site updates")
     g.add_argument("--hyper-steps", type=_NONNEG, default=5, help="Adam steps per survey")

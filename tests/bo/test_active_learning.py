@@ -17,6 +17,7 @@ from bo_ncgp.bo.active_learning import (
     exceedance_probability,
     pool_state,
     predictive_quantile_fantasies,
+    spiked_entropy,
     threshold_entropy_reduction,
 )
 from bo_ncgp.likelihoods import Bernoulli, Binomial, Gaussian, Poisson, Softmax
@@ -205,6 +206,76 @@ def test_scores_equal_the_brute_force_entropy_reduction(binomial_model):
     assert torch.allclose(chunked, scores, atol=1e-12)
 
 
+def _spiked_by_dense_quadrature(mean: float, var: float, level: float) -> float:
+    """``E[h(sigmoid f) 1(f > level)]`` by the trapezoid rule on 400,001 points."""
+    sd = math.sqrt(var)
+    lo, hi = max(level, mean - 14 * sd), mean + 14 * sd
+    if lo >= hi:
+        return 0.0
+    f = torch.linspace(lo, hi, 400_001)
+    p = torch.sigmoid(f)
+    h = -(torch.special.xlogy(p, p) + torch.special.xlogy(1 - p, 1 - p))
+    density = torch.exp(-0.5 * ((f - mean) / sd) ** 2) / (sd * math.sqrt(2 * math.pi))
+    return float(torch.trapezoid(h * density, f))
+
+
+def test_spiked_entropy_equals_dense_quadrature():
+    level = math.log(0.1 / 0.9)
+    g = torch.Generator().manual_seed(0)
+    points = [(m, v) for m in (-8.0, -4.0, -2.2, -1.0, 0.0, 1.5, 4.0, 10.0)
+              for v in (1e-4, 0.01, 0.25, 1.0, 4.0, 25.0)]  # fmt: skip
+    points += [
+        (float(torch.empty(()).uniform_(-10, 10, generator=g)),
+         float(torch.empty(()).uniform_(-8, 4.5, generator=g).exp()))
+        for _ in range(40)
+    ]  # fmt: skip
+    mean = torch.tensor([m for m, _ in points])
+    var = torch.tensor([v for _, v in points])
+    got = spiked_entropy(mean, var, level)  # table lookup
+    want = torch.tensor([_spiked_by_dense_quadrature(m, v, level) for m, v in points])
+    assert (got - want).abs().max() < 5e-4  # nats, ~0.1 % of the largest values
+    # the certain limit: h(sigmoid(mean)) above the level, 0 below
+    mean = torch.tensor([-3.0, -1.0, 0.5])
+    p = torch.sigmoid(mean)
+    want = -(p * p.log() + (1 - p) * torch.log1p(-p)) * (mean > level)
+    assert torch.allclose(spiked_entropy(mean, torch.full((3,), 1e-7), level), want, atol=1e-3)
+    # float32 inputs use the same (converted) table
+    got32 = spiked_entropy(mean.float(), torch.full((3,), 0.5).float(), level)
+    assert got32.dtype == torch.float32
+    assert torch.allclose(
+        got32.double(), spiked_entropy(mean, torch.full((3,), 0.5), level), atol=1e-6
+    )
+
+
+def test_spiked_scores_equal_the_brute_force_reduction(binomial_model):
+    model = binomial_model
+    pool = torch.rand(30, 2)
+    acq = ThresholdEntropyReduction(model, pool, threshold=0.2, num_fantasies=6, criterion="spiked")
+    st = acq.state
+    Y = predictive_quantile_fantasies(model.likelihood, st.mean, st.var, 6)
+    mean_ref, var_ref = _brute_force(model, pool, pool, Y)
+    H0 = spiked_entropy(st.mean, st.var, LEVEL).sum()
+    ref = H0 - spiked_entropy(mean_ref, var_ref.clamp_min(0), LEVEL).sum(-1).mean(-1)
+    scores = acq.score_pool()
+    assert torch.allclose(scores, ref.detach(), atol=1e-10)
+    assert acq.entropy() == pytest.approx(float(H0))
+    assert scores.max() > 1e-3
+    # a different criterion ranks the pool differently, but both reward information
+    plain = ThresholdEntropyReduction(model, pool, threshold=0.2, num_fantasies=6).score_pool()
+    assert not torch.allclose(scores, plain)
+    w = torch.rand(30)
+    weighted = threshold_entropy_reduction(
+        model, st, st.G, st.mean, st.var, LEVEL, 6, pool_weights=w, criterion="spiked", chunk_size=7
+    )
+    H0w = (spiked_entropy(st.mean, st.var, LEVEL) * w).sum()
+    refw = H0w - (spiked_entropy(mean_ref, var_ref.clamp_min(0), LEVEL) * w).sum(-1).mean(-1)
+    assert torch.allclose(weighted, refw.detach(), atol=1e-10)
+    f32 = ThresholdEntropyReduction(
+        model, pool, 0.2, num_fantasies=6, criterion="spiked", compute_dtype=torch.float32
+    ).score_pool()
+    assert (f32 - scores).abs().max() < 1e-3 * max(1.0, float(scores.abs().max()))
+
+
 def test_float32_entropy_sums_agree(binomial_model):
     pool = torch.rand(200, 2)
     a64 = ThresholdEntropyReduction(binomial_model, pool, 0.2).score_pool()
@@ -242,3 +313,7 @@ def test_errors(binomial_model):
     st = pool_state(binomial_model, pool)
     with pytest.raises(ValueError, match="chunk_size"):
         threshold_entropy_reduction(binomial_model, st, st.G, st.mean, st.var, 0.0, chunk_size=0)
+    with pytest.raises(ValueError, match="criterion must be one of"):
+        threshold_entropy_reduction(binomial_model, st, st.G, st.mean, st.var, 0.0, criterion="x")
+    with pytest.raises(ValueError, match="criterion must be one of"):
+        ThresholdEntropyReduction(binomial_model, pool, 0.2, criterion="entropy")

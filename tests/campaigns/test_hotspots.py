@@ -4,6 +4,7 @@ command (bo_ncgp.campaigns.hotspots_cli), on a small hand-made pool."""
 
 from __future__ import annotations
 
+import argparse
 import json
 
 import numpy as np
@@ -98,6 +99,29 @@ def test_entropy_picks_the_argmax_of_the_acquisition():
     assert torch.allclose(strat.last_scores, scores)
     with pytest.raises(ValueError, match="batch size 1"):
         strat.ask(hist, 2, np.random.default_rng(0))
+
+
+def test_spiked_criterion_reaches_the_acquisition_and_the_config():
+    from bo_ncgp.campaigns.hotspots_cli import _args, make_strategy
+
+    prob = toy_pool()
+    strat = EntropyStrategy(num_fantasies=4, compute_dtype="float64", criterion="spiked", **DUAL)
+    hist = _observe_initial(strat, prob)
+    (choice,) = strat.ask(hist, 1, np.random.default_rng(0))
+    rest = prob.remaining(hist.indices)
+    acq = ThresholdEntropyReduction(
+        strat.model, strat.U[rest], 0.2, num_fantasies=4, criterion="spiked"
+    )
+    assert torch.allclose(strat.last_scores, acq.score_pool())
+    assert choice == rest[int(acq.score_pool().argmax())]
+    assert strat.config()["criterion"] == "spiked"
+    parser = argparse.ArgumentParser()
+    _args(parser)
+    cfg = vars(parser.parse_args(["--strategy", "entropy", "--criterion", "spiked"]))
+    assert make_strategy(cfg).criterion == "spiked"
+    assert make_strategy(vars(parser.parse_args([]))).criterion == "exceedance"
+    with pytest.raises(ValueError, match="criterion must be one of"):
+        EntropyStrategy(criterion="entropy")
 
 
 class _Interrupted(EntropyStrategy):
