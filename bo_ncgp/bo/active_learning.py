@@ -129,7 +129,7 @@ _Z_MAX, _Z_STEP = 8.0, 0.05
 _M_MAX, _M_STEP = 40.0, 0.1
 _LOG_SD_MIN, _LOG_SD_STEP, _LOG_SD_POINTS = math.log(1e-3), 0.05, 186  # sd in [1e-3, 10.3]
 _E_MAX, _E_POINTS = 10.0, 301
-_TABLES: dict[float, tuple[Tensor, Tensor]] = {}  # float64, by level
+_TABLES: dict[float | str, Tensor] = {}  # float64: truncated ones by level, and "full"
 
 
 def _normal_expectation(lower: Tensor, shift: Tensor, sd: Tensor) -> Tensor:
@@ -145,24 +145,23 @@ def _normal_expectation(lower: Tensor, shift: Tensor, sd: Tensor) -> Tensor:
     return torch.stack(out, -1)
 
 
+def _grid(start: float, step: float, n: int) -> Tensor:
+    return start + step * torch.arange(n, dtype=torch.float64)
+
+
 def _spiked_tables(level: float, like: Tensor) -> tuple[Tensor, Tensor]:
-    key = float(level)
+    """The truncated table of ``level`` and the (level-free) untruncated one, as ``like``."""
+    sd = _grid(_LOG_SD_MIN, _LOG_SD_STEP, _LOG_SD_POINTS).exp()[None]
+    if "full" not in _TABLES:
+        m = _grid(-_M_MAX, _M_STEP, round(2 * _M_MAX / _M_STEP) + 1)
+        _TABLES["full"] = _normal_expectation(torch.full_like(m[:, None], -_E_MAX), m[:, None], sd)
+    key = round(float(level), 9)  # one table for levels equal up to rounding
     if key not in _TABLES:
-
-        def grid(start: float, step: float, n: int) -> Tensor:
-            return start + step * torch.arange(n, dtype=torch.float64)
-
-        sd = grid(_LOG_SD_MIN, _LOG_SD_STEP, _LOG_SD_POINTS).exp()[None]
-        z = grid(-_Z_MAX, _Z_STEP, round(2 * _Z_MAX / _Z_STEP) + 1)
-        m = grid(-_M_MAX, _M_STEP, round(2 * _M_MAX / _M_STEP) + 1)
-        # truncated: f = level + sd (z + e), e > -z
-        trunc = torch.stack(
-            [_normal_expectation(-z[:, None], level + s * z[:, None], sd[:, j : j + 1])[:, 0]
-             for j, s in enumerate(sd[0])], -1)  # fmt: skip
-        full = _normal_expectation(torch.full_like(m[:, None], -_E_MAX), m[:, None], sd)
-        _TABLES[key] = (trunc, full)
-    trunc, full = _TABLES[key]
-    return trunc.to(like), full.to(like)
+        z = _grid(-_Z_MAX, _Z_STEP, round(2 * _Z_MAX / _Z_STEP) + 1)[:, None]
+        # f = level + sd (z + e) over e > -z
+        columns = [_normal_expectation(-z, level + s * z, s.view(1, 1))[:, 0] for s in sd[0]]
+        _TABLES[key] = torch.stack(columns, -1)
+    return _TABLES[key].to(like), _TABLES["full"].to(like)
 
 
 def _bilinear(table: Tensor, x: Tensor, x0: float, dx: float, y: Tensor, y0: float, dy: float):
