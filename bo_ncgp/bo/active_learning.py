@@ -166,10 +166,12 @@ def _spiked_tables(level: float, like: Tensor) -> tuple[Tensor, Tensor]:
 
 def _bilinear(table: Tensor, x: Tensor, x0: float, dx: float, y: Tensor, y0: float, dy: float):
     """Bilinear interpolation of ``table[i, j]`` at ``(x0 + i dx, y0 + j dy)``, clamped."""
-    fx = ((x - x0) / dx).clamp(0, table.shape[0] - 1.01)
-    fy = ((y - y0) / dy).clamp(0, table.shape[1] - 1.01)
-    i, j = fx.floor().long(), fy.floor().long()
+    fx = ((x - x0) / dx).clamp(0, table.shape[0] - 1)
+    fy = ((y - y0) / dy).clamp(0, table.shape[1] - 1)
+    i = fx.floor().clamp(max=table.shape[0] - 2)  # the last cell includes its upper edge
+    j = fy.floor().clamp(max=table.shape[1] - 2)
     tx, ty = fx - i, fy - j
+    i, j = i.long(), j.long()
     row = table.shape[1]
     flat = table.reshape(-1)
     k = i * row + j

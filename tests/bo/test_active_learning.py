@@ -247,6 +247,19 @@ def test_spiked_entropy_equals_dense_quadrature():
     )
 
 
+def test_table_lookup_is_exact_on_a_bilinear_table_up_to_its_edges():
+    from bo_ncgp.bo.active_learning import _bilinear
+
+    table = torch.arange(12.0).reshape(3, 4)  # 4 i + j, at x = 1 + 0.5 i, y = -1 + 2 j
+    x = torch.tensor([1.0, 1.25, 2.0, 2.0, 9.0, -5.0])  # the upper edge, then clamped inputs
+    y = torch.tensor([-1.0, 2.0, 5.0, 4.0, 99.0, -9.0])
+    i = ((x - 1) / 0.5).clamp(0, 2)
+    j = ((y + 1) / 2).clamp(0, 3)
+    for dtype in (torch.float64, torch.float32):
+        got = _bilinear(table.to(dtype), x.to(dtype), 1.0, 0.5, y.to(dtype), -1.0, 2.0)
+        assert torch.allclose(got, (4 * i + j).to(dtype))
+
+
 def test_spiked_scores_equal_the_brute_force_reduction(binomial_model):
     model = binomial_model
     pool = torch.rand(30, 2)
