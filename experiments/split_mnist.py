@@ -543,7 +543,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seeds", type=int, default=None)
     for name, typ in (("m", int), ("batch-size", int), ("hyper-steps", int),
                       ("inner-steps", int), ("bui-steps", int), ("offline-steps", int),
-                      ("memory-frac", float), ("max-train-per-task", int),
+                      ("memory-frac", float), ("lr", float), ("max-train-per-task", int),
                       ("max-test-per-task", int)):  # fmt: skip
         p.add_argument(f"--{name}", type=typ, default=None)
     add_stored_run_arguments(p, OUT, "results.json and plots")
@@ -561,6 +561,7 @@ def main(argv: list[str] | None = None) -> int:
         "bui_steps",
         "offline_steps",
         "memory_frac",
+        "lr",
         "max_train_per_task",
         "max_test_per_task",
     )
