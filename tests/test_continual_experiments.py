@@ -100,6 +100,17 @@ def _finite_class_metrics(d: dict) -> None:
     assert math.isfinite(d["nlpd"]) and d["nlpd"] > 0
 
 
+def test_split_mnist_cli_overrides_reach_the_stored_config(data_root, tmp_path):
+    sm = _exp("split_mnist")
+    argv = ["--quick", "--methods", "ours", "--seeds", "1", "--lr", "0.05", "--hyper-steps", "2",
+            "--root", str(data_root), "--out", str(tmp_path)]  # fmt: skip
+    assert sm.main(argv) == 0
+    run = json.loads((tmp_path / "mnist" / "runs" / "main_ours_seed0.json").read_text())
+    assert run["config"]["lr"] == 0.05 and run["config"]["hyper_steps"] == 2
+    saved = json.loads((tmp_path / "mnist" / "results.json").read_text())
+    assert saved["config"]["lr"] == 0.05
+
+
 def test_split_mnist_quick(data_root, tmp_path):
     sm = _exp("split_mnist")
     cfg = dict(sm.QUICK, max_train_per_task=12, max_test_per_task=8, batch_size=6,
