@@ -224,6 +224,9 @@ def run_stream(method: str, train, test, cfg: dict, seed: int, memory_frac=None,
         "num_updates": len(stream),
         "memory_size": len(model.memory) if hasattr(model, "memory") else 0,
     }
+    if out["memory_size"]:  # class make-up of the memory at the end of the stream
+        labels = model.memory_targets.reshape(-1).long()
+        out["memory_classes"] = torch.bincount(labels, minlength=10).tolist()
     if keep_model:
         out["model"] = model
     return out

@@ -130,6 +130,7 @@ def test_split_mnist_quick(data_root, tmp_path):
     run = json.loads((folder / "runs" / "main_ours_seed0.json").read_text())
     assert len(run["curve"]) == run["num_updates"] == 10  # 5 tasks x 12 points / 6
     assert run["memory_size"] == 10  # 10% of 6 = 1 per minibatch
+    assert sum(run["memory_classes"]) == 10 and len(run["memory_classes"]) == 10
     # the kernel's hyperparameters after every update, as the model holds them
     model = sm.run_stream("ours", *sm.load_tasks(cfg, 0, data_root), cfg, 0, progress=False,
                           keep_model=True)["model"]  # fmt: skip
@@ -139,6 +140,8 @@ def test_split_mnist_quick(data_root, tmp_path):
         float(model.kernel.base_kernel.lengthscale.min()), rel=1e-9
     )
     assert all(c["outputscale"] > 0 for c in run["curve"])
+    held = torch.bincount(model.memory_targets.reshape(-1).long(), minlength=10).tolist()
+    assert run["memory_classes"] == held
     ref = json.loads((folder / "runs" / "move_ref_seed0.json").read_text())
     assert len(ref["bls"]) == 5 * 12 and min(ref["bls"]) >= 0
     # Fig. 2b: the lowest / highest BLS training images, in score order
