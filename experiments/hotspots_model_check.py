@@ -126,12 +126,10 @@ class MaddoxSVGP(gpytorch.models.ApproximateGP):
 
 
 def _fit_maddox(name: str, problem, idx: np.ndarray, y: np.ndarray, args) -> dict[str, float]:
-    from bo_ncgp.campaigns.hotspot_strategies import DTYPE
+    from bo_ncgp.campaigns.hotspot_strategies import DTYPE, minmax_scale
     from bo_ncgp.likelihoods import Binomial
 
-    X0 = problem.pool[idx[: args.scale_init]]
-    lo, hi = X0.min(0), X0.max(0)
-    U = torch.as_tensor((problem.pool - lo) / np.where(hi > lo, hi - lo, 1.0), dtype=DTYPE)
+    U = minmax_scale(problem.pool, problem.pool[idx[: args.scale_init]])[0]
     X = U[torch.as_tensor(idx)]
     torch.manual_seed(problem.seed)  # q(u)'s random initial mean
     model = MaddoxSVGP(X)

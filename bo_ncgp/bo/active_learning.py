@@ -73,6 +73,7 @@ __all__ = [
     "CRITERIA",
     "PoolState",
     "ThresholdEntropyReduction",
+    "check_criterion",
     "conditioned_pool_marginals",
     "exceedance_entropy",
     "exceedance_probability",
@@ -84,6 +85,18 @@ __all__ = [
 
 #: per-point uncertainties the acquisition can sum over the pool (module docstring)
 CRITERIA = ("exceedance", "spiked")
+
+
+def check_criterion(criterion: str) -> str:
+    """``criterion`` if it is one of :data:`CRITERIA`, else a ``ValueError`` naming them.
+
+    Example:
+        >>> check_criterion("spiked")
+        'spiked'
+    """
+    if criterion not in CRITERIA:
+        raise ValueError(f"criterion must be one of {CRITERIA}, got {criterion!r}")
+    return criterion
 
 
 # --------------------------------------------------------------------------- pointwise
@@ -133,17 +146,14 @@ _TABLES: dict[float | str, Tensor] = {}  # float64: truncated ones by level, and
 _CONVERTED: dict[tuple, Tensor] = {}  # the tables in other dtypes / on other devices
 
 
-def _normal_expectation(lower: Tensor, shift: Tensor, sd: Tensor) -> Tensor:
+def _normal_expectation(lower: Tensor, shift: Tensor, sd: float) -> Tensor:
     """``int_{lower}^{_E_MAX} h(sigmoid(shift + sd e)) phi(e) de`` (trapezoid rule) for
-    ``lower, shift (A, 1)`` and ``sd (1, B)``, float64."""
-    u = torch.linspace(0, 1, _E_POINTS, dtype=torch.float64)
-    out = []
-    for j in range(sd.shape[-1]):
-        e = lower + (_E_MAX - lower) * u  # (A, U)
-        f = shift + sd[0, j] * e
-        g = _bernoulli_entropy_of_logit(f) * torch.exp(-0.5 * e.square()) / math.sqrt(2 * math.pi)
-        out.append(torch.trapezoid(g, e, dim=-1))
-    return torch.stack(out, -1)
+    ``lower, shift (A,)``, float64."""
+    e = lower.unsqueeze(-1) + (_E_MAX - lower).unsqueeze(-1) * torch.linspace(
+        0, 1, _E_POINTS, dtype=torch.float64
+    )  # (A, U)
+    g = _bernoulli_entropy_of_logit(shift.unsqueeze(-1) + sd * e) * torch.exp(-0.5 * e.square())
+    return torch.trapezoid(g, e, dim=-1) / math.sqrt(2 * math.pi)
 
 
 def _grid(start: float, step: float, n: int) -> Tensor:
@@ -152,16 +162,16 @@ def _grid(start: float, step: float, n: int) -> Tensor:
 
 def _spiked_tables(level: float, like: Tensor) -> tuple[Tensor, Tensor]:
     """The truncated table of ``level`` and the (level-free) untruncated one, as ``like``."""
-    sd = _grid(_LOG_SD_MIN, _LOG_SD_STEP, _LOG_SD_POINTS).exp()[None]
+    sds = _grid(_LOG_SD_MIN, _LOG_SD_STEP, _LOG_SD_POINTS).exp().tolist()
     if "full" not in _TABLES:
         m = _grid(-_M_MAX, _M_STEP, round(2 * _M_MAX / _M_STEP) + 1)
-        _TABLES["full"] = _normal_expectation(torch.full_like(m[:, None], -_E_MAX), m[:, None], sd)
+        lower = torch.full_like(m, -_E_MAX)
+        _TABLES["full"] = torch.stack([_normal_expectation(lower, m, s) for s in sds], -1)
     key = round(float(level), 9)  # one table for levels equal up to rounding
     if key not in _TABLES:
-        z = _grid(-_Z_MAX, _Z_STEP, round(2 * _Z_MAX / _Z_STEP) + 1)[:, None]
+        z = _grid(-_Z_MAX, _Z_STEP, round(2 * _Z_MAX / _Z_STEP) + 1)
         # f = level + sd (z + e) over e > -z
-        columns = [_normal_expectation(-z, level + s * z, s.view(1, 1))[:, 0] for s in sd[0]]
-        _TABLES[key] = torch.stack(columns, -1)
+        _TABLES[key] = torch.stack([_normal_expectation(-z, level + s * z, s) for s in sds], -1)
     return _converted(key, like), _converted("full", like)
 
 
@@ -486,17 +496,15 @@ def threshold_entropy_reduction(
     model = _unwrap(model)
     if chunk_size < 1:
         raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
-    if criterion not in CRITERIA:
-        raise ValueError(f"criterion must be one of {CRITERIA}, got {criterion!r}")
+    check_criterion(criterion)
     gain_mean, gain_var = _fantasy_gains(model, G_c, mean_c, var_c, num_fantasies, shift)
-    if criterion == "spiked":
-        return _spiked_reduction(
-            state, G_c, level, chunk_size, pool_weights, compute_dtype, gain_mean, gain_var
-        )
     dtype = compute_dtype or state.mean.dtype
     with torch.no_grad():
-        shared = _shared_over_fantasies(gain_var)
-        h_now = exceedance_entropy(state.mean, state.var, level)
+        # the exceedance entropy depends on (mean, var) only through z, which is affine in the
+        # fantasy when the variances are shared (Binomial / Bernoulli): a fused fast path
+        fast = criterion == "exceedance" and _shared_over_fantasies(gain_var)
+        per_point = spiked_entropy if criterion == "spiked" else exceedance_entropy
+        h_now = per_point(state.mean, state.var, level)
         w = None if pool_weights is None else pool_weights.to(h_now)
         H_now = h_now.sum() if w is None else (h_now * w).sum()
         wc = None if w is None else w.to(dtype)
@@ -505,18 +513,24 @@ def threshold_entropy_reduction(
         for start in range(0, mean_c.shape[0], chunk_size):
             sl = slice(start, start + chunk_size)
             C = G_c[:, sl].mT @ state.G  # (b, P): c(x*, x)
-            if shared:  # Binomial / Bernoulli: one variance per (candidate, pool point)
+            if fast:  # one variance per (candidate, pool point)
                 var = state.var - C.square() * gain_var[sl, :1]
                 inv_sd = var.clamp_min(tiny).rsqrt()  # (b, P)
                 z0 = ((state.mean - level) * inv_sd).to(dtype).unsqueeze(-2)
                 r = (C * inv_sd).to(dtype).unsqueeze(-2)
                 z = torch.addcmul(z0, r, gain_mean[sl].to(dtype).unsqueeze(-1))  # (b, J, P)
+                H = _summed_entropy(z, wc)  # (b, J)
             else:
                 var = state.var - C.square().unsqueeze(-2) * gain_var[sl].unsqueeze(-1)
-                mean = state.mean + C.unsqueeze(-2) * gain_mean[sl].unsqueeze(-1)
-                z = ((mean - level) * var.clamp_min(tiny).rsqrt()).to(dtype)
-            H = _summed_entropy(z, wc).to(H_now.dtype)  # (b, J)
-            out.append(H_now - H.mean(-1))
+                mean = state.mean + C.unsqueeze(-2) * gain_mean[sl].unsqueeze(-1)  # (b, J, P)
+                if criterion == "exceedance":
+                    H = _summed_entropy(
+                        ((mean - level) * var.clamp_min(tiny).rsqrt()).to(dtype), wc
+                    )
+                else:
+                    h = spiked_entropy(mean.to(dtype), var.clamp_min(0).to(dtype), level)
+                    H = h.sum(-1) if wc is None else h @ wc
+            out.append(H_now - H.to(H_now.dtype).mean(-1))
         return torch.cat(out)
 
 
@@ -530,35 +544,6 @@ def _fantasy_gains(
         alpha, beta = _sites(model, Y, mean_c, var_c)
         denom = 1 + beta * G_c.square().sum(0).unsqueeze(-1)
         return alpha / denom, beta / denom
-
-
-def _spiked_reduction(
-    state: PoolState,
-    G_c: Tensor,
-    level: float,
-    chunk_size: int,
-    pool_weights: Tensor | None,
-    compute_dtype: torch.dtype | None,
-    gain_mean: Tensor,
-    gain_var: Tensor,
-) -> Tensor:
-    """:func:`threshold_entropy_reduction` with ``criterion="spiked"``."""
-    dtype = compute_dtype or state.mean.dtype
-    with torch.no_grad():
-        w = None if pool_weights is None else pool_weights.to(state.mean)
-        h_now = spiked_entropy(state.mean, state.var, level)
-        H_now = h_now.sum() if w is None else (h_now * w).sum()
-        wc = None if w is None else w.to(dtype)
-        out = []
-        for start in range(0, G_c.shape[-1], chunk_size):
-            sl = slice(start, start + chunk_size)
-            C = G_c[:, sl].mT @ state.G  # (b, P)
-            mean = state.mean + C.unsqueeze(-2) * gain_mean[sl].unsqueeze(-1)  # (b, J, P)
-            var = state.var - C.square().unsqueeze(-2) * gain_var[sl].unsqueeze(-1)
-            h = spiked_entropy(mean.to(dtype), var.clamp_min(0).to(dtype), level)
-            H = (h.sum(-1) if wc is None else h @ wc).to(H_now.dtype)  # (b, J)
-            out.append(H_now - H.mean(-1))
-        return torch.cat(out)
 
 
 def _logit(threshold: float) -> float:
@@ -608,9 +593,7 @@ class ThresholdEntropyReduction(AcquisitionFunction):
         criterion: str = "exceedance",
     ) -> None:
         super().__init__(model=model)
-        if criterion not in CRITERIA:
-            raise ValueError(f"criterion must be one of {CRITERIA}, got {criterion!r}")
-        self.criterion = criterion
+        self.criterion = check_criterion(criterion)
         if getattr(model, "input_transform", None) is not None:
             raise ValueError(
                 "ThresholdEntropyReduction: models with an input transform are not supported"

@@ -49,6 +49,7 @@ __all__ = [
     "HotspotStrategy",
     "RandomPoolStrategy",
     "hotspot_kernel",
+    "minmax_scale",
 ]
 
 DTYPE = torch.float64
@@ -86,6 +87,21 @@ def hotspot_kernel(dim: int, constant_mean: bool = False, outputscale_prior: boo
         bias.constant = torch.tensor(CONSTANT_INIT)
         kernel = kernel + bias
     return kernel.to(DTYPE)
+
+
+def minmax_scale(pool: np.ndarray, X_init: np.ndarray) -> tuple[Tensor, np.ndarray, np.ndarray]:
+    """``(scaled pool, lo, span)``: the pool min-max scaled with the statistics of ``X_init``
+    (constant features get span 1), as the campaign's features.
+
+    Example:
+        >>> U, lo, span = minmax_scale(np.array([[0.0, 5.0], [2.0, 5.0], [4.0, 5.0]]),
+        ...                            np.array([[0.0, 5.0], [2.0, 5.0]]))
+        >>> U.tolist()
+        [[0.0, 0.0], [1.0, 0.0], [2.0, 0.0]]
+    """
+    lo, hi = X_init.min(0), X_init.max(0)
+    span = np.where(hi > lo, hi - lo, 1.0)
+    return torch.as_tensor((pool - lo) / span, dtype=DTYPE), lo, span
 
 
 class HotspotStrategy(Strategy):
@@ -126,10 +142,7 @@ class HotspotStrategy(Strategy):
     # ------------------------------------------------------------------ data
     def _scale_pool(self, X_init: np.ndarray) -> None:
         """Min-max scaling with the initial villages' statistics (fixed afterwards)."""
-        lo, hi = X_init.min(0), X_init.max(0)
-        span = np.where(hi > lo, hi - lo, 1.0)
-        self.lo, self.span = lo, span
-        self.U = torch.as_tensor((self.problem.pool - lo) / span, dtype=DTYPE)
+        self.U, self.lo, self.span = minmax_scale(self.problem.pool, X_init)
 
     def _remaining(self, history: History) -> np.ndarray:
         rest = self.problem.remaining(history.indices)
@@ -383,12 +396,10 @@ class EntropyStrategy(DualSVGPHotspotStrategy):
         criterion: str = "exceedance",
         **kwargs: Any,
     ) -> None:
-        from bo_ncgp.bo.active_learning import CRITERIA
+        from bo_ncgp.bo.active_learning import check_criterion
 
         super().__init__(**kwargs)
-        if criterion not in CRITERIA:
-            raise ValueError(f"entropy: criterion must be one of {CRITERIA}, got {criterion!r}")
-        self.criterion = criterion
+        self.criterion = check_criterion(criterion)
         if compute_dtype not in _DTYPES:
             raise ValueError(f"entropy: compute_dtype must be one of {sorted(_DTYPES)}")
         self.num_fantasies = int(num_fantasies)

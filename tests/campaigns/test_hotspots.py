@@ -120,6 +120,10 @@ def test_spiked_criterion_reaches_the_acquisition_and_the_config():
     cfg = vars(parser.parse_args(["--strategy", "entropy", "--criterion", "spiked"]))
     assert make_strategy(cfg).criterion == "spiked"
     assert make_strategy(vars(parser.parse_args([]))).criterion == "exceedance"
+    from bo_ncgp.bo.active_learning import CRITERIA
+
+    choices = next(x.choices for x in parser._actions if x.dest == "criterion")
+    assert tuple(choices) == CRITERIA  # the CLI offers exactly the library's criteria
     with pytest.raises(ValueError, match="criterion must be one of"):
         EntropyStrategy(criterion="entropy")
 
