@@ -10,7 +10,8 @@ replay). Seeds run in parallel: ``--workers N`` processes (or a dask cluster wit
 states of *all* strategies found under ``OUT`` are summarised into ``OUT/summary.json``
 (accuracy and MSE at the reported steps, mean +- s.e. over seeds; mean seconds per step) and
 plotted into ``OUT/hotspots.png`` (both metrics against the number of surveyed villages, mean
-+- s.e., like Fig. 4, and the seconds per step). The summary also counts the *hotspots found*:
++- s.e., like Fig. 4, and the seconds per step; also on all villages, surveyed ones included,
+when the states log it). The summary also counts the *hotspots found*:
 surveyed villages whose true prevalence exceeds the threshold (derived from the saved survey
 order and the country file, whose hash is checked against the one stored in each campaign).
 
@@ -47,6 +48,9 @@ __all__ = [
 ]
 
 HOTSPOT_STRATEGIES = ("entropy", "random", "refit-entropy")
+#: scores over every village, surveyed ones included (Andrade-Pacheco et al. 2020); summarised
+#: and plotted when the campaign states contain them
+FULL_SET_METRICS = ("accuracy_all", "mse_all")
 _QUICK = {
     "initial": 20,
     "steps": 4,
@@ -262,6 +266,10 @@ def summarise_hotspots(
     out = Path(out)
     groups = collect([out])
     metrics = ["accuracy", "mse", "sensitivity"]
+    for metric in FULL_SET_METRICS:  # logged by campaigns run since session 5
+        if any(metric in it.get("metrics", {}) for v in groups.values() for s in v
+               for it in s["iterations"]):  # fmt: skip
+            metrics.append(metric)
     if pool is not None:
         digest = pool.config()["data_sha256"]
         for states in groups.values():
@@ -315,6 +323,8 @@ def plot_hotspots(groups: dict[str, list[dict]], path: Path, metrics: tuple[str,
         "mse": "prevalence MSE",
         "step_seconds": "seconds per step",
         "hotspots_found": "true hotspots surveyed",
+        "accuracy_all": "hotspot accuracy, all villages",
+        "mse_all": "prevalence MSE, all villages",
     }
     fig, axes = plt.subplots(1, len(metrics), figsize=(4.6 * len(metrics), 3.8), squeeze=False)
     for ax, metric in zip(axes[0], metrics, strict=True):
@@ -522,8 +532,8 @@ def _hotspots(args: argparse.Namespace) -> int:
     for name, entry in summary.items():
         parts = [
             f"{m}@{s} = {v['mean']:.4g} +- {v['se']:.2g} (n={v['n']})"
-            for m in ("accuracy", "mse", "hotspots_found")
-            for s, v in entry[m].items()
+            for m in ("accuracy", "mse", *FULL_SET_METRICS, "hotspots_found")
+            for s, v in entry.get(m, {}).items()
             if v["n"]
         ]
         sec = entry["step_seconds"]

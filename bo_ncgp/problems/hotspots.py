@@ -15,7 +15,10 @@ Per campaign seed ``s``:
   the order of the surveys, and a resumed campaign sees the same counts;
 * :meth:`HotspotPool.metrics` scores predicted prevalences on the villages not yet surveyed:
   hotspot accuracy (``prediction > threshold`` against ``theta > threshold``) and prevalence
-  MSE (Fig. 4 of Chang et al. 2023).
+  MSE (Fig. 4 of Chang et al. 2023). The same two scores over *every* village, surveyed ones
+  included (``accuracy_all``, ``mse_all``), are logged beside them: Andrade-Pacheco et al.
+  (2020) score that way, and Maddox et al.'s hotspot script offers it as an option, so a
+  published number may be either; the paper text does not say which Fig. 4 uses.
 
 Example:
     >>> problem = HotspotPool.from_country("civ", seed=0)  # doctest: +SKIP
@@ -60,8 +63,8 @@ class HotspotPool(Problem):
         >>> pool.observe(3) == pool.observe(3), 0 <= pool.observe(3) <= pool.num_trials
         (True, True)
         >>> m = pool.metrics(pool.theta, observed=start)  # the true prevalences score perfectly
-        >>> m["accuracy"], m["mse"], m["num_remaining"]
-        (1.0, 0.0, 45.0)
+        >>> m["accuracy"], m["mse"], m["num_remaining"], m["mse_all"]
+        (1.0, 0.0, 45.0, 0.0)
     """
 
     features: np.ndarray
@@ -154,17 +157,18 @@ class HotspotPool(Problem):
 
     def metrics(self, prevalence: np.ndarray, observed: np.ndarray | None) -> dict[str, float]:
         """Hotspot accuracy and prevalence MSE of predicted prevalences on the villages not
-        yet surveyed (Chang et al. 2023, Fig. 4).
+        yet surveyed (Chang et al. 2023, Fig. 4), and the same over all villages.
 
         Args:
             prevalence: ``(P,)`` predicted prevalence of every village (e.g. ``sigmoid`` of
-                the latent posterior mean); only the unobserved entries are scored.
+                the latent posterior mean).
             observed: indices of the surveyed villages.
 
         Returns:
-            ``{"accuracy", "mse", "sensitivity", "num_remaining"}`` (sensitivity: fraction of
-            true hotspots among the remaining villages that are predicted as hotspots, ``nan``
-            if there are none).
+            ``{"accuracy", "mse", "sensitivity", "num_remaining"}`` on the villages not yet
+            surveyed (sensitivity: fraction of true hotspots among them that are predicted
+            as hotspots, ``nan`` if there are none), and ``{"accuracy_all", "mse_all"}`` on
+            every village, surveyed ones included (Andrade-Pacheco et al. 2020's scoring).
         """
         p = np.asarray(prevalence, dtype=float).reshape(-1)
         if p.shape[0] != self.theta.shape[0]:
@@ -174,16 +178,19 @@ class HotspotPool(Problem):
         rest = self.remaining(observed)
         if rest.size == 0:
             raise ValueError(f"{self.name}: no village left to score")
-        p, theta = p[rest], self.theta[rest]
         if not np.isfinite(p).all():
             raise ValueError(f"{self.name}: predicted prevalences contain NaN or inf")
-        pred, true = p > self.threshold, theta > self.threshold
+        hit = (p > self.threshold) == (self.theta > self.threshold)
+        sq = (p - self.theta) ** 2
+        pred, true = p[rest] > self.threshold, self.theta[rest] > self.threshold
         sens = float((pred & true).sum() / true.sum()) if true.any() else float("nan")
         return {
-            "accuracy": float((pred == true).mean()),
-            "mse": float(np.mean((p - theta) ** 2)),
+            "accuracy": float(hit[rest].mean()),
+            "mse": float(sq[rest].mean()),
             "sensitivity": sens,
             "num_remaining": float(rest.size),
+            "accuracy_all": float(hit.mean()),
+            "mse_all": float(sq.mean()),
         }
 
     def config(self) -> dict[str, Any]:

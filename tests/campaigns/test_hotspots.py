@@ -71,6 +71,10 @@ def test_loop_protocol_and_metrics_on_a_hand_made_pool(tmp_path, name):
     assert logged["accuracy"] == pytest.approx(np.mean((p > 0.2) == (prob.theta[rest] > 0.2)))
     assert logged["mse"] == pytest.approx(np.mean((p - prob.theta[rest]) ** 2))
     assert logged["num_remaining"] == rest.size
+    # the same scores over all 40 villages, the surveyed ones included
+    p_all = 1 / (1 + np.exp(-mean))
+    assert logged["accuracy_all"] == pytest.approx(np.mean((p_all > 0.2) == (prob.theta > 0.2)))
+    assert logged["mse_all"] == pytest.approx(np.mean((p_all - prob.theta) ** 2))
     for it in its[1:]:
         m = it["metrics"]
         assert m["step_seconds"] == pytest.approx(m["acquisition_seconds"] + m["update_seconds"])
@@ -191,6 +195,9 @@ def test_cli_quick_runs_summarises_and_plots(tmp_path):
     prob = toy_pool()
     found = [sum(prob.theta[e["point"]] > 0.2 for e in s["evaluations"][:24]) for s in states]
     assert summary["random"]["hotspots_found"]["24"]["mean"] == pytest.approx(np.mean(found))
+    logged = [s["iterations"][-1]["metrics"]["mse_all"] for s in states]  # step 24
+    assert summary["random"]["mse_all"]["24"]["mean"] == pytest.approx(np.mean(logged))
+    assert summary["random"]["curves"]["accuracy_all"]["seeds"] == 2
     assert not (out / "hotspots.png").exists()
     # a second call resumes the finished seed (nothing new is evaluated), then plots
     before = (out / "entropy" / "seed_0" / "state.json").read_text()

@@ -60,6 +60,11 @@ def test_metrics_on_a_hand_made_pool():
     assert m["accuracy"] == pytest.approx(2 / 3)
     assert m["mse"] == pytest.approx(((0.15 - 0.2) ** 2 + (0.05 - 0.5) ** 2 + 0.01**2) / 3)
     assert m["sensitivity"] == pytest.approx(1 / 2) and m["num_remaining"] == 3
+    # every village, the surveyed village 0 included (wrongly called a hotspot): [F, T, F, T]
+    assert m["accuracy_all"] == pytest.approx(2 / 4)
+    sq = [(0.9 - 0.05) ** 2, (0.15 - 0.2) ** 2, (0.05 - 0.5) ** 2, 0.01**2]
+    assert m["mse_all"] == pytest.approx(sum(sq) / 4)
+    assert prob.metrics(pred, observed=np.array([0, 1]))["mse_all"] == m["mse_all"]
     full = prob.metrics(pred, observed=None)
     assert full["accuracy"] == pytest.approx(2 / 4) and full["num_remaining"] == 4  # 0 wrong
     assert np.isnan(prob.metrics(pred, np.array([1, 2]))["sensitivity"])  # no true hotspot left
@@ -70,6 +75,8 @@ def test_metrics_on_a_hand_made_pool():
         prob.metrics(pred[:3], None)
     with pytest.raises(ValueError, match="NaN"):
         prob.metrics(np.array([np.nan, 0.1, 0.1, 0.1]), None)
+    with pytest.raises(ValueError, match="NaN"):  # a surveyed village is scored too
+        prob.metrics(np.array([np.nan, 0.1, 0.1, 0.1]), np.array([0]))
 
 
 def test_validation_and_config():
