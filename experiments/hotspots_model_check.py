@@ -258,8 +258,11 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"{name:36s} acc {s['accuracy']:.3f} ± {s['accuracy_se']:.3f}  "
             f"mse {s['mse']:.4f} ± {s['mse_se']:.4f}"
-            + (f"  all villages: acc {s['accuracy_all']:.3f} mse {s['mse_all']:.4f}"
-               if "mse_all" in s else "")  # fmt: skip
+            + (
+                f"  all villages: acc {s['accuracy_all']:.3f} mse {s['mse_all']:.4f}"
+                if "mse_all" in s
+                else ""
+            )
             + (f"  os {s['outputscale']:.2f}" if "outputscale" in s else "")
             + (f"  c {s['constant']:.2f}" if "constant" in s else "")
             + (f"  {s['fit_seconds']:.1f} s" if "fit_seconds" in s else ""),
