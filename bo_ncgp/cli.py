@@ -116,7 +116,11 @@ def _load_plugins() -> None:
     """Import the modules that register further commands (experiments, campaigns)."""
     import importlib
 
-    for mod in ("bo_ncgp.campaigns.cli", "bo_ncgp.campaigns.hotspots_cli"):
+    for mod in (
+        "bo_ncgp.campaigns.cli",
+        "bo_ncgp.campaigns.hotspots_cli",
+        "bo_ncgp.campaigns.compare",
+    ):
         try:
             importlib.import_module(mod)
         except ModuleNotFoundError as err:

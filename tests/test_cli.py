@@ -8,7 +8,7 @@ def test_help_lists_commands(capsys):
         cli.main(["--help"])
     assert exc.value.code == 0
     out = capsys.readouterr().out
-    for name in ("demo", "lunar-lander", "plot"):
+    for name in ("demo", "lunar-lander", "plot", "hotspots", "compare"):
         assert name in out
 
 
