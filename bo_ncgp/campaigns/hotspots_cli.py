@@ -326,8 +326,12 @@ def plot_hotspots(groups: dict[str, list[dict]], path: Path, metrics: tuple[str,
         "accuracy_all": "hotspot accuracy, all villages",
         "mse_all": "prevalence MSE, all villages",
     }
-    fig, axes = plt.subplots(1, len(metrics), figsize=(4.6 * len(metrics), 3.8), squeeze=False)
-    for ax, metric in zip(axes[0], metrics, strict=True):
+    cols = min(len(metrics), 3 if len(metrics) > 4 else 4)
+    rows = -(-len(metrics) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.8 * rows), squeeze=False)
+    for ax in axes.flat[len(metrics) :]:
+        ax.set_visible(False)
+    for ax, metric in zip(axes.flat, metrics, strict=False):  # spare axes are hidden
         for name, states in sorted(groups.items()):
             x, mean, se, k = _curve(states, metric)
             if not k:
