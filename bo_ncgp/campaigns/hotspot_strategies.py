@@ -21,8 +21,9 @@ hyperparameters are trained on the ELBO (Eq. 21), as in Maddox et al.'s hotspot 
 prior (diagnosed with ``experiments/hotspots_model_check.py``; neither helps on civ).
 
 After every survey :meth:`report` logs, on the villages not yet surveyed, the hotspot accuracy
-and prevalence MSE of ``sigmoid(posterior mean)`` (:meth:`HotspotPool.metrics`) and the step's
-wall-clock seconds (acquisition + model update).
+and prevalence MSE of ``sigmoid(posterior mean)`` (:meth:`HotspotPool.metrics`), the same two
+scores over all villages (``accuracy_all``, ``mse_all``), and the step's wall-clock seconds
+(acquisition + model update).
 """
 
 from __future__ import annotations
