@@ -121,7 +121,9 @@ def _compare(args: argparse.Namespace) -> int:
     except (FileNotFoundError, ValueError) as err:
         print(f"bo-ncgp compare: {err}", file=sys.stderr)
         return 2
-    print(f"A = {args.a}, B = {args.b}, seeds {res['seeds']}")
+    seeds = res["seeds"]
+    shown = seeds if len(seeds) <= 10 else f"{seeds[:3]}...{seeds[-2:]}"
+    print(f"A = {args.a}, B = {args.b}, {len(seeds)} seed(s) in both: {shown}")
     for metric in metrics:
         for step, d in res[metric].items():
             print(
