@@ -266,7 +266,7 @@ def summarise_hotspots(
     out = Path(out)
     groups = collect([out])
     metrics = ["accuracy", "mse", "sensitivity"]
-    for metric in FULL_SET_METRICS:  # logged by campaigns run since session 5
+    for metric in FULL_SET_METRICS:  # absent from states written before they were logged
         if any(metric in it.get("metrics", {}) for v in groups.values() for s in v
                for it in s["iterations"]):  # fmt: skip
             metrics.append(metric)

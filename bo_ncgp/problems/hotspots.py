@@ -16,9 +16,9 @@ Per campaign seed ``s``:
 * :meth:`HotspotPool.metrics` scores predicted prevalences on the villages not yet surveyed:
   hotspot accuracy (``prediction > threshold`` against ``theta > threshold``) and prevalence
   MSE (Fig. 4 of Chang et al. 2023). The same two scores over *every* village, surveyed ones
-  included (``accuracy_all``, ``mse_all``), are logged beside them: Andrade-Pacheco et al.
-  (2020) score that way, and Maddox et al.'s hotspot script offers it as an option, so a
-  published number may be either; the paper text does not say which Fig. 4 uses.
+  included (``accuracy_all``, ``mse_all``), are logged beside them. Maddox et al.'s hotspot
+  script offers that scoring as an option (its comment attributes it to Andrade-Pacheco et
+  al. 2020), so a published number may be either; Chang et al. do not say which Fig. 4 uses.
 
 Example:
     >>> problem = HotspotPool.from_country("civ", seed=0)  # doctest: +SKIP
