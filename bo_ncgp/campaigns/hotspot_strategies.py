@@ -120,7 +120,7 @@ class HotspotStrategy(Strategy):
         >>> state = Campaign(pool, strat, budget=9, batch_size=1, num_initial=8, seed=0,
         ...                  out_dir=tempfile.mkdtemp()).run(progress=False)
         >>> sorted(state["iterations"][-1]["metrics"])  # logged after every survey
-        ['accuracy', 'acquisition_seconds', 'mse', 'num_remaining', 'sensitivity', ...]
+        ['accuracy', 'accuracy_all', 'acquisition_seconds', 'mse', 'mse_all', 'num_remaining', ...]
         >>> first = [e["point"] for e in state["evaluations"][:8]]  # the initial villages
         >>> float(strat.U[first].min()), float(strat.U[first].max())  # min-max scaled on them
         (0.0, 1.0)
