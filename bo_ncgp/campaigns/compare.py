@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from bo_ncgp.campaigns.plotting import metric_curve
+from bo_ncgp.campaigns.plotting import metric_at
 from bo_ncgp.campaigns.storage import read_json
 from bo_ncgp.cli import command
 
@@ -37,12 +37,6 @@ def _by_seed(folder: str | Path) -> dict[int, dict]:
     if len(names) > 1:
         raise ValueError(f"{folder} holds campaigns of several strategies {sorted(names)}")
     return {int(st["seed"]): st for st in states}
-
-
-def _value(state: dict, metric: str, step: int) -> float:
-    x, y = metric_curve(state, metric)
-    hit = np.flatnonzero(x == step)
-    return float(y[hit[0]]) if hit.size else float("nan")
 
 
 def paired_differences(
@@ -90,7 +84,9 @@ def paired_differences(
     for metric in metrics:
         out[metric] = {}
         for step in steps:
-            d = np.array([_value(sa[s], metric, step) - _value(sb[s], metric, step) for s in seeds])
+            d = np.array(
+                [metric_at(sa[s], metric, step) - metric_at(sb[s], metric, step) for s in seeds]
+            )
             d = d[np.isfinite(d)]
             se = float(d.std(ddof=1) / math.sqrt(d.size)) if d.size > 1 else float("nan")
             out[metric][str(step)] = {

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from bo_ncgp.campaigns.executors import make_executor
-from bo_ncgp.campaigns.plotting import collect, metric_curve
+from bo_ncgp.campaigns.plotting import collect, metric_at, metric_curve
 from bo_ncgp.cli import command
 
 __all__ = [
@@ -163,13 +163,9 @@ def run_hotspot_seed(cfg: dict[str, Any], seed: int) -> dict[str, Any]:
 
 # ------------------------------------------------------------------------- summary
 def _at_step(states: list[dict], metric: str, step: int) -> np.ndarray:
-    vals = []
-    for st in states:
-        x, y = metric_curve(st, metric)
-        hit = np.flatnonzero(x == step)
-        if hit.size:
-            vals.append(y[hit[0]])
-    return np.array(vals, dtype=float)
+    """The metric after ``step`` evaluations of every campaign that logged it there."""
+    vals = np.array([metric_at(st, metric, step) for st in states], dtype=float)
+    return vals[~np.isnan(vals)]
 
 
 def _mean_se(v: np.ndarray) -> dict[str, float]:
@@ -266,10 +262,10 @@ def summarise_hotspots(
     out = Path(out)
     groups = collect([out])
     metrics = ["accuracy", "mse", "sensitivity"]
-    for metric in FULL_SET_METRICS:  # absent from states written before they were logged
-        if any(metric in it.get("metrics", {}) for v in groups.values() for s in v
-               for it in s["iterations"]):  # fmt: skip
-            metrics.append(metric)
+    every_state = [st for states in groups.values() for st in states]
+    metrics += [  # absent from states written before they were logged
+        m for m in FULL_SET_METRICS if any(len(metric_curve(st, m)[0]) for st in every_state)
+    ]
     if pool is not None:
         digest = pool.config()["data_sha256"]
         for states in groups.values():

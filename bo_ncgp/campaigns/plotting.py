@@ -10,7 +10,7 @@ import numpy as np
 
 from bo_ncgp.campaigns.storage import read_json
 
-__all__ = ["best_so_far", "collect", "plot_campaigns", "summarise"]
+__all__ = ["best_so_far", "collect", "metric_at", "metric_curve", "plot_campaigns", "summarise"]
 
 
 def best_so_far(state: dict) -> np.ndarray:
@@ -38,6 +38,20 @@ def metric_curve(state: dict, metric: str) -> tuple[np.ndarray, np.ndarray]:
         np.array([it["num_evaluations"] for it in its]),
         np.array([it["metrics"][metric] for it in its], dtype=float),
     )
+
+
+def metric_at(state: dict, metric: str, step: int) -> float:
+    """Value of a logged metric after ``step`` evaluations (``nan`` if not logged there).
+
+    Example:
+        >>> its = [{"num_evaluations": n, "metrics": {"mse": n / 10}} for n in (4, 5)]
+        >>> st = {"iterations": its}
+        >>> metric_at(st, "mse", 5), metric_at(st, "mse", 6)
+        (0.5, nan)
+    """
+    x, y = metric_curve(state, metric)
+    hit = np.flatnonzero(x == step)
+    return float(y[hit[0]]) if hit.size else float("nan")
 
 
 def collect(paths: list[str | Path]) -> dict[str, list[dict]]:

@@ -180,10 +180,10 @@ class HotspotPool(Problem):
             raise ValueError(f"{self.name}: no village left to score")
         if not np.isfinite(p).all():
             raise ValueError(f"{self.name}: predicted prevalences contain NaN or inf")
-        hit = (p > self.threshold) == (self.theta > self.threshold)
-        sq = (p - self.theta) ** 2
-        pred, true = p[rest] > self.threshold, self.theta[rest] > self.threshold
-        sens = float((pred & true).sum() / true.sum()) if true.any() else float("nan")
+        pred, true = p > self.threshold, self.theta > self.threshold
+        hit, sq = pred == true, (p - self.theta) ** 2
+        found, hot = (pred & true)[rest].sum(), true[rest].sum()
+        sens = float(found / hot) if hot else float("nan")
         return {
             "accuracy": float(hit[rest].mean()),
             "mse": float(sq[rest].mean()),
