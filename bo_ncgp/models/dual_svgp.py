@@ -133,6 +133,11 @@ class DualSVGP(ResizableModule):
         num_rounds: repetitions of (inner steps, hyperparameter steps) per update; the paper's
             Algorithm 1 is ``num_rounds = 1``.
         generator: ``torch.Generator`` for memory sampling (global RNG when ``None``).
+        mean_constant: a fixed constant prior mean ``c``: ``f = c + g`` with ``g ~ GP(0, k)``
+            (not trained by :meth:`update`). The dual parameters, the sites' ``eta`` and
+            :meth:`inducing_posterior` describe the zero-mean part ``g``; predictions,
+            :meth:`bls` and the likelihood see ``f``. Use it for a model converted from a
+            GPyTorch SVGP with a ``ConstantMean`` (:meth:`from_inducing_posterior`).
 
     Shapes: inputs ``(..., n, d)``; for ``C = 1`` latent outputs are ``(..., n)`` (and
     ``(..., n, n)`` joint covariances); for ``C > 1`` they are ``(..., n, C)`` (and
@@ -173,6 +178,7 @@ class DualSVGP(ResizableModule):
         num_rounds: int = 1,
         generator: torch.Generator | None = None,
         max_inducing: int | None = None,
+        mean_constant: float = 0.0,
     ) -> None:
         super().__init__()
         if not isinstance(kernel, gpytorch.kernels.Kernel):
@@ -211,6 +217,9 @@ class DualSVGP(ResizableModule):
         )
         Z = check_inducing_points(inducing_points).detach().clone()
         m, d = Z.shape
+        c = float(mean_constant)
+        if c != c or c in (float("inf"), float("-inf")):
+            raise ValueError(f"DualSVGP: mean_constant must be finite, got {mean_constant}")
         self.kernel = kernel
         self.likelihood = likelihood
         self.memory_size = memory_size
@@ -236,6 +245,7 @@ class DualSVGP(ResizableModule):
         self.register_buffer("_lam_rest", Z.new_zeros(C, m))
         self.register_buffer("_B_rest", Z.new_zeros(C, m, m))
         self.register_buffer("_num_data", torch.zeros((), dtype=torch.long, device=Z.device))
+        self.register_buffer("_mean_constant", Z.new_tensor(c))
         for name in self._optional:
             self.register_buffer(name, None)
         self.memory = Memory(d, C, dtype=Z.dtype, device=Z.device)
@@ -287,6 +297,7 @@ class DualSVGP(ResizableModule):
             "hyper_objective": self.hyper_objective,
             "lr": self.lr,
             "num_rounds": self.num_rounds,
+            "mean_constant": self.mean_constant,
         }
 
     # -------------------------------------------------------------- properties
@@ -294,6 +305,11 @@ class DualSVGP(ResizableModule):
     def Z(self) -> Tensor:
         """``(m, d)`` current inducing inputs."""
         return self._Z
+
+    @property
+    def mean_constant(self) -> float:
+        """The fixed constant prior mean ``c`` (``f = c + g``)."""
+        return float(self._mean_constant)
 
     @property
     def num_inducing(self) -> int:
@@ -330,6 +346,11 @@ class DualSVGP(ResizableModule):
         """Drop cached factorisations (state or hyperparameters changed)."""
         self._base_cache = None
         self._block_cache = None
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        # states saved before ``mean_constant`` existed load as zero-mean models
+        state_dict.setdefault(prefix + "_mean_constant", self._mean_constant.clone())
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def _on_state_loaded(self) -> None:
         self._touch()
@@ -443,7 +464,13 @@ class DualSVGP(ResizableModule):
         """Latent-major ``mean (*, L, n)`` and ``var (*, L, n)`` / ``cov (*, L, n, n)``."""
         f, block = self._factors()
         mean, var = dual_predict(f, self._Kzx(X), self._kxx(X, full_cov), full_cov, block)
-        return mean, (var if full_cov else var.clamp_min(0))
+        return mean + self._mean_constant, (var if full_cov else var.clamp_min(0))
+
+    def _site_targets(self, y: Tensor, mean: Tensor, var: Tensor) -> tuple[Tensor, Tensor]:
+        """Sites on ``g = f - c`` from the marginals ``N(mean, var)`` of ``f``: the likelihood
+        sees ``f``; ``eta = beta * y_hat`` moves with the pseudo-output (Eq. 12)."""
+        eta, beta = site_targets(self.likelihood, y, mean, var)
+        return eta - beta * self._mean_constant, beta
 
     def _out(self, t: Tensor, matrix: bool = False) -> Tensor:
         if self._C == 1:
@@ -520,7 +547,8 @@ class DualSVGP(ResizableModule):
         return self._out(bayesian_leverage_scores(beta.clamp_min(0), var))
 
     def inducing_posterior(self) -> tuple[Tensor, Tensor]:
-        """``(alpha_u, V_u)``: mean ``(L, m)`` and covariance ``(L, m, m)`` of ``u = f(Z)``
+        """``(alpha_u, V_u)``: mean ``(L, m)`` and covariance ``(L, m, m)`` of ``u = g(Z)``, the
+        zero-mean part of ``f(Z) = mean_constant + g(Z)``
         (Eq. 24: ``alpha_u = K_zz (K_zz + B_u)^{-1} lam``, ``V_u = K_zz (K_zz + B_u)^{-1} K_zz``)
         for an unconditioned model."""
         self._require_unconditioned("inducing_posterior")
@@ -562,11 +590,11 @@ class DualSVGP(ResizableModule):
             m_u, L_V = q_fixed if q_fixed is not None else self._fixed_q()
             return sequential_elbo(
                 self.likelihood, Kzz, Kza, kaa, ya, weights, m_u, L_V,
-                self._lam_rest, self._B_rest,
+                self._lam_rest, self._B_rest, mean_offset=self._mean_constant,
             )  # fmt: skip
         return dual_objective(
             self.likelihood, Kzz, Kza, kaa, ya, eta, beta, weights,
-            self._lam_rest, self._B_rest, include_rest=rest,
+            self._lam_rest, self._B_rest, include_rest=rest, mean_offset=self._mean_constant,
         )  # fmt: skip
 
     def _memory_weights(self, n_old: int) -> Tensor:
@@ -656,7 +684,7 @@ class DualSVGP(ResizableModule):
                 lam_s, B_s = site_contributions(Kza, eta, beta)
                 f = dual_factors(Kzz, self._B_rest + B_s, self._lam_rest + lam_s, L_K=L_K)
                 mean, var = dual_predict(f, Kza, kaa)
-                target = site_targets(self.likelihood, ya, mean, var.clamp_min(0))
+                target = self._site_targets(ya, mean + self._mean_constant, var.clamp_min(0))
                 eta, beta = damp((eta, beta), target, self.rho)
         return eta, beta
 
@@ -815,7 +843,7 @@ class DualSVGP(ResizableModule):
         track = X.requires_grad or Y.requires_grad
         with torch.set_grad_enabled(torch.is_grad_enabled() and track):
             mean, var = self._marginals(X)
-            eta, beta = site_targets(self.likelihood, Y, mean, var)
+            eta, beta = self._site_targets(Y, mean, var)
         eta = eta.expand(*batch, *eta.shape[-2:])
         beta = beta.expand(*batch, *beta.shape[-2:])
         Yb = Y.expand(*batch, Y.shape[-1])
@@ -861,6 +889,107 @@ class DualSVGP(ResizableModule):
                 f"DualSVGP.{what}: not available for a model with batch_shape "
                 f"{tuple(self.batch_shape)} (a batched condition() result)"
             )
+
+    # ------------------------------------------------------------ conversion
+    @classmethod
+    def from_inducing_posterior(
+        cls,
+        kernel: gpytorch.kernels.Kernel,
+        likelihood: Likelihood,
+        inducing_points: Tensor,
+        mean: Tensor,
+        covariance: Tensor,
+        *,
+        mean_constant: float = 0.0,
+        num_data: int = 0,
+        **kwargs: Any,
+    ) -> DualSVGP:
+        """A DualSVGP whose posterior is a given Gaussian ``q(u) = N(mean, covariance)``.
+
+        The natural parameters of ``q(u) ∝ p(u) exp(u^T K^{-1} lam - u^T K^{-1} B_u K^{-1} u / 2)``
+        (Eqs. 10-11 with ``K = K_zz``) follow from ``S^{-1} = K^{-1} + K^{-1} B_u K^{-1}`` and
+        ``S^{-1} m = K^{-1} lam``:
+
+            B_u = K S^{-1} K - K,        lam = K S^{-1} m.
+
+        The result predicts the standard SVGP predictive
+
+            q(f_*) = N(c + k_*z K^{-1} m,  k_** - k_*z K^{-1} (K - S) K^{-1} k_z*),
+
+        and adds new points by dual conditioning (:meth:`condition`) or :meth:`update`. This
+        is how a variational GP trained elsewhere (e.g. a GPyTorch ``ApproximateGP``) gets
+        cheap fantasies, as Chang et al. (2023, Sec. 4.1) do on the model of Maddox et al.
+        (2021). The whole ``q(u)`` becomes the folded factor ``(lam_rest, B_rest)``; the
+        memory starts empty. ``B_u`` need not be positive semi-definite (a ``q(u)`` wider than
+        the prior in some direction); ``K + B_u = K S^{-1} K`` always is.
+
+        Args:
+            kernel, likelihood: as in the constructor (hyperparameters of the fitted model).
+            inducing_points: ``(m, d)`` inducing inputs ``Z`` (no duplicates).
+            mean: ``(m,)`` mean of ``g(Z)`` (for ``C > 1`` latents ``(C, m)``).
+            covariance: ``(m, m)`` (or ``(C, m, m)``) positive-definite covariance of ``g(Z)``.
+            mean_constant: constant prior mean ``c``; ``mean`` is then that of ``g(Z) = f(Z) - c``
+                (GPyTorch's convention for a ``ConstantMean``: its whitened ``q(u)`` is for the
+                deviation from the prior mean).
+            num_data: number of observations ``q(u)`` summarises (used by the memory weights
+                of later :meth:`update` calls).
+            **kwargs: further constructor options (``inducing_update`` defaults to
+                ``"fixed"`` here, so that ``Z`` stays the fitted one).
+
+        Example:
+            >>> from gpytorch.kernels import RBFKernel
+            >>> from bo_ncgp.likelihoods import Bernoulli
+            >>> Z = torch.linspace(0, 1, 5, dtype=torch.float64).unsqueeze(-1)
+            >>> kern = RBFKernel().double()
+            >>> K = kern(Z).to_dense().detach()
+            >>> m_u, S_u = torch.linspace(-1, 1, 5).double(), 0.5 * K  # a q(u) tighter than p(u)
+            >>> dual = DualSVGP.from_inducing_posterior(kern, Bernoulli(), Z, m_u, S_u,
+            ...                                         mean_constant=-2.0, num_data=30)
+            >>> alpha_u, V_u = dual.inducing_posterior()  # the same q(u) back
+            >>> torch.allclose(alpha_u[0], m_u), torch.allclose(V_u[0], S_u)
+            (True, True)
+            >>> mean, _ = dual.predict_f(Z)  # f(Z) = c + g(Z)
+            >>> torch.allclose(mean, m_u - 2.0)
+            True
+        """
+        kwargs.setdefault("inducing_update", "fixed")
+        model = cls(kernel, likelihood, inducing_points, mean_constant=mean_constant, **kwargs)
+        C, m = model._C, model.num_inducing
+        Z = model._Z
+        mean = torch.as_tensor(mean, dtype=Z.dtype, device=Z.device).detach()
+        cov = torch.as_tensor(covariance, dtype=Z.dtype, device=Z.device).detach()
+        if mean.shape == (m,) and C == 1:
+            mean = mean.unsqueeze(0)
+        if cov.shape == (m, m) and C == 1:
+            cov = cov.unsqueeze(0)
+        if mean.shape != (C, m) or cov.shape != (C, m, m):
+            raise ValueError(
+                f"DualSVGP.from_inducing_posterior: for {m} inducing points and {C} latent(s) "
+                f"mean must be ({m},) or ({C}, {m}) and covariance ({m}, {m}) or ({C}, {m}, "
+                f"{m}); got {tuple(mean.shape)} and {tuple(cov.shape)}"
+            )
+        if not (torch.isfinite(mean).all() and torch.isfinite(cov).all()):
+            raise ValueError("DualSVGP.from_inducing_posterior: mean or covariance has NaN/inf")
+        if int(num_data) != num_data or num_data < 0:
+            raise ValueError(
+                f"DualSVGP.from_inducing_posterior: num_data must be a non-negative int, got "
+                f"{num_data}"
+            )
+        try:
+            L_S = torch.linalg.cholesky(0.5 * (cov + cov.mT))
+        except RuntimeError as err:
+            raise ValueError(
+                "DualSVGP.from_inducing_posterior: covariance is not positive definite"
+            ) from err
+        with torch.no_grad():
+            K = model._Kzz()  # (C, m, m)
+            Sinv_K = torch.cholesky_solve(K, L_S)
+            B = K @ Sinv_K - K
+            lam = (Sinv_K.mT @ mean.unsqueeze(-1)).squeeze(-1)  # K S^{-1} m
+            model._lam_rest, model._B_rest = lam, 0.5 * (B + B.mT)
+            model._num_data = model._num_data.new_tensor(int(num_data))
+        model._touch()
+        return model
 
     # --------------------------------------------------------------- copying
     def copy(self) -> DualSVGP:

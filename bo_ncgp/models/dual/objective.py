@@ -63,6 +63,7 @@ def dual_objective(
     lam_rest: Tensor,
     B_rest: Tensor,
     include_rest: bool = True,
+    mean_offset: float | Tensor = 0.0,
 ) -> Tensor:
     """Eq. 26 with the Sec. 3.4 memory scaling (see module docstring).
 
@@ -75,6 +76,8 @@ def dual_objective(
         lam_rest, B_rest: ``(L, m)``, ``(L, m, m)`` fixed factor of the remaining old data.
         include_rest: subtract ``E_q[log T_rest]``; ``False`` when no memory represents the
             old data's likelihood (``T_rest`` is then treated as exact, and both terms cancel).
+        mean_offset: constant prior mean ``c``: the likelihood sees ``f = c + g`` while the
+            sites and the dual pair describe ``g``.
 
     Returns:
         The scalar objective (to be maximised).
@@ -103,7 +106,7 @@ def dual_objective(
         mean = (G * w.unsqueeze(-1)).sum(-2)
         var_u = G.square().sum(-2)  # Var[a_i^T u] = k^T A^{-1} k
         var_f = (kaa - H.square().sum(-2)).clamp_min(0) + var_u
-        elp = expected_log_prob(likelihood, y, mean, var_f)
+        elp = expected_log_prob(likelihood, y, mean + mean_offset, var_f)
         e_log_t = (eta * mean - 0.5 * beta * (var_u + mean.square())).sum()
         out = out + (weights * elp).sum() - e_log_t
     if include_rest:
@@ -123,13 +126,15 @@ def sequential_elbo(
     L_V: Tensor,
     lam_rest: Tensor,
     B_rest: Tensor,
+    mean_offset: float | Tensor = 0.0,
 ) -> Tensor:
     """Eq. 21: ``Σ_i w_i E_q[log p(y_i|f_i)] - KL[q(u) || p_theta(u) T_rest(u) / Z_rest]``.
 
     Args:
         m_u, L_V: ``(L, m)`` mean and ``(L, m, m)`` Cholesky factor of the covariance of the
             fixed ``q(u)`` (in u-space, independent of ``theta``).
-        Other arguments as in :func:`dual_objective` (``weights`` are 1 in Eq. 21).
+        Other arguments as in :func:`dual_objective` (``weights`` are 1 in Eq. 21; ``m_u`` is
+        the mean of ``g(Z)`` when ``mean_offset`` is non-zero).
 
     Example:
         >>> from bo_ncgp.likelihoods import Gaussian
@@ -153,7 +158,7 @@ def sequential_elbo(
         H = _tri(L_K, Kza)
         mean = (Kza * Kinv_m.unsqueeze(-1)).sum(-2)
         var = (kaa - H.square().sum(-2)).clamp_min(0) + (KinvL_V.mT @ Kza).square().sum(-2)
-        elp = expected_log_prob(likelihood, y, mean, var)
+        elp = expected_log_prob(likelihood, y, mean + mean_offset, var)
         out = out + (weights * elp).sum()
     # KL[q || p T_rest / Z_rest] = E log q - E log p - E log T_rest + log Z_rest
     e_log_q = -0.5 * (m * math.log(2 * math.pi) + _logdet(L_V) + m)
