@@ -38,7 +38,6 @@ import json
 import time
 from pathlib import Path
 
-import gpytorch
 import numpy as np
 import torch
 
@@ -87,52 +86,15 @@ VARIANTS = {
 }
 
 
-class MaddoxSVGP(gpytorch.models.ApproximateGP):
-    """The ``maddox`` variants' model (module docstring), fitted by :meth:`fit`."""
-
-    def __init__(self, Z: torch.Tensor) -> None:
-        from gpytorch.kernels import MaternKernel, ScaleKernel
-        from gpytorch.priors import GammaPrior
-
-        q = gpytorch.variational.CholeskyVariationalDistribution(Z.shape[0])
-        strategy = gpytorch.variational.VariationalStrategy(
-            self, Z.clone(), q, learn_inducing_locations=True
-        )
-        super().__init__(strategy)
-        self.mean_module = gpytorch.means.ConstantMean()
-        self.kernel = ScaleKernel(
-            MaternKernel(nu=1.5, ard_num_dims=Z.shape[-1], lengthscale_prior=GammaPrior(3.0, 6.0))
-        )
-        self.to(Z)
-
-    def forward(self, x: torch.Tensor) -> gpytorch.distributions.MultivariateNormal:
-        return gpytorch.distributions.MultivariateNormal(self.mean_module(x), self.kernel(x))
-
-    def fit(self, X, y, likelihood, beta: float, steps: int, lr: float = 0.01) -> float:
-        """Adam on ``-(sum E log p(y|f) - beta KL + log prior) / n``; returns the last loss."""
-        opt = torch.optim.Adam(self.parameters(), lr=lr)
-        loss = torch.zeros(())
-        for _ in range(steps):
-            opt.zero_grad()
-            q = self(X)
-            elp = likelihood.expected_log_prob(y, q.mean, q.variance).sum()
-            kl = self.variational_strategy.kl_divergence()
-            prior = sum(pr.log_prob(cl(mod)).sum() for _, mod, pr, cl, _ in self.named_priors())
-            loss = -(elp - beta * kl + prior) / X.shape[-2]
-            loss.backward()
-            opt.step()
-        self.eval()
-        return float(loss.detach())
-
-
 def _fit_maddox(name: str, problem, idx: np.ndarray, y: np.ndarray, args) -> dict[str, float]:
     from bo_ncgp.campaigns.hotspot_strategies import DTYPE, minmax_scale
+    from bo_ncgp.campaigns.hotspot_svgp import ConstantMeanSVGP
     from bo_ncgp.likelihoods import Binomial
 
     U = minmax_scale(problem.pool, problem.pool[idx[: args.scale_init]])[0]
     X = U[torch.as_tensor(idx)]
     torch.manual_seed(problem.seed)  # q(u)'s random initial mean
-    model = MaddoxSVGP(X)
+    model = ConstantMeanSVGP(X)  # no outputscale prior, as in their script
     beta = 1.0 if "beta-1" in name else 0.1
     t0 = time.perf_counter()
     loss = model.fit(X, torch.as_tensor(y, dtype=DTYPE), Binomial(problem.num_trials).to(DTYPE),

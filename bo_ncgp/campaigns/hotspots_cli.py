@@ -47,7 +47,7 @@ __all__ = [
     "summarise_hotspots",
 ]
 
-HOTSPOT_STRATEGIES = ("entropy", "random", "refit-entropy")
+HOTSPOT_STRATEGIES = ("entropy", "random", "refit-entropy", "svgp-entropy")
 #: scores over every village, surveyed ones included (Andrade-Pacheco et al. 2020); summarised
 #: and plotted when the campaign states contain them
 FULL_SET_METRICS = ("accuracy_all", "mse_all")
@@ -61,6 +61,7 @@ _QUICK = {
     "refit_fantasies": 2,
     "refit_steps": 30,
     "refit_fantasy_steps": 2,
+    "svgp_steps": 20,
 }
 
 
@@ -91,7 +92,7 @@ def make_strategy(cfg: dict[str, Any]):
     )
     kernel = dict(
         constant_mean=cfg.get("mean", "zero") == "constant",
-        outputscale_prior=cfg.get("outputscale_prior", "gamma") == "gamma",
+        outputscale_prior=cfg.get("outputscale_prior") != "none",  # default: gamma
     )
     dual.update(kernel)
     name = cfg["strategy"]
@@ -113,6 +114,18 @@ def make_strategy(cfg: dict[str, Any]):
             num_steps=cfg["refit_steps"],
             fantasy_steps=cfg["refit_fantasy_steps"],
             **kernel,
+        )
+    if name == "svgp-entropy":
+        from bo_ncgp.campaigns.hotspot_svgp import SVGPEntropyStrategy
+
+        return SVGPEntropyStrategy(
+            num_steps=cfg.get("svgp_steps", 1000),
+            lr=cfg.get("svgp_lr", 0.01),
+            beta=cfg.get("svgp_beta", 1.0),
+            outputscale_prior=cfg.get("outputscale_prior") == "gamma",  # default: none
+            num_fantasies=cfg["fantasies"],
+            compute_dtype=cfg["compute_dtype"],
+            criterion=cfg.get("criterion", "exceedance"),
         )
     raise ValueError(f"unknown hotspot strategy {name!r} (choose from {HOTSPOT_STRATEGIES})")
 
@@ -429,9 +442,10 @@ def _args(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--outputscale-prior",
-        default="gamma",
+        default=None,
         choices=("gamma", "none"),
-        help="Gamma(2, 0.15) prior on the outputscale, or none (as in Maddox et al.'s script)",
+        help="Gamma(2, 0.15) prior on the outputscale, or none (as in Maddox et al.'s script); "
+        "default gamma, except none for svgp-entropy",
     )
     g = p.add_argument_group("DualSVGP (entropy, random)")
     g.add_argument("--fantasies", type=_POS, default=16, help="QMC fantasies per candidate")
@@ -460,6 +474,12 @@ def _args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--refit-fantasies", type=_POS, default=8)
     g.add_argument("--refit-steps", type=_POS, default=200, help="NGD + Adam steps per fit")
     g.add_argument("--refit-fantasy-steps", type=_NONNEG, default=4, help="NGD steps per fantasy")
+    g = p.add_argument_group("svgp-entropy (Chang et al.'s Fig. 4 loop: refit + dual fantasies)")
+    g.add_argument("--svgp-steps", type=_POS, default=1000, help="Adam steps per refit")
+    g.add_argument("--svgp-lr", type=_positive_float, default=0.01, help="Adam lr of the refits")
+    g.add_argument(
+        "--svgp-beta", type=_positive_float, default=1.0, help="KL weight (1: no tempering)"
+    )
     p.add_argument(
         "--quick",
         action="store_true",

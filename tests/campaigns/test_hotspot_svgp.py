@@ -1,0 +1,96 @@
+"""Tests of bo_ncgp.campaigns.hotspot_svgp: Chang et al.'s Fig. 4 loop (a GPyTorch SVGP
+refitted after every survey, converted to a DualSVGP for the fantasies)."""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+import pytest
+import torch
+
+from bo_ncgp.bo.active_learning import ThresholdEntropyReduction
+from bo_ncgp.campaigns.hotspot_svgp import ConstantMeanSVGP, SVGPEntropyStrategy
+from tests.campaigns.test_hotspots import INIT, _observe_initial, run, toy_pool
+
+
+def test_the_converted_model_predicts_as_the_refitted_svgp_and_drives_the_choice():
+    prob = toy_pool()
+    strat = SVGPEntropyStrategy(num_steps=20, num_fantasies=4)
+    hist = _observe_initial(strat, prob)
+    assert strat.model.num_data == INIT and strat.model.mean_constant != 0.0
+    with torch.no_grad():
+        ref = strat.gp(strat.U)
+    mean, var = strat.model.predict_f(strat.U)
+    assert torch.allclose(mean, ref.mean, atol=1e-5)
+    assert torch.allclose(var, ref.variance, atol=1e-5)
+    (choice,) = strat.ask(hist, 1, np.random.default_rng(0))
+    rest = prob.remaining(hist.indices)
+    scores = ThresholdEntropyReduction(strat.model, strat.U[rest], 0.2, num_fantasies=4)
+    assert choice == rest[int(scores.score_pool().argmax())]
+
+
+def test_refits_are_reproducible_whatever_the_global_rng_state(tmp_path):
+    torch.manual_seed(0)
+    a, _ = run(tmp_path / "a", "svgp-entropy", seed=2)
+    torch.manual_seed(123)  # a different global state must not change the campaign
+    b, _ = run(tmp_path / "b", "svgp-entropy", seed=2)
+    assert [e["point"] for e in a["evaluations"]] == [e["point"] for e in b["evaluations"]]
+    assert [it["metrics"]["mse"] for it in a["iterations"]] == [
+        it["metrics"]["mse"] for it in b["iterations"]
+    ]
+
+
+@pytest.mark.parametrize("recycle", [True, False])
+def test_each_refit_starts_from_the_previous_hyperparameters_when_recycling(
+    tmp_path, monkeypatch, recycle
+):
+    starts, ends = [], []
+    fit = ConstantMeanSVGP.fit
+
+    def recording_fit(self, *args, **kwargs):
+        starts.append(float(self.kernel.outputscale))
+        out = fit(self, *args, **kwargs)
+        ends.append(float(self.kernel.outputscale))
+        return out
+
+    monkeypatch.setattr(ConstantMeanSVGP, "fit", recording_fit)
+    run(tmp_path, "svgp-entropy", strategy=SVGPEntropyStrategy(num_steps=10, recycle=recycle))
+    assert len(starts) == 4  # initial fit + one refit per survey (3 steps)
+    default = starts[0]
+    if recycle:
+        assert starts[1:] == pytest.approx(ends[:-1], rel=1e-12)
+        assert ends[0] != pytest.approx(default)  # so the check above can fail
+    else:
+        assert starts[1:] == pytest.approx([default] * 3)
+
+
+def test_cli_builds_it_with_maddox_defaults_and_checks_its_options():
+    from bo_ncgp.campaigns.hotspots_cli import _args, make_strategy
+
+    parser = argparse.ArgumentParser()
+    _args(parser)
+    cfg = vars(parser.parse_args(["--strategy", "svgp-entropy"]))
+    conf = make_strategy(cfg).config()
+    assert conf["num_steps"] == 1000 and conf["beta"] == 1.0 and conf["lr"] == 0.01
+    assert conf["outputscale_prior"] is False  # as in Maddox et al.'s script
+    cfg = vars(parser.parse_args(["--strategy", "svgp-entropy", "--outputscale-prior", "gamma",
+                                  "--svgp-beta", "0.1", "--svgp-steps", "7"]))  # fmt: skip
+    conf = make_strategy(cfg).config()
+    assert conf["outputscale_prior"] is True and conf["beta"] == 0.1 and conf["num_steps"] == 7
+    # the other strategies keep the outputscale prior by default
+    cfg = vars(parser.parse_args(["--strategy", "entropy"]))
+    assert make_strategy(cfg).config()["outputscale_prior"] is True
+    with pytest.raises(ValueError, match="num_steps"):
+        SVGPEntropyStrategy(num_steps=0)
+    with pytest.raises(ValueError, match="beta"):
+        SVGPEntropyStrategy(beta=0.0)
+
+
+def test_fit_rejects_empty_or_mismatched_data():
+    from bo_ncgp.likelihoods import Binomial
+
+    X = torch.rand(5, 2, dtype=torch.float64)
+    gp = ConstantMeanSVGP(X)
+    with pytest.raises(ValueError, match="matching non-empty"):
+        gp.fit(X, torch.zeros(4, dtype=torch.float64), Binomial(10).double(), steps=1)
