@@ -14,14 +14,6 @@ import torch
 from bo_ncgp.likelihoods import Bernoulli, Gaussian, Softmax
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 def _exp(name: str):
     return importlib.import_module(f"experiments.{name}")
 

@@ -18,14 +18,6 @@ from bo_ncgp.models import SparseGAM
 from bo_ncgp.models.anova_kernel import ANOVAKernel
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
-
-
 def make_gam(lik=None, posterior="coupled_precision"):
     Z = torch.linspace(0, 1, 6)
     comps = [(ScaleKernel(ANOVAKernel()), [i], Z) for i in range(2)]

@@ -11,14 +11,6 @@ from bo_ncgp.likelihoods import Gaussian
 from bo_ncgp.models.hipgp import HIPGP, Grid
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
-
-
 @pytest.fixture
 def hip():
     k = gpytorch.kernels.ScaleKernel(gpytorch.kernels.MaternKernel(nu=2.5, ard_num_dims=2))

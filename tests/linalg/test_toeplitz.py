@@ -13,15 +13,6 @@ from bo_ncgp.linalg.toeplitz import (
 )
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    # torch's CPU FFT with 2 intra-op threads is ~100x slower on a loaded 2-core machine
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
-
-
 def _kernel(D, ls=0.15, nu=2.5):
     k = gpytorch.kernels.ScaleKernel(gpytorch.kernels.MaternKernel(nu=nu, ard_num_dims=D))
     k.outputscale = 0.7

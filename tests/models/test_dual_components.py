@@ -18,14 +18,6 @@ from bo_ncgp.models.dual.posterior import dual_factors, dual_predict, site_block
 from bo_ncgp.models.dual.sites import damp, expected_terms, site_contributions, site_targets
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 def _kernel():
     k = gpytorch.kernels.ScaleKernel(gpytorch.kernels.MaternKernel(nu=2.5))
     k.base_kernel.lengthscale = 0.5

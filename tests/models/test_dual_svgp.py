@@ -16,15 +16,6 @@ from bo_ncgp.models import DualSVGP
 from bo_ncgp.models.dual_svgp import DualSVGP as DirectDualSVGP
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Small dense algebra: one thread avoids oversubscription on the shared 2-core machine."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 # --------------------------------------------------------------------------- helpers
 def rbf(lengthscale: float = 0.3, outputscale: float = 1.0) -> gpytorch.kernels.Kernel:
     k = gpytorch.kernels.ScaleKernel(gpytorch.kernels.RBFKernel())

@@ -17,14 +17,6 @@ from bo_ncgp.models import DualSVGP
 DT = torch.float64
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 def matern(lengthscale: float = 0.4, outputscale: float = 1.5) -> gpytorch.kernels.Kernel:
     k = gpytorch.kernels.ScaleKernel(gpytorch.kernels.MaternKernel(nu=1.5)).to(DT)
     k.base_kernel.lengthscale = lengthscale

@@ -7,9 +7,6 @@ import json
 import math
 from pathlib import Path
 
-import pytest
-import torch
-
 from tests._helpers import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -18,14 +15,6 @@ ROOT = Path(__file__).resolve().parents[2]
 def _load(relpath: str):
     mod = load_script(relpath)
     return mod
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 def test_banana_experiment_quick(data_root, tmp_path):

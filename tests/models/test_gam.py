@@ -22,15 +22,6 @@ from bo_ncgp.models.gam import (
 FAMILIES = ["mean_field", "coupled_precision", "full"]
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny matrices: OpenMP threads only add contention on the shared 2-core machine."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 def components(M=6):
     Z = torch.linspace(0, 1, M)
     k1 = ScaleKernel(ANOVAKernel())

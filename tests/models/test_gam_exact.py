@@ -23,15 +23,6 @@ from bo_ncgp.models.gam import SparseGAM
 FAMILIES = ["mean_field", "coupled_precision", "full"]
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny matrices: OpenMP threads only add contention on the shared 2-core machine."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 # --------------------------------------------------------------------------- helpers
 def make_components(Z1, Z2, Z12, ls=(0.3, 0.4, 0.5)):
     k1 = ScaleKernel(RBFKernel())

@@ -9,15 +9,6 @@ from bo_ncgp.models.hipgp import HIPGP, Grid
 from bo_ncgp.models.interdomain import as_op_codes, transformed_covariance
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    # torch's CPU FFT with 2 intra-op threads is ~100x slower on a loaded 2-core machine
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
-
-
 def _kernel(D, ls, var=0.5, family="rbf"):
     base = (
         gpytorch.kernels.RBFKernel(ard_num_dims=D)

@@ -28,14 +28,6 @@ from bo_ncgp.models.streaming.objective import (
 )
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 def rbf(lengthscale: float = 0.7, outputscale: float = 1.0) -> gpytorch.kernels.Kernel:
     k = gpytorch.kernels.ScaleKernel(gpytorch.kernels.RBFKernel())
     k.base_kernel.lengthscale = lengthscale
