@@ -9,6 +9,9 @@
 * ``random``: the same streaming model, villages drawn uniformly from the remaining pool.
 * ``refit-entropy``: the standard route -- a GPyTorch variational GP refitted from scratch after
   every survey, fantasies by refitting (:mod:`bo_ncgp.campaigns.hotspot_refit`).
+* ``svgp-entropy``: the loop Chang et al. ran for Fig. 4 -- Maddox et al.'s GPyTorch SVGP
+  (constant mean) refitted after every survey and converted to a DualSVGP, fantasies by dual
+  conditioning (:mod:`bo_ncgp.campaigns.hotspot_svgp`).
 
 Model (the issue's specification): Matérn-3/2 ARD kernel with ``Gamma(3, 6)`` lengthscale and
 ``Gamma(2, 0.15)`` outputscale priors, zero mean, features min-max scaled with the initial
