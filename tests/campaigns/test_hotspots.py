@@ -239,6 +239,18 @@ def test_timing_script_quick(data_root, tmp_path):
     for r in res["results"].values():
         assert len(r["step_seconds"]) == 1 and r["mean_step_seconds"] > 0
     assert res["pool_size"] == 1480 and res["speedup_refit_over_entropy_per_step"] > 0
+    out2 = tmp_path / "timing_svgp.json"
+    argv = ["--quick", "--data-root", str(data_root), "--out", str(out2)]
+    assert mod.main([*argv, "--strategies", "entropy,svgp-entropy"]) == 0
+    res = json.loads(out2.read_text())
+    assert set(res["results"]) == {"entropy", "svgp-entropy"}
+    ratio = (
+        res["results"]["svgp-entropy"]["mean_step_seconds"]
+        / res["results"]["entropy"]["mean_step_seconds"]
+    )
+    assert res["ratio_svgp_entropy_over_entropy_per_step"] == pytest.approx(ratio)
+    with pytest.raises(SystemExit):  # entropy is the reference of every ratio
+        mod.main([*argv, "--strategies", "random,svgp-entropy"])
 
 
 def test_refit_fantasies_warm_start_at_the_fitted_posterior():
