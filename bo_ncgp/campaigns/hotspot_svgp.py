@@ -17,6 +17,10 @@ our streaming ``entropy`` strategy in the model, not in the acquisition:
 
 Maddox et al.'s script passes the ``Gamma(2, 0.15)`` outputscale prior to the Matérn kernel,
 which ignores it; ``outputscale_prior=False`` (the default here) reproduces that.
+
+Each refit is seeded by the seed and the number of surveyed villages, so a resumed campaign
+(which replays ``observe`` batch by batch) repeats the same refits and ends with the same
+results -- but replaying a long campaign costs one refit per past survey.
 """
 
 from __future__ import annotations
