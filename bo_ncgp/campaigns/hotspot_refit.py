@@ -282,13 +282,9 @@ class RefitEntropyStrategy(HotspotStrategy):
     def setup(self, problem, seed) -> None:
         super().setup(problem, seed)
         self.model = RefitVariationalGP(Binomial(self.num_trials).to(DTYPE), **self.kw)
-        self.observed = torch.zeros(0, dtype=torch.long)
-        self.y = torch.zeros(0, dtype=DTYPE)
 
     def _fit(self, idx: np.ndarray, y: Tensor) -> None:
-        self.observed = torch.cat([self.observed, torch.as_tensor(idx, dtype=torch.long)])
-        self.y = torch.cat([self.y, y])
-        self.model.fit(self.U[self.observed], self.y)
+        self.model.fit(*self._record(idx, y))
 
     def _latent(self) -> Tensor:
         return self.model.predict_f(self.U)[0]

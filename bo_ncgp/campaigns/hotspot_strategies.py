@@ -140,6 +140,8 @@ class HotspotStrategy(Strategy):
         self.num_trials = int(problem.num_trials)
         self.lo = self.hi = None
         self.U: Tensor | None = None  # scaled pool
+        self.observed = torch.zeros(0, dtype=torch.long)  # surveyed villages (_record)
+        self.y = torch.zeros(0, dtype=DTYPE)  # their counts
         self._ask_seconds = 0.0
         self._update_seconds = 0.0
 
@@ -147,6 +149,13 @@ class HotspotStrategy(Strategy):
     def _scale_pool(self, X_init: np.ndarray) -> None:
         """Min-max scaling with the initial villages' statistics (fixed afterwards)."""
         self.U, self.lo, self.span = minmax_scale(self.problem.pool, X_init)
+
+    def _record(self, idx: np.ndarray, y: Tensor) -> tuple[Tensor, Tensor]:
+        """Append new surveys; return every surveyed village's (scaled features, counts), for
+        strategies that refit on all data."""
+        self.observed = torch.cat([self.observed, torch.as_tensor(idx, dtype=torch.long)])
+        self.y = torch.cat([self.y, y])
+        return self.U[self.observed], self.y
 
     def _remaining(self, history: History) -> np.ndarray:
         rest = self.problem.remaining(history.indices)

@@ -36,6 +36,7 @@ from torch import Tensor
 
 from bo_ncgp.campaigns.hotspot_strategies import DTYPE, EntropyStrategy
 from bo_ncgp.likelihoods import Binomial, Likelihood
+from bo_ncgp.linalg import stable_cholesky
 
 __all__ = ["ConstantMeanSVGP", "SVGPEntropyStrategy"]
 
@@ -107,8 +108,7 @@ class ConstantMeanSVGP(gpytorch.models.ApproximateGP):
         with torch.no_grad():
             Z = vs.inducing_points.detach().clone()
             q = vs.variational_distribution
-            K = self.kernel(Z).to_dense()
-            L = torch.linalg.cholesky(K + 1e-10 * K.diagonal().mean() * torch.eye(len(Z)).to(K))
+            L = stable_cholesky(self.kernel(Z).to_dense(), name="K_zz")
             return Z, L @ q.mean, L @ q.covariance_matrix @ L.mT
 
     def to_dual(self, likelihood: Likelihood, num_data: int = 0, **kwargs: Any):
@@ -184,21 +184,17 @@ class SVGPEntropyStrategy(EntropyStrategy):
         super().setup(problem, seed)
         self.seed = int(seed)
         self.gp: ConstantMeanSVGP | None = None
-        self.observed = torch.zeros(0, dtype=torch.long)
-        self.y = torch.zeros(0, dtype=DTYPE)
         self.last_loss = float("nan")
 
     def _fit(self, idx: np.ndarray, y: Tensor) -> None:
-        self.observed = torch.cat([self.observed, torch.as_tensor(idx, dtype=torch.long)])
-        self.y = torch.cat([self.y, y])
-        X = self.U[self.observed]
+        X, counts = self._record(idx, y)
         likelihood = Binomial(self.num_trials).to(DTYPE)
         gp = ConstantMeanSVGP(X, self.outputscale_prior)
         if self.recycle and self.gp is not None:
             gp.kernel.load_state_dict(self.gp.kernel.state_dict())
         with torch.random.fork_rng():  # q(u)'s random initial mean, reproducible per step
             torch.manual_seed(self.seed * 100_003 + len(self.observed))
-            self.last_loss = gp.fit(X, self.y, likelihood, self.beta, self.num_steps, self.svgp_lr)
+            self.last_loss = gp.fit(X, counts, likelihood, self.beta, self.num_steps, self.svgp_lr)
         self.gp = gp
         self.model = gp.to_dual(likelihood, num_data=len(self.observed))
 
