@@ -98,13 +98,13 @@ def _fit_maddox(name: str, problem, idx: np.ndarray, y: np.ndarray, args) -> dic
     beta = 1.0 if "beta-1" in name else 0.1
     t0 = time.perf_counter()
     loss = model.fit(X, torch.as_tensor(y, dtype=DTYPE), Binomial(problem.num_trials).to(DTYPE),
-                     beta, args.maddox_steps)  # fmt: skip
+                     beta, args.maddox_steps, rel_tol=args.maddox_rel_tol)  # fmt: skip
     seconds = time.perf_counter() - t0
     with torch.no_grad():
         out = problem.metrics(torch.sigmoid(model(U).mean).numpy(), idx)
         out.update(_hypers(model.kernel))
         out["constant"] = float(model.mean_module.constant)
-    out.update(fit_seconds=seconds, loss=loss)
+    out.update(fit_seconds=seconds, loss=loss, steps_taken=model.steps_taken)
     return out
 
 
@@ -190,6 +190,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--init-hyper-steps", type=int, default=50)
     p.add_argument("--ref-steps", type=int, default=1000, help="joint steps of ref-svgp")
     p.add_argument("--maddox-steps", type=int, default=1000, help="Adam steps of maddox*")
+    p.add_argument(
+        "--maddox-rel-tol", type=float, default=None,
+        help="maddox*: stop early by BoTorch's ExpMA rule (their fit loop: 1e-5)",
+    )  # fmt: skip
     p.add_argument("--variants", default="all", help="';'-separated names, or 'all'")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument(

@@ -48,7 +48,9 @@ def _strategies(args):
         ),
         "random": lambda: RandomPoolStrategy(**dual),
         "svgp-entropy": lambda: SVGPEntropyStrategy(
-            num_steps=args.svgp_steps, num_fantasies=args.fantasies
+            num_steps=args.svgp_steps,
+            rel_tol=args.svgp_rel_tol or None,
+            num_fantasies=args.fantasies,
         ),
     }
     return {name: make[name]() for name in args.strategies}
@@ -110,6 +112,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--refit-steps", type=int, default=200)
     p.add_argument("--refit-fantasy-steps", type=int, default=4)
     p.add_argument("--svgp-steps", type=int, default=1000, help="Adam steps per svgp refit")
+    p.add_argument(
+        "--svgp-rel-tol", type=float, default=1e-5, help="svgp refits' early stop (0: off)"
+    )
     p.add_argument(
         "--strategies",
         default="entropy,refit-entropy,random",

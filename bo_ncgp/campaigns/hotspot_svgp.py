@@ -7,9 +7,12 @@ our streaming ``entropy`` strategy in the model, not in the acquisition:
 * after every survey a GPyTorch SVGP is **refitted from scratch** on all surveyed villages:
   a learned ``ConstantMean``, a whitened Cholesky ``q(u)``, learned inducing locations that
   start at the surveyed villages, a Matérn-3/2 ARD kernel with the ``Gamma(3, 6)``
-  lengthscale prior, and ``num_steps`` Adam steps (lr 0.01) on ``ELBO(beta) + log prior``
-  (``beta = 1``: no tempering). The lengthscales and outputscale of the previous fit are the
-  starting point of the next (Maddox et al.'s ``recycle_lengthscales``);
+  lengthscale prior, and up to ``num_steps`` Adam steps (lr 0.01) on ``ELBO(beta) + log
+  prior`` (``beta = 1``: no tempering), stopped early by the moving-average rule of the BoTorch
+  fit loop their script calls (``fit_gpytorch_torch``: BoTorch's
+  :class:`~botorch.optim.stopping.ExpMAStoppingCriterion`, relative tolerance ``1e-5``;
+  ~250-500 steps on 200 villages instead of 1,000). The lengthscales and outputscale of the
+  previous fit are the starting point of the next (Maddox et al.'s ``recycle_lengthscales``);
 * the fitted ``q(u)`` is converted to a :class:`~bo_ncgp.models.DualSVGP` with
   :meth:`~bo_ncgp.models.DualSVGP.from_inducing_posterior` (same predictions, exactly), and
   the next village maximises the same dual-conditioning entropy reduction as ``entropy``
@@ -79,16 +82,28 @@ class ConstantMeanSVGP(gpytorch.models.ApproximateGP):
 
     def fit(
         self, X: Tensor, y: Tensor, likelihood: Likelihood, beta: float = 1.0,
-        steps: int = 1000, lr: float = 0.01,
+        steps: int = 1000, lr: float = 0.01, rel_tol: float | None = None,
     ) -> float:  # fmt: skip
         """Adam on ``-(sum_i E_q log p(y_i|f_i) - beta KL[q(u)||p(u)] + log prior) / n``
         (the tempered ELBO; ``beta = 1`` is the ELBO); returns the last loss. Ends in eval
-        mode."""
+        mode.
+
+        ``rel_tol``: also stop early when BoTorch's
+        :class:`~botorch.optim.stopping.ExpMAStoppingCriterion` (window 10) sees a relative
+        decrease of the smoothed loss below ``rel_tol`` -- the rule of the BoTorch
+        ``fit_gpytorch_torch`` loop Maddox et al.'s script used (``1e-5`` there). ``None``
+        runs all ``steps``. The number of steps taken is kept in ``self.steps_taken``."""
         if X.shape[0] == 0 or X.shape[0] != y.shape[0]:
             raise ValueError(f"fit: need matching non-empty X and y, got {X.shape}, {y.shape}")
+        if rel_tol is not None and not rel_tol > 0:
+            raise ValueError(f"fit: rel_tol must be positive or None, got {rel_tol}")
+        from botorch.optim.stopping import ExpMAStoppingCriterion
+
+        stop = None if rel_tol is None else ExpMAStoppingCriterion(maxiter=steps, rel_tol=rel_tol)
         self.train()
         opt = torch.optim.Adam(self.parameters(), lr=lr)
         loss = torch.zeros(())
+        self.steps_taken = 0
         for _ in range(int(steps)):
             opt.zero_grad()
             q = self(X)
@@ -98,6 +113,9 @@ class ConstantMeanSVGP(gpytorch.models.ApproximateGP):
             loss = -(elp - beta * kl + prior) / X.shape[-2]
             loss.backward()
             opt.step()
+            self.steps_taken += 1
+            if stop is not None and stop(loss.detach()):
+                break
         self.eval()
         return float(loss.detach())
 
@@ -131,7 +149,9 @@ class SVGPEntropyStrategy(EntropyStrategy):
     docstring).
 
     Args:
-        num_steps: Adam steps per refit (Maddox et al.: 1000).
+        num_steps: the most Adam steps per refit (Maddox et al.: 1000).
+        rel_tol: early-stopping tolerance of :meth:`ConstantMeanSVGP.fit` (``1e-5``: BoTorch's
+            default, as in Maddox et al.'s loop; ``None``: always ``num_steps`` steps).
         lr: Adam learning rate (0.01).
         beta: KL weight of the ELBO (1: Chang et al.'s "tempering off"; Maddox et al.'s
             default is 0.1).
@@ -159,6 +179,7 @@ class SVGPEntropyStrategy(EntropyStrategy):
         num_steps: int = 1000,
         lr: float = 0.01,
         beta: float = 1.0,
+        rel_tol: float | None = 1e-5,
         recycle: bool = True,
         outputscale_prior: bool = False,
         num_fantasies: int = 16,
@@ -177,7 +198,10 @@ class SVGPEntropyStrategy(EntropyStrategy):
             raise ValueError(f"svgp-entropy: num_steps must be a positive int, got {num_steps}")
         if not lr > 0 or not beta > 0:
             raise ValueError(f"svgp-entropy: lr and beta must be positive, got {lr}, {beta}")
+        if rel_tol is not None and not rel_tol > 0:
+            raise ValueError(f"svgp-entropy: rel_tol must be positive or None, got {rel_tol}")
         self.num_steps, self.svgp_lr, self.beta = int(num_steps), float(lr), float(beta)
+        self.rel_tol = None if rel_tol is None else float(rel_tol)
         self.recycle = bool(recycle)
 
     def setup(self, problem, seed) -> None:
@@ -194,7 +218,9 @@ class SVGPEntropyStrategy(EntropyStrategy):
             gp.kernel.load_state_dict(self.gp.kernel.state_dict())
         with torch.random.fork_rng():  # q(u)'s random initial mean, reproducible per step
             torch.manual_seed(self.seed * 100_003 + len(self.observed))
-            self.last_loss = gp.fit(X, counts, likelihood, self.beta, self.num_steps, self.svgp_lr)
+            self.last_loss = gp.fit(
+                X, counts, likelihood, self.beta, self.num_steps, self.svgp_lr, self.rel_tol
+            )
         self.gp = gp
         self.model = gp.to_dual(likelihood, num_data=len(self.observed))
 
@@ -205,6 +231,7 @@ class SVGPEntropyStrategy(EntropyStrategy):
             "num_steps": self.num_steps,
             "lr": self.svgp_lr,
             "beta": self.beta,
+            "rel_tol": self.rel_tol,
             "recycle": self.recycle,
             "outputscale_prior": self.outputscale_prior,
             "num_fantasies": self.num_fantasies,

@@ -122,6 +122,7 @@ def make_strategy(cfg: dict[str, Any]):
             num_steps=cfg.get("svgp_steps", 1000),
             lr=cfg.get("svgp_lr", 0.01),
             beta=cfg.get("svgp_beta", 1.0),
+            rel_tol=cfg.get("svgp_rel_tol", 1e-5) or None,  # 0: no early stopping
             outputscale_prior=cfg.get("outputscale_prior") == "gamma",  # default: none
             num_fantasies=cfg["fantasies"],
             compute_dtype=cfg["compute_dtype"],
@@ -391,6 +392,14 @@ _positive_float = _checked(
     "positive number",
 )
 
+_nonneg_float = _checked(
+    float,
+    "a number",
+    lambda v: math.isfinite(v) and v >= 0,
+    "must be a non-negative number",
+    "non-negative number",
+)
+
 
 def _damping(text: str) -> float:
     val = _positive_float(text)
@@ -479,6 +488,13 @@ def _args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--svgp-lr", type=_positive_float, default=0.01, help="Adam lr of the refits")
     g.add_argument(
         "--svgp-beta", type=_positive_float, default=1.0, help="KL weight (1: no tempering)"
+    )
+    g.add_argument(
+        "--svgp-rel-tol",
+        type=_nonneg_float,
+        default=1e-5,
+        help="stop a refit early by BoTorch's ExpMA rule (1e-5, as Maddox et al.'s loop; "
+        "0: always --svgp-steps)",
     )
     p.add_argument(
         "--quick",

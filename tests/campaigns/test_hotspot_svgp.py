@@ -73,11 +73,16 @@ def test_cli_builds_it_with_maddox_defaults_and_checks_its_options():
     cfg = vars(parser.parse_args(["--strategy", "svgp-entropy"]))
     conf = make_strategy(cfg).config()
     assert conf["num_steps"] == 1000 and conf["beta"] == 1.0 and conf["lr"] == 0.01
+    assert conf["rel_tol"] == 1e-5  # BoTorch's fit_gpytorch_torch default, as in their loop
     assert conf["outputscale_prior"] is False  # as in Maddox et al.'s script
     cfg = vars(parser.parse_args(["--strategy", "svgp-entropy", "--outputscale-prior", "gamma",
                                   "--svgp-beta", "0.1", "--svgp-steps", "7"]))  # fmt: skip
     conf = make_strategy(cfg).config()
     assert conf["outputscale_prior"] is True and conf["beta"] == 0.1 and conf["num_steps"] == 7
+    cfg = vars(parser.parse_args(["--strategy", "svgp-entropy", "--svgp-rel-tol", "0"]))
+    assert make_strategy(cfg).config()["rel_tol"] is None  # 0 switches early stopping off
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--strategy", "svgp-entropy", "--svgp-rel-tol", "-1"])
     # the other strategies keep the outputscale prior by default
     cfg = vars(parser.parse_args(["--strategy", "entropy"]))
     assert make_strategy(cfg).config()["outputscale_prior"] is True
@@ -85,6 +90,8 @@ def test_cli_builds_it_with_maddox_defaults_and_checks_its_options():
         SVGPEntropyStrategy(num_steps=0)
     with pytest.raises(ValueError, match="beta"):
         SVGPEntropyStrategy(beta=0.0)
+    with pytest.raises(ValueError, match="rel_tol"):
+        SVGPEntropyStrategy(rel_tol=0.0)
 
 
 def test_fit_rejects_empty_or_mismatched_data():
@@ -94,3 +101,34 @@ def test_fit_rejects_empty_or_mismatched_data():
     gp = ConstantMeanSVGP(X)
     with pytest.raises(ValueError, match="matching non-empty"):
         gp.fit(X, torch.zeros(4, dtype=torch.float64), Binomial(10).double(), steps=1)
+
+
+def test_fit_stops_early_by_botorchs_moving_average_rule_as_a_truncated_fit():
+    from bo_ncgp.likelihoods import Binomial
+
+    g = torch.Generator().manual_seed(0)
+    X = torch.rand(15, 2, dtype=torch.float64, generator=g)
+    y = torch.randint(0, 40, (15,), generator=g).double()
+    lik = Binomial(100).double()
+
+    def fitted(steps, rel_tol):
+        torch.manual_seed(1)  # q(u)'s random initial mean
+        gp = ConstantMeanSVGP(X)
+        loss = gp.fit(X, y, lik, steps=steps, rel_tol=rel_tol)
+        return gp, loss
+
+    full, _ = fitted(300, None)
+    assert full.steps_taken == 300
+    # a huge tolerance stops at the first step the 10-wide window can be judged
+    assert fitted(300, 1.0)[0].steps_taken == 11
+    early, loss = fitted(3000, 1e-3)
+    k = early.steps_taken
+    assert 11 < k < 3000
+    # stopping early is exactly a fit of k steps
+    trunc, loss_k = fitted(k, None)
+    assert loss == loss_k
+    for (n, a), (_, b) in zip(early.named_parameters(), trunc.named_parameters(), strict=True):
+        assert torch.equal(a, b), n
+    assert fitted(3000, 1e-4)[0].steps_taken > k  # a tighter tolerance runs longer
+    with pytest.raises(ValueError, match="rel_tol"):
+        ConstantMeanSVGP(X).fit(X, y, lik, steps=1, rel_tol=-1.0)
