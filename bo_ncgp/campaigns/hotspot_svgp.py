@@ -44,6 +44,13 @@ from bo_ncgp.linalg import stable_cholesky
 __all__ = ["ConstantMeanSVGP", "SVGPEntropyStrategy"]
 
 
+def _checked_rel_tol(rel_tol: float | None, who: str) -> float | None:
+    """``rel_tol`` as a float (or ``None``: no early stopping); refuses zero, negative, NaN."""
+    if rel_tol is not None and not rel_tol > 0:
+        raise ValueError(f"{who}: rel_tol must be positive or None, got {rel_tol}")
+    return None if rel_tol is None else float(rel_tol)
+
+
 class ConstantMeanSVGP(gpytorch.models.ApproximateGP):
     """GPyTorch SVGP with a learned constant mean (the hotspot model of Maddox et al. 2021).
 
@@ -95,8 +102,7 @@ class ConstantMeanSVGP(gpytorch.models.ApproximateGP):
         runs all ``steps``. The number of steps taken is kept in ``self.steps_taken``."""
         if X.shape[0] == 0 or X.shape[0] != y.shape[0]:
             raise ValueError(f"fit: need matching non-empty X and y, got {X.shape}, {y.shape}")
-        if rel_tol is not None and not rel_tol > 0:
-            raise ValueError(f"fit: rel_tol must be positive or None, got {rel_tol}")
+        rel_tol = _checked_rel_tol(rel_tol, "fit")
         from botorch.optim.stopping import ExpMAStoppingCriterion
 
         stop = None if rel_tol is None else ExpMAStoppingCriterion(maxiter=steps, rel_tol=rel_tol)
@@ -198,10 +204,8 @@ class SVGPEntropyStrategy(EntropyStrategy):
             raise ValueError(f"svgp-entropy: num_steps must be a positive int, got {num_steps}")
         if not lr > 0 or not beta > 0:
             raise ValueError(f"svgp-entropy: lr and beta must be positive, got {lr}, {beta}")
-        if rel_tol is not None and not rel_tol > 0:
-            raise ValueError(f"svgp-entropy: rel_tol must be positive or None, got {rel_tol}")
         self.num_steps, self.svgp_lr, self.beta = int(num_steps), float(lr), float(beta)
-        self.rel_tol = None if rel_tol is None else float(rel_tol)
+        self.rel_tol = _checked_rel_tol(rel_tol, "svgp-entropy")
         self.recycle = bool(recycle)
 
     def setup(self, problem, seed) -> None:
