@@ -28,7 +28,7 @@ results -- but replaying a long campaign costs one refit per past survey.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import gpytorch
 import numpy as np
@@ -179,6 +179,8 @@ class SVGPEntropyStrategy(EntropyStrategy):
     """
 
     name = "svgp-entropy"
+    #: campaigns saved before ``rel_tol`` existed ran every refit for ``num_steps`` steps
+    legacy_config: ClassVar[dict[str, Any]] = {"rel_tol": None}
 
     def __init__(
         self,

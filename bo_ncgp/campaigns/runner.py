@@ -164,16 +164,21 @@ class Campaign:
     @classmethod
     def resume(cls, out_dir: str | Path, problem: Problem, strategy: Strategy) -> Campaign:
         """Reload an interrupted campaign from ``out_dir`` (problem and strategy must be
-        constructed as in the original run; their configs are checked)."""
+        constructed as in the original run; their configs are checked; a key the saved
+        config predates is read as the object's ``legacy_config`` value, see
+        :attr:`~bo_ncgp.campaigns.strategy.Strategy.legacy_config`)."""
         state = read_json(Path(out_dir) / STATE)
         if state.get("format") != FORMAT_VERSION:
             raise ValueError(f"{out_dir}: unsupported campaign state format {state.get('format')}")
         for key, obj in (("problem", problem), ("strategy", strategy)):
-            if state[key] != _jsonable(obj.config()):
+            # keys the saved config predates take the value that reproduces the saved run
+            saved = {**_jsonable(getattr(obj, "legacy_config", {})), **state[key]}
+            if saved != _jsonable(obj.config()):
                 raise ValueError(
                     f"{out_dir}: the {key} differs from the saved run: saved {state[key]}, "
                     f"given {obj.config()}"
                 )
+            state[key] = saved
         camp = cls(
             problem,
             strategy,

@@ -10,7 +10,7 @@ make the same decisions.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -80,6 +80,11 @@ class Strategy:
     """
 
     name: str = "strategy"
+
+    #: Config keys added after campaigns were saved, each with the value that reproduces
+    #: those campaigns. :meth:`Campaign.resume` reads a saved config that lacks such a key
+    #: as if it held this value, so an old campaign can be resumed by giving that value.
+    legacy_config: ClassVar[dict[str, Any]] = {}
 
     def setup(self, problem: Problem, seed: int) -> None:
         """Called once before the first ``observe`` (fresh or resumed run)."""

@@ -132,3 +132,22 @@ def test_fit_stops_early_by_botorchs_moving_average_rule_as_a_truncated_fit():
     assert fitted(3000, 1e-4)[0].steps_taken > k  # a tighter tolerance runs longer
     with pytest.raises(ValueError, match="rel_tol"):
         ConstantMeanSVGP(X).fit(X, y, lik, steps=1, rel_tol=-1.0)
+
+
+def test_a_campaign_saved_before_rel_tol_existed_resumes_only_without_early_stopping(tmp_path):
+    import json
+
+    from bo_ncgp.campaigns import Campaign
+
+    session6 = SVGPEntropyStrategy(num_steps=15, num_fantasies=4, rel_tol=None)
+    st, _ = run(tmp_path / "old", "svgp-entropy", strategy=session6)
+    state_file = tmp_path / "old" / "state.json"
+    state = json.loads(state_file.read_text())
+    del state["strategy"]["rel_tol"]  # a session-6 state
+    state_file.write_text(json.dumps(state))
+    with pytest.raises(ValueError, match="strategy differs"):
+        Campaign.resume(tmp_path / "old", toy_pool(0), SVGPEntropyStrategy(15, num_fantasies=4))
+    again = Campaign.resume(
+        tmp_path / "old", toy_pool(0), SVGPEntropyStrategy(15, num_fantasies=4, rel_tol=None)
+    ).run(progress=False)
+    assert again["evaluations"] == st["evaluations"]

@@ -4,6 +4,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -110,6 +111,33 @@ def test_replay_on_resume_and_metrics(tmp_path):
     assert points_values(st2) == points_values(st)
     with pytest.raises(ValueError, match="strategy differs"):
         Campaign.resume(tmp_path / "c", TestFunction("branin"), RandomSearch())
+
+
+class Tolerant(CountingStrategy):
+    """A strategy that gained a config key (``tol``) after campaigns were saved with it."""
+
+    legacy_config: ClassVar[dict] = {"tol": None}
+
+    def __init__(self, tol=None):
+        super().__init__()
+        self.tol = tol
+
+    def config(self):
+        return {**super().config(), "tol": self.tol}
+
+
+def test_resume_reads_a_missing_new_key_as_its_legacy_value(tmp_path):
+    ref = run(tmp_path / "old", strategy=Tolerant())
+    state_file = tmp_path / "old" / "state.json"
+    state = json.loads(state_file.read_text())
+    del state["strategy"]["tol"]  # as written before the key existed
+    state_file.write_text(json.dumps(state))
+    with pytest.raises(ValueError, match="strategy differs"):  # the new default is not the old run
+        Campaign.resume(tmp_path / "old", TestFunction("branin"), Tolerant(tol=0.5))
+    strat = Tolerant(tol=None)
+    st = Campaign.resume(tmp_path / "old", TestFunction("branin"), strat).run(progress=False)
+    assert strat.observed == [4, 3, 3] and st["strategy"]["tol"] is None
+    assert points_values(st) == points_values(ref)
 
 
 SCRIPT = """
