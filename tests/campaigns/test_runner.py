@@ -114,7 +114,7 @@ def test_replay_on_resume_and_metrics(tmp_path):
 
 
 class Tolerant(CountingStrategy):
-    """A strategy that gained a config key (``tol``) after campaigns were saved with it."""
+    """A strategy that gained a config key (``tol``) after campaigns were saved without it."""
 
     legacy_config: ClassVar[dict] = {"tol": None}
 
