@@ -4,12 +4,14 @@ refitted after every survey, converted to a DualSVGP for the fantasies)."""
 from __future__ import annotations
 
 import argparse
+import json
 
 import numpy as np
 import pytest
 import torch
 
 from bo_ncgp.bo.active_learning import ThresholdEntropyReduction
+from bo_ncgp.campaigns import Campaign
 from bo_ncgp.campaigns.hotspot_svgp import ConstantMeanSVGP, SVGPEntropyStrategy
 from tests.campaigns.test_hotspots import INIT, _observe_initial, run, toy_pool
 
@@ -135,10 +137,6 @@ def test_fit_stops_early_by_botorchs_moving_average_rule_as_a_truncated_fit():
 
 
 def test_a_campaign_saved_before_rel_tol_existed_resumes_only_without_early_stopping(tmp_path):
-    import json
-
-    from bo_ncgp.campaigns import Campaign
-
     session6 = SVGPEntropyStrategy(num_steps=15, num_fantasies=4, rel_tol=None)
     st, _ = run(tmp_path / "old", "svgp-entropy", strategy=session6)
     state_file = tmp_path / "old" / "state.json"
