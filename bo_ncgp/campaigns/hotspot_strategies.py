@@ -12,6 +12,8 @@
 * ``svgp-entropy``: the loop Chang et al. ran for Fig. 4 -- Maddox et al.'s GPyTorch SVGP
   (constant mean) refitted after every survey and converted to a DualSVGP, fantasies by dual
   conditioning (:mod:`bo_ncgp.campaigns.hotspot_svgp`).
+* ``svgp-random``: the same refitted SVGP, villages drawn as in ``random`` (the paper's random
+  row as their script ran it).
 
 Model (the issue's specification): Matérn-3/2 ARD kernel with ``Gamma(3, 6)`` lengthscale and
 ``Gamma(2, 0.15)`` outputscale priors, zero mean, features min-max scaled with the initial

@@ -38,10 +38,11 @@ from gpytorch.priors import GammaPrior
 from torch import Tensor
 
 from bo_ncgp.campaigns.hotspot_strategies import DTYPE, EntropyStrategy
+from bo_ncgp.campaigns.strategy import History
 from bo_ncgp.likelihoods import Binomial, Likelihood
 from bo_ncgp.linalg import stable_cholesky
 
-__all__ = ["ConstantMeanSVGP", "SVGPEntropyStrategy"]
+__all__ = ["ConstantMeanSVGP", "SVGPEntropyStrategy", "SVGPRandomStrategy"]
 
 
 def _checked_rel_tol(rel_tol: float | None, who: str) -> float | None:
@@ -245,3 +246,37 @@ class SVGPEntropyStrategy(EntropyStrategy):
             "chunk_size": self.chunk_size,
             "criterion": self.criterion,
         }
+
+
+class SVGPRandomStrategy(SVGPEntropyStrategy):
+    """``svgp-random``: the ``random`` row of Chang et al.'s Fig. 4 as their script ran it: a
+    uniformly random remaining village, with :class:`ConstantMeanSVGP` refitted after every
+    survey exactly as in ``svgp-entropy`` (the model is only used for the metrics).
+
+    The village is drawn as in ``random`` (``rng.choice`` over the remaining pool, nothing else
+    consumes the campaign's generator), so for the same seed ``svgp-random`` and ``random``
+    survey the same villages and differ only in the prevalence model.
+
+    Example:
+        >>> import tempfile
+        >>> from bo_ncgp.campaigns import Campaign
+        >>> from bo_ncgp.problems.hotspots import HotspotPool
+        >>> pool = HotspotPool(np.random.default_rng(0).random((30, 2)), 0.01 * np.arange(30), 0.1)
+        >>> strat = SVGPRandomStrategy(num_steps=5)
+        >>> state = Campaign(pool, strat, budget=11, batch_size=1, num_initial=8, seed=0,
+        ...                  out_dir=tempfile.mkdtemp()).run(progress=False)
+        >>> strat.model.num_data, state["iterations"][-1]["metrics"]["acquisition_seconds"] < 1
+        (11, True)
+    """
+
+    name = "svgp-random"
+
+    def _choose(self, history: History, rng: np.random.Generator) -> int:
+        return int(rng.choice(self._remaining(history)))
+
+    def config(self) -> dict[str, Any]:
+        out = super().config()
+        for key in ("num_fantasies", "compute_dtype", "chunk_size", "criterion"):
+            out.pop(key)  # no acquisition
+        out["model"] = "GPyTorch SVGP with constant mean, refitted; random villages"
+        return out

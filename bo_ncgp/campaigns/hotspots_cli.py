@@ -47,7 +47,7 @@ __all__ = [
     "summarise_hotspots",
 ]
 
-HOTSPOT_STRATEGIES = ("entropy", "random", "refit-entropy", "svgp-entropy")
+HOTSPOT_STRATEGIES = ("entropy", "random", "refit-entropy", "svgp-entropy", "svgp-random")
 #: scores over every village, surveyed ones included (Andrade-Pacheco et al. 2020); summarised
 #: and plotted when the campaign states contain them
 FULL_SET_METRICS = ("accuracy_all", "mse_all")
@@ -115,18 +115,23 @@ def make_strategy(cfg: dict[str, Any]):
             fantasy_steps=cfg["refit_fantasy_steps"],
             **kernel,
         )
-    if name == "svgp-entropy":
-        from bo_ncgp.campaigns.hotspot_svgp import SVGPEntropyStrategy
+    if name in ("svgp-entropy", "svgp-random"):
+        from bo_ncgp.campaigns.hotspot_svgp import SVGPEntropyStrategy, SVGPRandomStrategy
 
-        return SVGPEntropyStrategy(
+        refit = dict(
             num_steps=cfg.get("svgp_steps", 1000),
             lr=cfg.get("svgp_lr", 0.01),
             beta=cfg.get("svgp_beta", 1.0),
             rel_tol=cfg.get("svgp_rel_tol", 1e-5) or None,  # 0: no early stopping
             outputscale_prior=cfg.get("outputscale_prior") == "gamma",  # default: none
+        )
+        if name == "svgp-random":
+            return SVGPRandomStrategy(**refit)
+        return SVGPEntropyStrategy(
             num_fantasies=cfg["fantasies"],
             compute_dtype=cfg["compute_dtype"],
             criterion=cfg.get("criterion", "exceedance"),
+            **refit,
         )
     raise ValueError(f"unknown hotspot strategy {name!r} (choose from {HOTSPOT_STRATEGIES})")
 
@@ -454,7 +459,7 @@ def _args(p: argparse.ArgumentParser) -> None:
         default=None,
         choices=("gamma", "none"),
         help="Gamma(2, 0.15) prior on the outputscale, or none (as in Maddox et al.'s script); "
-        "default gamma, except none for svgp-entropy",
+        "default gamma, except none for svgp-entropy and svgp-random",
     )
     g = p.add_argument_group("DualSVGP (entropy, random)")
     g.add_argument("--fantasies", type=_POS, default=16, help="QMC fantasies per candidate")
@@ -483,7 +488,10 @@ def _args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--refit-fantasies", type=_POS, default=8)
     g.add_argument("--refit-steps", type=_POS, default=200, help="NGD + Adam steps per fit")
     g.add_argument("--refit-fantasy-steps", type=_NONNEG, default=4, help="NGD steps per fantasy")
-    g = p.add_argument_group("svgp-entropy (Chang et al.'s Fig. 4 loop: refit + dual fantasies)")
+    g = p.add_argument_group(
+        "svgp-entropy, svgp-random (Chang et al.'s Fig. 4 loop: refit after every survey; "
+        "svgp-entropy adds dual-conditioning fantasies)"
+    )
     g.add_argument("--svgp-steps", type=_POS, default=1000, help="Adam steps per refit")
     g.add_argument("--svgp-lr", type=_positive_float, default=0.01, help="Adam lr of the refits")
     g.add_argument(

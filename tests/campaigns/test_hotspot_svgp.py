@@ -12,7 +12,11 @@ import torch
 
 from bo_ncgp.bo.active_learning import ThresholdEntropyReduction
 from bo_ncgp.campaigns import Campaign
-from bo_ncgp.campaigns.hotspot_svgp import ConstantMeanSVGP, SVGPEntropyStrategy
+from bo_ncgp.campaigns.hotspot_svgp import (
+    ConstantMeanSVGP,
+    SVGPEntropyStrategy,
+    SVGPRandomStrategy,
+)
 from tests.campaigns.test_hotspots import INIT, _observe_initial, run, toy_pool
 
 
@@ -94,6 +98,35 @@ def test_cli_builds_it_with_maddox_defaults_and_checks_its_options():
         SVGPEntropyStrategy(beta=0.0)
     with pytest.raises(ValueError, match="rel_tol"):
         SVGPEntropyStrategy(rel_tol=0.0)
+
+
+def test_svgp_random_surveys_the_random_villages_with_the_refitted_model(tmp_path):
+    rnd, _ = run(tmp_path / "random", "random", seed=3)
+    st, strat = run(tmp_path / "svgp", "svgp-random", seed=3)
+    points = [e["point"] for e in st["evaluations"]]
+    assert points == [e["point"] for e in rnd["evaluations"]]  # same villages as `random`
+    # its metrics are those of the SVGP refitted on every surveyed village
+    assert strat.model.num_data == len(points) and strat.gp is not None
+    with torch.no_grad():
+        prevalence = torch.sigmoid(strat.gp(strat.U).mean).numpy()
+    expected = toy_pool(3).metrics(prevalence, points)
+    last = st["iterations"][-1]["metrics"]
+    assert last["mse"] == pytest.approx(expected["mse"], rel=1e-6)
+    assert last["mse"] != pytest.approx(rnd["iterations"][-1]["metrics"]["mse"], rel=1e-3)
+
+
+def test_cli_builds_svgp_random_without_acquisition_settings():
+    from bo_ncgp.campaigns.hotspots_cli import _args, make_strategy
+
+    parser = argparse.ArgumentParser()
+    _args(parser)
+    cfg = vars(parser.parse_args(["--strategy", "svgp-random", "--svgp-steps", "9"]))
+    strat = make_strategy(cfg)
+    conf = strat.config()
+    assert isinstance(strat, SVGPRandomStrategy) and conf["name"] == "svgp-random"
+    assert conf["num_steps"] == 9 and conf["rel_tol"] == 1e-5
+    assert conf["outputscale_prior"] is False  # as svgp-entropy
+    assert "criterion" not in conf and "num_fantasies" not in conf
 
 
 def test_fit_rejects_empty_or_mismatched_data():

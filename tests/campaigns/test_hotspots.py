@@ -15,7 +15,7 @@ from bo_ncgp.bo.active_learning import ThresholdEntropyReduction
 from bo_ncgp.campaigns import Campaign
 from bo_ncgp.campaigns.hotspot_refit import RefitEntropyStrategy
 from bo_ncgp.campaigns.hotspot_strategies import EntropyStrategy, RandomPoolStrategy
-from bo_ncgp.campaigns.hotspot_svgp import SVGPEntropyStrategy
+from bo_ncgp.campaigns.hotspot_svgp import SVGPEntropyStrategy, SVGPRandomStrategy
 from bo_ncgp.campaigns.strategy import History
 from bo_ncgp.problems.base import Evaluation
 from bo_ncgp.problems.hotspots import HotspotPool
@@ -39,6 +39,7 @@ STRATEGIES = {
         num_candidates=3, num_fantasies=2, num_steps=15, fantasy_steps=2
     ),
     "svgp-entropy": lambda: SVGPEntropyStrategy(num_steps=15, num_fantasies=4),
+    "svgp-random": lambda: SVGPRandomStrategy(num_steps=15),
 }
 
 
