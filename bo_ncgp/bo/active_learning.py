@@ -459,8 +459,14 @@ def threshold_entropy_reduction(
     pool_weights: Tensor | None = None,
     compute_dtype: torch.dtype | None = None,
     criterion: str = "exceedance",
+    clamp: bool = False,
 ) -> Tensor:
     """``a(x*) = H(q) - (1/J) sum_j H(q | x*, y_j)`` for ``n`` candidates (nats).
+
+    With ``clamp=True`` only decreases count, village by village:
+    ``a(x*) = (1/J) sum_j sum_{x in pool} max(0, h(x) - h_j(x))`` -- the reduction of Maddox et
+    al.'s hotspot script, which clamps each pool village's change at zero before summing (there
+    on Monte Carlo estimates of ``h``; here exact).
 
     Args:
         model, state: the DualSVGP and its :func:`pool_state`.
@@ -476,6 +482,7 @@ def threshold_entropy_reduction(
             dtype.
         criterion: ``"exceedance"`` (default: ``h(P(f > level))``) or ``"spiked"``
             (:func:`spiked_entropy`, Maddox et al.'s criterion; table lookups).
+        clamp: count only per-village decreases of the entropy (above).
 
     Returns:
         ``(n,)`` expected entropy reductions (in the model's dtype).
@@ -502,7 +509,7 @@ def threshold_entropy_reduction(
     with torch.no_grad():
         # the exceedance entropy depends on (mean, var) only through z, which is affine in the
         # fantasy when the variances are shared (Binomial / Bernoulli): a fused fast path
-        fast = criterion == "exceedance" and _shared_over_fantasies(gain_var)
+        fast = criterion == "exceedance" and not clamp and _shared_over_fantasies(gain_var)
         per_point = spiked_entropy if criterion == "spiked" else exceedance_entropy
         h_now = per_point(state.mean, state.var, level)
         w = None if pool_weights is None else pool_weights.to(h_now)
@@ -523,12 +530,17 @@ def threshold_entropy_reduction(
             else:
                 var = state.var - C.square().unsqueeze(-2) * gain_var[sl].unsqueeze(-1)
                 mean = state.mean + C.unsqueeze(-2) * gain_mean[sl].unsqueeze(-1)  # (b, J, P)
-                if criterion == "exceedance":
+                if criterion == "exceedance" and not clamp:
                     H = _summed_entropy(
                         ((mean - level) * var.clamp_min(tiny).rsqrt()).to(dtype), wc
                     )
                 else:
-                    h = spiked_entropy(mean.to(dtype), var.clamp_min(0).to(dtype), level)
+                    h = per_point(mean.to(dtype), var.clamp_min(0).to(dtype), level)
+                    if clamp:  # per-village decreases only; summed below, then averaged
+                        gain = (h_now.to(dtype) - h).clamp_min_(0)
+                        G = gain.sum(-1) if wc is None else gain @ wc
+                        out.append(G.to(H_now.dtype).mean(-1))
+                        continue
                     H = h.sum(-1) if wc is None else h @ wc
             out.append(H_now - H.to(H_now.dtype).mean(-1))
         return torch.cat(out)
@@ -569,6 +581,8 @@ class ThresholdEntropyReduction(AcquisitionFunction):
         compute_dtype: dtype of the entropy evaluations (see
             :func:`threshold_entropy_reduction`).
         criterion: ``"exceedance"`` (default) or ``"spiked"`` (module docstring).
+        clamp: count only per-village decreases of the entropy (Maddox et al.'s script; see
+            :func:`threshold_entropy_reduction`).
 
     ``forward(X)`` scores ``X (b, 1, d)`` (any candidate points); :meth:`score_pool` scores
     pool members by index and reuses the pool's factors. Not differentiable in ``X`` (the
@@ -591,9 +605,11 @@ class ThresholdEntropyReduction(AcquisitionFunction):
         chunk_size: int = 16,
         compute_dtype: torch.dtype | None = None,
         criterion: str = "exceedance",
+        clamp: bool = False,
     ) -> None:
         super().__init__(model=model)
         self.criterion = check_criterion(criterion)
+        self.clamp = bool(clamp)
         if getattr(model, "input_transform", None) is not None:
             raise ValueError(
                 "ThresholdEntropyReduction: models with an input transform are not supported"
@@ -619,7 +635,7 @@ class ThresholdEntropyReduction(AcquisitionFunction):
         return threshold_entropy_reduction(
             self.dual, self.state, G_c, mean_c, var_c, self.level,
             self.num_fantasies, self.shift, self.chunk_size, compute_dtype=self.compute_dtype,
-            criterion=self.criterion,
+            criterion=self.criterion, clamp=self.clamp,
         )  # fmt: skip
 
     def score_pool(self, indices: Tensor | None = None) -> Tensor:

@@ -36,7 +36,7 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -385,6 +385,8 @@ class EntropyStrategy(DualSVGPHotspotStrategy):
             the issue's: entropy of ``P(prevalence > t)``) or ``"spiked"`` (the criterion of
             Maddox et al.'s script, which Chang et al. ran; see
             :mod:`bo_ncgp.bo.active_learning`).
+        clamp: count only per-village entropy decreases, as Maddox et al.'s script does (see
+            :func:`~bo_ncgp.bo.active_learning.threshold_entropy_reduction`).
         **kwargs: the DualSVGP settings of :class:`DualSVGPHotspotStrategy`.
 
     Example:
@@ -402,6 +404,8 @@ class EntropyStrategy(DualSVGPHotspotStrategy):
     """
 
     name = "entropy"
+    #: campaigns saved before ``clamp`` existed did not clamp
+    legacy_config: ClassVar[dict[str, Any]] = {"clamp": False}
 
     def __init__(
         self,
@@ -409,12 +413,14 @@ class EntropyStrategy(DualSVGPHotspotStrategy):
         compute_dtype: str = "float32",
         chunk_size: int = 16,
         criterion: str = "exceedance",
+        clamp: bool = False,
         **kwargs: Any,
     ) -> None:
         from bo_ncgp.bo.active_learning import check_criterion
 
         super().__init__(**kwargs)
         self.criterion = check_criterion(criterion)
+        self.clamp = bool(clamp)
         if compute_dtype not in _DTYPES:
             raise ValueError(f"entropy: compute_dtype must be one of {sorted(_DTYPES)}")
         self.num_fantasies = int(num_fantasies)
@@ -434,6 +440,7 @@ class EntropyStrategy(DualSVGPHotspotStrategy):
             chunk_size=self.chunk_size,
             compute_dtype=_DTYPES[self.compute_dtype],
             criterion=self.criterion,
+            clamp=self.clamp,
         )
         scores = acq.score_pool()
         self.last_scores = scores
@@ -446,5 +453,6 @@ class EntropyStrategy(DualSVGPHotspotStrategy):
             compute_dtype=self.compute_dtype,
             chunk_size=self.chunk_size,
             criterion=self.criterion,
+            clamp=self.clamp,
         )
         return out

@@ -164,7 +164,7 @@ class SVGPEntropyStrategy(EntropyStrategy):
             default is 0.1).
         recycle: start each refit from the previous fit's lengthscales and outputscale.
         outputscale_prior: see :class:`ConstantMeanSVGP`.
-        num_fantasies, compute_dtype, chunk_size, criterion: the acquisition's, as in
+        num_fantasies, compute_dtype, chunk_size, criterion, clamp: the acquisition's, as in
             :class:`~bo_ncgp.campaigns.hotspot_strategies.EntropyStrategy`.
 
     Example:
@@ -181,7 +181,7 @@ class SVGPEntropyStrategy(EntropyStrategy):
 
     name = "svgp-entropy"
     #: campaigns saved before ``rel_tol`` existed ran every refit for ``num_steps`` steps
-    legacy_config: ClassVar[dict[str, Any]] = {"rel_tol": None}
+    legacy_config: ClassVar[dict[str, Any]] = {**EntropyStrategy.legacy_config, "rel_tol": None}
 
     def __init__(
         self,
@@ -195,12 +195,14 @@ class SVGPEntropyStrategy(EntropyStrategy):
         compute_dtype: str = "float32",
         chunk_size: int = 16,
         criterion: str = "exceedance",
+        clamp: bool = False,
     ) -> None:
         super().__init__(
             num_fantasies=num_fantasies,
             compute_dtype=compute_dtype,
             chunk_size=chunk_size,
             criterion=criterion,
+            clamp=clamp,
             outputscale_prior=outputscale_prior,
         )
         if int(num_steps) != num_steps or num_steps < 1:
@@ -245,6 +247,7 @@ class SVGPEntropyStrategy(EntropyStrategy):
             "compute_dtype": self.compute_dtype,
             "chunk_size": self.chunk_size,
             "criterion": self.criterion,
+            "clamp": self.clamp,
         }
 
 
@@ -276,7 +279,7 @@ class SVGPRandomStrategy(SVGPEntropyStrategy):
 
     def config(self) -> dict[str, Any]:
         out = super().config()
-        for key in ("num_fantasies", "compute_dtype", "chunk_size", "criterion"):
+        for key in ("num_fantasies", "compute_dtype", "chunk_size", "criterion", "clamp"):
             out.pop(key)  # no acquisition
         out["model"] = "GPyTorch SVGP with constant mean, refitted; random villages"
         return out

@@ -101,6 +101,7 @@ def make_strategy(cfg: dict[str, Any]):
             num_fantasies=cfg["fantasies"],
             compute_dtype=cfg["compute_dtype"],
             criterion=cfg.get("criterion", "exceedance"),
+            clamp=cfg.get("clamp_per_village", False),
             **dual,
         )
     if name == "random":
@@ -131,6 +132,7 @@ def make_strategy(cfg: dict[str, Any]):
             num_fantasies=cfg["fantasies"],
             compute_dtype=cfg["compute_dtype"],
             criterion=cfg.get("criterion", "exceedance"),
+            clamp=cfg.get("clamp_per_village", False),
             **refit,
         )
     raise ValueError(f"unknown hotspot strategy {name!r} (choose from {HOTSPOT_STRATEGIES})")
@@ -469,6 +471,12 @@ def _args(p: argparse.ArgumentParser) -> None:
         default="exceedance",
         choices=("exceedance", "spiked"),
         help="entropy: pool uncertainty (spiked = Maddox et al.'s script's criterion)",
+    )
+    g.add_argument(
+        "--clamp-per-village",
+        action="store_true",
+        help="entropy, svgp-entropy: count only per-village entropy decreases (as Maddox et "
+        "al.'s script; with --criterion spiked: their acquisition)",
     )
     g.add_argument("--inner-steps", type=_POS, default=20, help="site updates per survey")
     g.add_argument("--rho", type=_damping, default=0.5, help="damping of the site updates")

@@ -289,6 +289,33 @@ def test_spiked_scores_equal_the_brute_force_reduction(binomial_model):
     assert (f32 - scores).abs().max() < 1e-3 * max(1.0, float(scores.abs().max()))
 
 
+@pytest.mark.parametrize("criterion", ["exceedance", "spiked"])
+def test_clamped_scores_count_only_per_village_decreases(binomial_model, criterion):
+    model = binomial_model
+    pool = torch.rand(30, 2)
+    acq = ThresholdEntropyReduction(
+        model, pool, threshold=0.2, num_fantasies=6, criterion=criterion, clamp=True
+    )
+    st = acq.state
+    per_point = spiked_entropy if criterion == "spiked" else exceedance_entropy
+    Y = predictive_quantile_fantasies(model.likelihood, st.mean, st.var, 6)
+    mean_ref, var_ref = _brute_force(model, pool, pool, Y)
+    change = per_point(st.mean, st.var, LEVEL) - per_point(mean_ref, var_ref.clamp_min(0), LEVEL)
+    ref = change.clamp_min(0).sum(-1).mean(-1)  # (candidates,)
+    scores = acq.score_pool()
+    assert torch.allclose(scores, ref.detach(), atol=1e-10)
+    # entropy increases exist here, so clamping changes the scores (the check can fail)
+    assert (change < -1e-6).any()
+    plain = change.sum(-1).mean(-1).detach()
+    assert (scores > plain + 1e-6).any() and (scores >= plain - 1e-10).all()
+    w = torch.rand(30)
+    weighted = threshold_entropy_reduction(
+        model, st, st.G, st.mean, st.var, LEVEL, 6, pool_weights=w, criterion=criterion,
+        chunk_size=7, clamp=True,
+    )  # fmt: skip
+    assert torch.allclose(weighted, (change.clamp_min(0) * w).sum(-1).mean(-1).detach(), atol=1e-10)
+
+
 def test_float32_entropy_sums_agree(binomial_model):
     pool = torch.rand(200, 2)
     a64 = ThresholdEntropyReduction(binomial_model, pool, 0.2).score_pool()

@@ -20,9 +20,10 @@ from bo_ncgp.campaigns.hotspot_svgp import (
 from tests.campaigns.test_hotspots import INIT, _observe_initial, run, toy_pool
 
 
-def test_the_converted_model_predicts_as_the_refitted_svgp_and_drives_the_choice():
+@pytest.mark.parametrize("clamp", [False, True])
+def test_the_converted_model_predicts_as_the_refitted_svgp_and_drives_the_choice(clamp):
     prob = toy_pool()
-    strat = SVGPEntropyStrategy(num_steps=20, num_fantasies=4)
+    strat = SVGPEntropyStrategy(num_steps=20, num_fantasies=4, criterion="spiked", clamp=clamp)
     hist = _observe_initial(strat, prob)
     assert strat.model.num_data == INIT and strat.model.mean_constant != 0.0
     with torch.no_grad():
@@ -32,8 +33,12 @@ def test_the_converted_model_predicts_as_the_refitted_svgp_and_drives_the_choice
     assert torch.allclose(var, ref.variance, atol=1e-5)
     (choice,) = strat.ask(hist, 1, np.random.default_rng(0))
     rest = prob.remaining(hist.indices)
-    scores = ThresholdEntropyReduction(strat.model, strat.U[rest], 0.2, num_fantasies=4)
-    assert choice == rest[int(scores.score_pool().argmax())]
+    scores = ThresholdEntropyReduction(
+        strat.model, strat.U[rest], 0.2, num_fantasies=4, criterion="spiked", clamp=clamp,
+        compute_dtype=torch.float32,  # the strategy's default
+    ).score_pool()
+    assert torch.allclose(strat.last_scores, scores)
+    assert choice == rest[int(scores.argmax())]
 
 
 def test_refits_are_reproducible_whatever_the_global_rng_state(tmp_path):
@@ -87,6 +92,10 @@ def test_cli_builds_it_with_maddox_defaults_and_checks_its_options():
     assert conf["outputscale_prior"] is True and conf["beta"] == 0.1 and conf["num_steps"] == 7
     cfg = vars(parser.parse_args(["--strategy", "svgp-entropy", "--svgp-rel-tol", "0"]))
     assert make_strategy(cfg).config()["rel_tol"] is None  # 0 switches early stopping off
+    assert make_strategy(cfg).config()["clamp"] is False
+    cfg = vars(parser.parse_args(["--strategy", "svgp-entropy", "--clamp-per-village"]))
+    assert make_strategy(cfg).config()["clamp"] is True
+    assert make_strategy({**cfg, "strategy": "entropy"}).config()["clamp"] is True
     with pytest.raises(SystemExit):
         parser.parse_args(["--strategy", "svgp-entropy", "--svgp-rel-tol", "-1"])
     # the other strategies keep the outputscale prior by default
@@ -174,10 +183,15 @@ def test_a_campaign_saved_before_rel_tol_existed_resumes_only_without_early_stop
     st, _ = run(tmp_path / "old", "svgp-entropy", strategy=session6)
     state_file = tmp_path / "old" / "state.json"
     state = json.loads(state_file.read_text())
-    del state["strategy"]["rel_tol"]  # a session-6 state
+    del state["strategy"]["rel_tol"], state["strategy"]["clamp"]  # a session-6 state
     state_file.write_text(json.dumps(state))
     with pytest.raises(ValueError, match="strategy differs"):
         Campaign.resume(tmp_path / "old", toy_pool(0), SVGPEntropyStrategy(15, num_fantasies=4))
+    with pytest.raises(ValueError, match="strategy differs"):  # it did not clamp either
+        Campaign.resume(
+            tmp_path / "old", toy_pool(0),
+            SVGPEntropyStrategy(15, num_fantasies=4, rel_tol=None, clamp=True),
+        )  # fmt: skip
     again = Campaign.resume(
         tmp_path / "old", toy_pool(0), SVGPEntropyStrategy(15, num_fantasies=4, rel_tol=None)
     ).run(progress=False)
