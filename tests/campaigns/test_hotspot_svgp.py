@@ -34,7 +34,12 @@ def test_the_converted_model_predicts_as_the_refitted_svgp_and_drives_the_choice
     (choice,) = strat.ask(hist, 1, np.random.default_rng(0))
     rest = prob.remaining(hist.indices)
     scores = ThresholdEntropyReduction(
-        strat.model, strat.U[rest], 0.2, num_fantasies=4, criterion="spiked", clamp=clamp,
+        strat.model,
+        strat.U[rest],
+        0.2,
+        num_fantasies=4,
+        criterion="spiked",
+        clamp=clamp,
         compute_dtype=torch.float32,  # the strategy's default
     ).score_pool()
     assert torch.allclose(strat.last_scores, scores)
