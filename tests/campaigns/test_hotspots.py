@@ -385,3 +385,28 @@ def test_model_check_script_quick(data_root, tmp_path):
         assert 0 <= s["mse"] < 1 and 0 <= s["accuracy"] <= 1 and s["outputscale"] > 0
     assert "constant" in res["variants"]["const-mean,no-os-prior"]["summary"]
     assert "constant" in res["variants"]["maddox"]["summary"]  # its learned ConstantMean
+
+
+def test_acq_noise_script_estimator_converges_to_the_exact_clamped_scores():
+    mod = load_script("experiments/hotspots_acq_noise.py")
+    rng = np.random.default_rng(0)
+    X = rng.random((40, 2))
+    pool = HotspotPool(X, 1 / (1 + np.exp(-(4 * X[:, 0] - 3))), 0.1, seed=0)
+    surveyed = pool.permutation[:15]
+    counts = np.array([pool.observe(int(i)) for i in surveyed])
+    strat = mod._fitted_strategy(pool, surveyed, counts, 10, steps=30)
+    rest = pool.remaining(surveyed)
+    acq = ThresholdEntropyReduction(
+        strat.model, strat.U[torch.as_tensor(rest)], 0.1, num_fantasies=4, criterion="spiked",
+        clamp=True,
+    )  # fmt: skip
+    exact = acq.score_pool()
+    g = torch.Generator().manual_seed(0)
+    many = mod.mc_scores(acq, 4, 8192, 8, g)  # the noise vanishes with many samples
+    assert torch.allclose(many, exact, atol=0.02 * float(exact.max()))
+    few = mod.mc_scores(acq, 4, 4, 8, g)  # and with few, the clamp biases every score upwards
+    assert (few - exact).mean() > 0.02 * float(exact.max())
+    out = mod.main(["--quick", "--seeds", "1"])
+    res = out["results"]["0"]
+    assert len(res["reps"]) == 2 and 0 <= res["argmax_equal_fraction"] <= 1
+    assert -1 <= res["mean_spearman"] <= 1
