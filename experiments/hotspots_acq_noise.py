@@ -163,6 +163,8 @@ def main(argv: list[str] | None = None) -> dict:
         res = analyse(strat, pool.remaining(surveyed), args, generator)
         res["seconds"] = time.perf_counter() - t0
         results[str(seed)] = res
+        if not args.quick:  # after every seed: an interrupted run keeps the finished seeds
+            _write(args, results)
         print(
             f"seed {seed}: spearman {res['mean_spearman']:.3f}, noisy argmax = exact "
             f"{res['argmax_equal_fraction']:.2f}, median exact rank of the noisy choice "
@@ -170,11 +172,15 @@ def main(argv: list[str] | None = None) -> dict:
             f"({res['seconds']:.0f} s)",
             flush=True,
         )
-    out = {"settings": {k: v for k, v in vars(args).items()}, "results": results}
-    if not args.quick:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(out, indent=1))
-    return out
+    return {"settings": dict(vars(args)), "results": results}
+
+
+def _write(args, results: dict) -> None:
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"settings": dict(vars(args)), "results": results}, indent=1))
+    tmp.replace(out)
 
 
 if __name__ == "__main__":
