@@ -45,7 +45,10 @@ Bernoulli entropy of the *prevalence itself*, counted only where it exceeds the 
 
 estimated there by QMC samples of ``f``. :func:`spiked_entropy` looks the expectation up in
 precomputed quadrature tables (no sampling noise, about the cost of the exceedance entropy);
-the fantasies and the conditioning are the ones above.
+the fantasies and the conditioning are the ones above. Their script also clamps each pool
+village's entropy decrease at zero before summing (``clamp=True`` here); its Monte Carlo
+estimates of both entropies (16 samples each) are not reproduced (their effect on the choice is
+measured by ``experiments/hotspots_acq_noise.py``).
 
 Example:
     >>> acq = ThresholdEntropyReduction(DualSVGPModel(dual), pool, threshold=0.1)  # doctest: +SKIP
