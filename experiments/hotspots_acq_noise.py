@@ -66,12 +66,11 @@ def mc_scores(acq, num_fantasies: int, samples: int, block: int, generator) -> T
 
     st, dual, level = acq.state, acq.dual, acq.level
     Y = predictive_quantile_fantasies(dual.likelihood, st.mean, st.var, num_fantasies)
-    out = []
+    out, P = [], st.mean.shape[0]
     with torch.no_grad():
-        for start in range(0, st.mean.shape[0], block):
+        for start in range(0, P, block):
             sl = slice(start, start + block)
             m, v = conditioned_pool_marginals(dual, st, st.G[:, sl], st.mean[sl], st.var[sl], Y[sl])
-            P = st.mean.shape[0]
             h_now = spiked_mc(st.mean, st.var, sobol_normal(samples, P, generator, m), level)
             h_after = spiked_mc(m, v, sobol_normal(samples, P, generator, m), level)  # (b, J, P)
             out.append((h_now - h_after).clamp_min(0).sum(-1).mean(-1))

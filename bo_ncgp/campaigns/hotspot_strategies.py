@@ -159,6 +159,11 @@ class HotspotStrategy(Strategy):
         self.y = torch.cat([self.y, y])
         return self.U[self.observed], self.y
 
+    def _random_village(self, history: History, rng: np.random.Generator) -> int:
+        """A uniformly random remaining village: the one draw from the campaign's generator
+        that ``random`` and ``svgp-random`` make, so both survey the same villages."""
+        return int(rng.choice(self._remaining(history)))
+
     def _remaining(self, history: History) -> np.ndarray:
         rest = self.problem.remaining(history.indices)
         if rest.size == 0:
@@ -371,7 +376,7 @@ class RandomPoolStrategy(DualSVGPHotspotStrategy):
     name = "random"
 
     def _choose(self, history: History, rng: np.random.Generator) -> int:
-        return int(rng.choice(self._remaining(history)))
+        return self._random_village(history, rng)
 
 
 class EntropyStrategy(DualSVGPHotspotStrategy):

@@ -275,7 +275,7 @@ class SVGPRandomStrategy(SVGPEntropyStrategy):
     name = "svgp-random"
 
     def _choose(self, history: History, rng: np.random.Generator) -> int:
-        return int(rng.choice(self._remaining(history)))
+        return self._random_village(history, rng)
 
     def config(self) -> dict[str, Any]:
         out = super().config()
