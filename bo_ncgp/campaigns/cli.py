@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from bo_ncgp.campaigns.archive import write_archive
 from bo_ncgp.campaigns.executors import make_executor
 from bo_ncgp.campaigns.plotting import collect, plot_campaigns, summarise
 from bo_ncgp.campaigns.runner import Campaign
@@ -175,7 +176,10 @@ def _lunar(args: argparse.Namespace) -> int:
     )
     wall = time.perf_counter() - t0
     at = sorted({n for n in (30, 60, 90, args.evaluations) if n <= args.evaluations})
-    summ = summarise(collect([args.out / args.strategy]), at)[states[0]["strategy"]["name"]]
+    groups = collect([args.out / args.strategy])
+    name = states[0]["strategy"]["name"]
+    write_archive(args.out / args.strategy, groups[name])  # per-seed records to commit
+    summ = summarise(groups, at)[name]
     heldout = [
         s["recommendation"]["heldout_value"]
         for s in states

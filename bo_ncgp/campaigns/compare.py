@@ -21,18 +21,17 @@ from typing import Any
 
 import numpy as np
 
+from bo_ncgp.campaigns.archive import load_states
 from bo_ncgp.campaigns.plotting import metric_at
-from bo_ncgp.campaigns.storage import read_json
 from bo_ncgp.cli import command
 
 __all__ = ["paired_differences"]
 
 
 def _by_seed(folder: str | Path) -> dict[int, dict]:
-    files = sorted(Path(folder).rglob("state.json"))
-    if not files:
-        raise FileNotFoundError(f"no state.json found under {folder}")
-    states = [read_json(f) for f in files]
+    states = load_states(folder)
+    if not states:
+        raise FileNotFoundError(f"no state.json or archive found under {folder}")
     names = {st["strategy"]["name"] for st in states}
     if len(names) > 1:
         raise ValueError(f"{folder} holds campaigns of several strategies {sorted(names)}")

@@ -14,6 +14,9 @@ plotted into ``OUT/hotspots.png`` (both metrics against the number of surveyed v
 when the states log it). The summary also counts the *hotspots found*:
 surveyed villages whose true prevalence exceeds the threshold (derived from the saved survey
 order and the country file, whose hash is checked against the one stored in each campaign).
+Each strategy's per-seed results are also written to ``OUT/<strategy>/archive/`` (see
+:mod:`bo_ncgp.campaigns.archive`): small tables to commit, so that seeds run on another machine
+are pooled with them and compared seed by seed after the ``state.json`` files are gone.
 
 Bad arguments (non-positive counts, a threshold outside ``(0, 1)``, more villages than the
 file has, a missing or malformed data file) are reported before any seed starts.
@@ -35,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from bo_ncgp.campaigns.archive import write_archive
 from bo_ncgp.campaigns.executors import make_executor
 from bo_ncgp.campaigns.plotting import collect, metric_at, metric_curve
 from bo_ncgp.cli import command
@@ -258,7 +262,9 @@ def summarise_hotspots(
     ``out/summary.json`` and (``plot``) ``out/hotspots.png``.
 
     Args:
-        out: folder searched recursively for ``state.json`` files.
+        out: folder searched recursively for ``state.json`` files and archives (seeds kept
+            only in an archive are included); each strategy's archive is rewritten to
+            ``out/<strategy>/archive``.
         at: steps (numbers of surveyed villages) at which metrics are summarised.
         plot: also draw ``out/hotspots.png``.
         pool: optional :class:`~bo_ncgp.problems.hotspots.HotspotPool` of the campaigns'
@@ -282,6 +288,8 @@ def summarise_hotspots(
     """
     out = Path(out)
     groups = collect([out])
+    for name, states in groups.items():  # per-seed records that survive a fresh clone
+        write_archive(out / name, states)  # (before hotspots_found is added in memory)
     metrics = ["accuracy", "mse", "sensitivity"]
     every_state = [st for states in groups.values() for st in states]
     metrics += [  # absent from states written before they were logged

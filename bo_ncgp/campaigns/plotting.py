@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bo_ncgp.campaigns.storage import read_json
+from bo_ncgp.campaigns.archive import load_states
 
 __all__ = ["best_so_far", "collect", "metric_at", "metric_curve", "plot_campaigns", "summarise"]
 
@@ -61,17 +61,15 @@ def collect(paths: list[str | Path]) -> dict[str, list[dict]]:
         >>> collect(["/nonexistent"])
         Traceback (most recent call last):
         ...
-        FileNotFoundError: no state.json found under /nonexistent
+        FileNotFoundError: no state.json or archive found under /nonexistent
     """
     groups: dict[str, list[dict]] = defaultdict(list)
     for p in paths:
-        p = Path(p)
-        files = [p] if p.is_file() else sorted(p.rglob("state.json"))
-        for f in files:
-            st = read_json(f)
+        for st in load_states(p):
             groups[st["strategy"]["name"]].append(st)
     if not groups:
-        raise FileNotFoundError(f"no state.json found under {', '.join(map(str, paths))}")
+        where = ", ".join(map(str, paths))
+        raise FileNotFoundError(f"no state.json or archive found under {where}")
     return dict(groups)
 
 
