@@ -128,3 +128,40 @@ def test_bad_input_is_refused_with_a_message(tmp_path):
         fh.write("7,0,3,1.0,,\n")
     with pytest.raises(ValueError, match=r"seed 7 is not in campaigns\.json"):
         read_archive(tmp_path)
+
+
+def test_pooling_summaries_of_disjoint_seeds_equals_summarising_all_seeds(tmp_path):
+    """experiments/pool_summaries.py: summaries that lost their per-seed data pool exactly."""
+    from tests._helpers import load_script
+
+    mod = load_script("experiments/pool_summaries.py")
+    for seed in (0, 1, 2, 3):
+        run(tmp_path / "all" / "random" / f"seed_{seed}", "random", seed=seed)
+        part = "p1" if seed == 0 else "p2"
+        shutil.copytree(
+            tmp_path / "all" / "random" / f"seed_{seed}", tmp_path / part / "random" / f"s{seed}"
+        )
+    at = (12, 14, 15)
+    whole = summarise_hotspots(tmp_path / "all", at=at, plot=False)
+    summarise_hotspots(tmp_path / "p1", at=at, plot=False)
+    summarise_hotspots(tmp_path / "p2", at=at, plot=False)
+    files = [str(tmp_path / p / "summary.json") for p in ("p1", "p2")]
+    out = tmp_path / "pooled.json"
+    assert mod.main([*files, "--strategy", "random", "--out", str(out)]) == 0
+    pooled = json.loads(out.read_text())["random"]
+    assert pooled["seeds"] == 4 and pooled["pooled_from"] == [1, 3]
+    for metric in ("accuracy", "mse", "step_seconds"):
+        want = whole["random"][metric]
+        got = pooled[metric]
+        if "mean" in want:
+            want, got = {"-": want}, {"-": got}
+        for step in want:
+            assert got[step]["n"] == want[step]["n"] == 4
+            assert got[step]["mean"] == pytest.approx(want[step]["mean"], rel=1e-12, abs=1e-15)
+            assert got[step]["se"] == pytest.approx(want[step]["se"], rel=1e-9, abs=1e-15)
+    with pytest.raises(SystemExit):
+        mod.main([*files, "--strategy", "entropy", "--out", str(out)])
+    other = json.loads((tmp_path / "p1" / "summary.json").read_text())
+    other["random"]["config"]["num_hyper_steps"] = 99
+    with pytest.raises(ValueError, match="different strategy configurations"):
+        mod.pool_entries([other["random"], whole["random"]])

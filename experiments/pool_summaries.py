@@ -1,0 +1,109 @@
+"""Pool hotspot summaries of disjoint seed sets into one (exact mean +- s.e. over all seeds).
+
+Seeds summarised before per-seed archives existed (:mod:`bo_ncgp.campaigns.archive`) survive
+only as ``summary.json`` entries ``{"mean", "se", "n"}``. Those three numbers determine the
+sum and the sum of squares of the seeds' values, so two summaries of *disjoint* seed sets pool
+exactly: with ``S_i = n_i m_i`` and ``Q_i = (n_i - 1) n_i se_i^2 + n_i m_i^2``,
+
+    m = sum S_i / N,    s^2 = (sum Q_i - N m^2) / (N - 1),    se = s / sqrt(N).
+
+    python experiments/pool_summaries.py old/summary.json new/summary.json \\
+        --strategy svgp-entropy --out pooled.json
+
+Only the summarised steps (``--at`` of the summaries) are pooled; the per-step curves are not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+
+def pool_mean_se(parts: list[dict[str, float]]) -> dict[str, float]:
+    """Exact mean +- s.e. over the union of disjoint samples given as ``{"mean","se","n"}``.
+
+    Example:
+        >>> a = {"mean": 1.5, "se": 0.5, "n": 2}     # values 1, 2
+        >>> b = {"mean": 4.0, "se": 1.0, "n": 3}     # values 3, 4, 5 (sd 1, se 1/sqrt 3)
+        >>> b["se"] = 1 / math.sqrt(3)
+        >>> p = pool_mean_se([a, b])                 # values 1..5: mean 3, sd sqrt(2.5)
+        >>> p["n"], round(p["mean"], 12), round(p["se"], 12) == round(math.sqrt(0.5), 12)
+        (5, 3.0, True)
+    """
+    parts = [p for p in parts if p.get("n", 0) > 0]
+    if not parts:
+        raise ValueError("pool_mean_se: no part with n > 0")
+    n = sum(int(p["n"]) for p in parts)
+    s = sum(p["n"] * p["mean"] for p in parts)
+    q = 0.0
+    for p in parts:
+        k, m, se = int(p["n"]), float(p["mean"]), float(p["se"])
+        if k > 1 and not math.isfinite(se):
+            raise ValueError(f"pool_mean_se: part {p} has n > 1 but no finite s.e.")
+        q += (k - 1) * k * (se**2 if k > 1 else 0.0) + k * m * m
+    mean = s / n
+    var = max(q - n * mean * mean, 0.0) / (n - 1) if n > 1 else math.nan
+    return {"mean": mean, "se": math.sqrt(var / n), "n": n}
+
+
+def pool_entries(entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """Pool one strategy's summary entries (see ``bo-ncgp hotspots --summary-only``) of
+    disjoint seed sets: every ``{metric: {step: {mean, se, n}}}`` at the steps all entries
+    share, and the per-step timings; ``seeds`` and ``finished`` are added up.
+
+    Raises:
+        ValueError: if the entries' strategy configurations differ.
+    """
+    configs = {json.dumps(e["config"], sort_keys=True) for e in entries}
+    if len(configs) > 1:
+        raise ValueError("pool_entries: the summaries ran different strategy configurations")
+    out: dict[str, Any] = {
+        "seeds": sum(e["seeds"] for e in entries),
+        "finished": sum(e["finished"] for e in entries),
+        "config": entries[0]["config"],
+        "pooled_from": [e["seeds"] for e in entries],
+    }
+    for key, val in entries[0].items():
+        if key in out or key == "curves" or not isinstance(val, dict):
+            continue
+        if not all(key in e for e in entries):
+            continue
+        if "mean" in val:  # a timing: {mean, se, n}
+            out[key] = pool_mean_se([e[key] for e in entries])
+            continue
+        steps = set(val).intersection(*(e[key] for e in entries))
+        out[key] = {
+            st: pool_mean_se([e[key][st] for e in entries]) for st in sorted(steps, key=int)
+        }
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("summaries", nargs="+", type=Path, help="summary.json files (disjoint seeds)")
+    p.add_argument("--strategy", required=True, help="strategy name in the summaries")
+    p.add_argument("--out", type=Path, required=True, help="pooled summary (JSON)")
+    args = p.parse_args(argv)
+    entries = []
+    for f in args.summaries:
+        summary = json.loads(f.read_text())
+        if args.strategy not in summary:
+            p.error(f"{f} has no strategy {args.strategy!r} (has {sorted(summary)})")
+        entries.append(summary[args.strategy])
+    pooled = {args.strategy: pool_entries(entries)}
+    pooled[args.strategy]["sources"] = [str(f) for f in args.summaries]
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(pooled, indent=1))
+    e = pooled[args.strategy]
+    for metric in ("accuracy", "mse"):
+        for step, v in e.get(metric, {}).items():
+            print(f"{metric}@{step}: {v['mean']:.4f} +- {v['se']:.4f} (n={v['n']})")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
