@@ -7,6 +7,7 @@ A reader (or a resumed run) therefore only ever sees a complete previous version
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import json
 import os
@@ -15,6 +16,15 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["atomic_write_text", "read_json", "write_csv", "write_json"]
+
+
+@functools.cache
+def _default_mode() -> int:
+    """Mode of a new file under the process umask (``0o644`` under the usual ``022``); read
+    once, as setting the umask to read it is process-wide."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -27,11 +37,15 @@ def atomic_write_text(path: Path, text: str) -> None:
         >>> atomic_write_text(p, "done")
         >>> p.read_text(), [f.name for f in p.parent.iterdir()]  # no temporary left behind
         ('done', ['state.txt'])
+        >>> oct(p.stat().st_mode & 0o777) == oct(_default_mode())  # not mkstemp's 0600
+        True
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    mode = path.stat().st_mode & 0o777 if path.exists() else _default_mode()
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
+        os.chmod(tmp, mode)  # mkstemp makes 0600; keep the file's mode or the umask's default
         with os.fdopen(fd, "w") as fh:
             fh.write(text)
             fh.flush()

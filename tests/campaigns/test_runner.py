@@ -225,3 +225,19 @@ def test_bad_arguments(tmp_path):
         )
     with pytest.raises(ValueError, match="unknown BoTorch test function"):
         TestFunction("nope")
+
+
+def test_atomic_writes_keep_a_files_mode_and_otherwise_follow_the_umask(tmp_path):
+    import os
+    import stat
+
+    from bo_ncgp.campaigns.storage import _default_mode, atomic_write_text
+
+    p = tmp_path / "state.json"
+    atomic_write_text(p, "a")
+    mask = os.umask(0o022)
+    os.umask(mask)
+    assert stat.S_IMODE(p.stat().st_mode) == 0o666 & ~mask == _default_mode()  # not 0600
+    p.chmod(0o640)
+    atomic_write_text(p, "b")
+    assert p.read_text() == "b" and stat.S_IMODE(p.stat().st_mode) == 0o640
