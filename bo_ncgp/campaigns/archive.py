@@ -22,13 +22,12 @@ per-evaluation timings, no strategy checkpoint, so an archived seed cannot be re
 from __future__ import annotations
 
 import csv
-import io
 import json
 import math
 from pathlib import Path
 from typing import Any
 
-from bo_ncgp.campaigns.storage import atomic_write_text, read_json, write_json
+from bo_ncgp.campaigns.storage import read_json, write_csv, write_json
 
 __all__ = ["ARCHIVE", "load_states", "read_archive", "write_archive"]
 
@@ -48,14 +47,6 @@ def _cell(v: Any) -> str:
 
 def _float(s: str) -> float:
     return float(s) if s != "" else math.nan
-
-
-def _csv_text(header: list[str], rows: list[list[str]]) -> str:
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(header)
-    w.writerows(rows)
-    return buf.getvalue()
 
 
 def write_archive(folder: str | Path, states: list[dict[str, Any]]) -> Path:
@@ -122,9 +113,9 @@ def write_archive(folder: str | Path, states: list[dict[str, Any]]) -> Path:
         meta[str(seed)]["recommendation"] = st.get("recommendation")
     arch = Path(folder) / ARCHIVE
     ev_header = ["seed", "index", "point", "value", "success", "error"]
-    atomic_write_text(arch / "evaluations.csv", _csv_text(ev_header, ev_rows))
+    write_csv(arch / "evaluations.csv", ev_header, ev_rows)
     it_header = ["seed", "iteration", "num_evaluations", *metrics]
-    atomic_write_text(arch / "iterations.csv", _csv_text(it_header, it_rows))
+    write_csv(arch / "iterations.csv", it_header, it_rows)
     write_json(arch / "campaigns.json", meta)
     return arch
 
