@@ -38,8 +38,9 @@ def _strategies(args):
     from bo_ncgp.campaigns.hotspot_svgp import SVGPEntropyStrategy
 
     dual = dict(init_rounds=args.init_rounds, init_hyper_steps=args.init_hyper_steps)
+    acq = dict(num_fantasies=args.fantasies, criterion=args.criterion, clamp=args.clamp_per_village)
     make = {
-        "entropy": lambda: EntropyStrategy(num_fantasies=args.fantasies, **dual),
+        "entropy": lambda: EntropyStrategy(**acq, **dual),
         "refit-entropy": lambda: RefitEntropyStrategy(
             num_candidates=args.refit_candidates,
             num_fantasies=args.refit_fantasies,
@@ -50,7 +51,7 @@ def _strategies(args):
         "svgp-entropy": lambda: SVGPEntropyStrategy(
             num_steps=args.svgp_steps,
             rel_tol=args.svgp_rel_tol or None,
-            num_fantasies=args.fantasies,
+            **acq,
         ),
     }
     return {name: make[name]() for name in args.strategies}
@@ -116,6 +117,17 @@ def main(argv: list[str] | None = None) -> int:
         "--svgp-rel-tol", type=float, default=1e-5, help="svgp refits' early stop (0: off)"
     )
     p.add_argument(
+        "--criterion",
+        default="exceedance",
+        choices=("exceedance", "spiked"),
+        help="entropy and svgp-entropy's criterion (refit-entropy: always exceedance)",
+    )
+    p.add_argument(
+        "--clamp-per-village",
+        action="store_true",
+        help="entropy and svgp-entropy count only per-village entropy decreases",
+    )
+    p.add_argument(
         "--strategies",
         default="entropy,refit-entropy,random",
         help=f"comma-separated, from {','.join(STRATEGIES)}; ratios are taken to entropy",
@@ -179,6 +191,10 @@ def main(argv: list[str] | None = None) -> int:
             speedup_full_size_extrapolated=full_ref / ent["mean_step_seconds"],
         )
         summary["seconds_per_scored_pair"]["refit-entropy"] = per_pair_ref
+        if "svgp-entropy" in results:
+            ratio = ref["mean_step_seconds"] / results["svgp-entropy"]["mean_step_seconds"]
+            summary["ratio_refit_entropy_over_svgp_entropy_per_step"] = ratio
+            print(f"refit-entropy / svgp-entropy per step: {ratio:.1f}x")
         print(
             f"(refit scores {pairs_ref} (candidate, fantasy) pairs, entropy "
             f"{P * args.fantasies}); per pair {per_pair_ref / per_pair_ent:.0f}x; refit at full "

@@ -242,14 +242,18 @@ def test_timing_script_quick(data_root, tmp_path):
     assert res["pool_size"] == 1480 and res["speedup_refit_over_entropy_per_step"] > 0
     out2 = tmp_path / "timing_svgp.json"
     argv = ["--quick", "--data-root", str(data_root), "--out", str(out2)]
-    assert mod.main([*argv, "--strategies", "entropy,svgp-entropy"]) == 0
+    spiked = ["--criterion", "spiked", "--clamp-per-village"]
+    assert mod.main([*argv, *spiked, "--strategies", "entropy,svgp-entropy,refit-entropy"]) == 0
     res = json.loads(out2.read_text())
-    assert set(res["results"]) == {"entropy", "svgp-entropy"}
-    ratio = (
-        res["results"]["svgp-entropy"]["mean_step_seconds"]
-        / res["results"]["entropy"]["mean_step_seconds"]
+    assert set(res["results"]) == {"entropy", "svgp-entropy", "refit-entropy"}
+    assert res["settings"]["criterion"] == "spiked" and res["settings"]["clamp_per_village"]
+    step = {k: v["mean_step_seconds"] for k, v in res["results"].items()}
+    assert res["ratio_svgp_entropy_over_entropy_per_step"] == pytest.approx(
+        step["svgp-entropy"] / step["entropy"]
     )
-    assert res["ratio_svgp_entropy_over_entropy_per_step"] == pytest.approx(ratio)
+    assert res["ratio_refit_entropy_over_svgp_entropy_per_step"] == pytest.approx(
+        step["refit-entropy"] / step["svgp-entropy"]
+    )
     with pytest.raises(SystemExit):  # entropy is the reference of every ratio
         mod.main([*argv, "--strategies", "random,svgp-entropy"])
 
