@@ -49,21 +49,51 @@ def pool_mean_se(parts: list[dict[str, float]]) -> dict[str, float]:
     return {"mean": mean, "se": math.sqrt(var / n), "n": n}
 
 
-def pool_entries(entries: list[dict[str, Any]]) -> dict[str, Any]:
+def legacy_config(strategy: str) -> dict[str, Any]:
+    """The ``legacy_config`` of the hotspot strategy called ``strategy``: settings added after
+    older summaries were written, with the value those runs had (e.g. ``clamp: False``)."""
+    from bo_ncgp.campaigns.hotspot_refit import RefitEntropyStrategy
+    from bo_ncgp.campaigns.hotspot_strategies import EntropyStrategy, RandomPoolStrategy
+    from bo_ncgp.campaigns.hotspot_svgp import SVGPEntropyStrategy, SVGPRandomStrategy
+
+    classes = (
+        EntropyStrategy,
+        RandomPoolStrategy,
+        RefitEntropyStrategy,
+        SVGPEntropyStrategy,
+        SVGPRandomStrategy,
+    )
+    for cls in classes:
+        if cls.name == strategy:
+            return dict(getattr(cls, "legacy_config", {}))
+    return {}
+
+
+def pool_entries(
+    entries: list[dict[str, Any]], legacy: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """Pool one strategy's summary entries (see ``bo-ncgp hotspots --summary-only``) of
     disjoint seed sets: every ``{metric: {step: {mean, se, n}}}`` at the steps all entries
     share, and the per-step timings; ``seeds`` and ``finished`` are added up.
 
+    ``legacy``: values of configuration keys that older entries lack (they ran before the
+    setting existed), see :func:`legacy_config`.
+
     Raises:
-        ValueError: if the entries' strategy configurations differ.
+        ValueError: if the entries' strategy configurations differ (naming the keys).
     """
-    configs = {json.dumps(e["config"], sort_keys=True) for e in entries}
-    if len(configs) > 1:
-        raise ValueError("pool_entries: the summaries ran different strategy configurations")
+    configs = [{**(legacy or {}), **e["config"]} for e in entries]
+    differ = sorted(
+        k for k in set().union(*configs) if len({json.dumps(c.get(k)) for c in configs}) > 1
+    )
+    if differ:
+        raise ValueError(
+            f"pool_entries: the summaries ran different strategy configurations (keys {differ})"
+        )
     out: dict[str, Any] = {
         "seeds": sum(e["seeds"] for e in entries),
         "finished": sum(e["finished"] for e in entries),
-        "config": entries[0]["config"],
+        "config": configs[-1],
         "pooled_from": [e["seeds"] for e in entries],
     }
     for key, val in entries[0].items():
@@ -93,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.strategy not in summary:
             p.error(f"{f} has no strategy {args.strategy!r} (has {sorted(summary)})")
         entries.append(summary[args.strategy])
-    pooled = {args.strategy: pool_entries(entries)}
+    pooled = {args.strategy: pool_entries(entries, legacy_config(args.strategy))}
     pooled[args.strategy]["sources"] = [str(f) for f in args.summaries]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(pooled, indent=1))

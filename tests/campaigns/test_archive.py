@@ -163,5 +163,15 @@ def test_pooling_summaries_of_disjoint_seeds_equals_summarising_all_seeds(tmp_pa
         mod.main([*files, "--strategy", "entropy", "--out", str(out)])
     other = json.loads((tmp_path / "p1" / "summary.json").read_text())
     other["random"]["config"]["num_hyper_steps"] = 99
-    with pytest.raises(ValueError, match="different strategy configurations"):
+    with pytest.raises(ValueError, match=r"configurations \(keys \['num_hyper_steps'\]\)"):
         mod.pool_entries([other["random"], whole["random"]])
+    # a setting added later: entries without it pool with ones that have the legacy value only
+    old_cfg, new_cfg = (json.loads(json.dumps(whole["random"])) for _ in range(2))
+    new_cfg["config"]["clamp"] = False
+    with pytest.raises(ValueError, match="clamp"):
+        mod.pool_entries([old_cfg, new_cfg])
+    assert mod.pool_entries([old_cfg, new_cfg], {"clamp": False})["config"]["clamp"] is False
+    new_cfg["config"]["clamp"] = True
+    with pytest.raises(ValueError, match="clamp"):
+        mod.pool_entries([old_cfg, new_cfg], {"clamp": False})
+    assert mod.legacy_config("svgp-entropy")["clamp"] is False and mod.legacy_config("x") == {}
