@@ -116,17 +116,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--svgp-rel-tol", type=float, default=1e-5, help="svgp refits' early stop (0: off)"
     )
-    p.add_argument(
-        "--criterion",
-        default="exceedance",
-        choices=("exceedance", "spiked"),
-        help="entropy and svgp-entropy's criterion (refit-entropy: always exceedance)",
-    )
-    p.add_argument(
-        "--clamp-per-village",
-        action="store_true",
-        help="entropy and svgp-entropy count only per-village entropy decreases",
-    )
+    from bo_ncgp.campaigns.hotspots_cli import add_acquisition_options
+
+    add_acquisition_options(p)
     p.add_argument(
         "--strategies",
         default="entropy,refit-entropy,random",

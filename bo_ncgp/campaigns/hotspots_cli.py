@@ -69,6 +69,26 @@ _QUICK = {
 }
 
 
+def add_acquisition_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """``--criterion`` and ``--clamp-per-village`` of ``entropy`` and ``svgp-entropy``
+    (shared by ``bo-ncgp hotspots`` and ``experiments/hotspots_timing.py``)."""
+    from bo_ncgp.bo.active_learning import CRITERIA
+
+    parser.add_argument(
+        "--criterion",
+        default="exceedance",
+        choices=CRITERIA,
+        help="entropy, svgp-entropy: pool uncertainty (spiked = Maddox et al.'s script's "
+        "criterion; refit-entropy always uses exceedance)",
+    )
+    parser.add_argument(
+        "--clamp-per-village",
+        action="store_true",
+        help="entropy, svgp-entropy: count only per-village entropy decreases (as Maddox et "
+        "al.'s script; with --criterion spiked: their acquisition)",
+    )
+
+
 def make_strategy(cfg: dict[str, Any]):
     """The strategy named ``cfg["strategy"]`` with the settings of ``cfg`` (parsed CLI).
 
@@ -474,18 +494,7 @@ def _args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("DualSVGP (entropy, random)")
     g.add_argument("--fantasies", type=_POS, default=16, help="QMC fantasies per candidate")
     g.add_argument("--compute-dtype", default="float32", choices=("float32", "float64"))
-    g.add_argument(
-        "--criterion",
-        default="exceedance",
-        choices=("exceedance", "spiked"),
-        help="entropy: pool uncertainty (spiked = Maddox et al.'s script's criterion)",
-    )
-    g.add_argument(
-        "--clamp-per-village",
-        action="store_true",
-        help="entropy, svgp-entropy: count only per-village entropy decreases (as Maddox et "
-        "al.'s script; with --criterion spiked: their acquisition)",
-    )
+    add_acquisition_options(g)
     g.add_argument("--inner-steps", type=_POS, default=20, help="site updates per survey")
     g.add_argument("--rho", type=_damping, default=0.5, help="damping of the site updates")
     g.add_argument("--hyper-steps", type=_NONNEG, default=5, help="Adam steps per survey")
