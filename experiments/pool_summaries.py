@@ -50,23 +50,17 @@ def pool_mean_se(parts: list[dict[str, float]]) -> dict[str, float]:
 
 
 def legacy_config(strategy: str) -> dict[str, Any]:
-    """The ``legacy_config`` of the hotspot strategy called ``strategy``: settings added after
-    older summaries were written, with the value those runs had (e.g. ``clamp: False``)."""
-    from bo_ncgp.campaigns.hotspot_refit import RefitEntropyStrategy
-    from bo_ncgp.campaigns.hotspot_strategies import EntropyStrategy, RandomPoolStrategy
-    from bo_ncgp.campaigns.hotspot_svgp import SVGPEntropyStrategy, SVGPRandomStrategy
+    """The ``legacy_config`` of the hotspot strategy called ``strategy`` (``{}`` for other
+    names): settings added after older summaries were written, with the value those runs had
+    (e.g. ``clamp: False``). The strategy is built by ``bo-ncgp hotspots``' own dispatch."""
+    from bo_ncgp.campaigns.hotspots_cli import HOTSPOT_STRATEGIES, _args, make_strategy
 
-    classes = (
-        EntropyStrategy,
-        RandomPoolStrategy,
-        RefitEntropyStrategy,
-        SVGPEntropyStrategy,
-        SVGPRandomStrategy,
-    )
-    for cls in classes:
-        if cls.name == strategy:
-            return dict(getattr(cls, "legacy_config", {}))
-    return {}
+    if strategy not in HOTSPOT_STRATEGIES:
+        return {}
+    parser = argparse.ArgumentParser()
+    _args(parser)
+    cfg = vars(parser.parse_args(["--strategy", strategy]))
+    return dict(make_strategy(cfg).legacy_config)
 
 
 def pool_entries(
