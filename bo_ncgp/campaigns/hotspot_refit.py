@@ -39,8 +39,8 @@ from torch import Tensor
 from bo_ncgp.bo.active_learning import exceedance_entropy, predictive_quantile_fantasies
 from bo_ncgp.campaigns.hotspot_strategies import DTYPE, HotspotStrategy, hotspot_kernel
 from bo_ncgp.campaigns.strategy import History
+from bo_ncgp.exceptions import NumericalWarning
 from bo_ncgp.likelihoods import Binomial, Likelihood
-from bo_ncgp.linalg import NumericalWarning
 
 __all__ = ["RefitEntropyStrategy", "RefitVariationalGP"]
 

@@ -45,8 +45,8 @@ from gpytorch.priors import GammaPrior
 from torch import Tensor
 
 from bo_ncgp.campaigns.strategy import History, Strategy
+from bo_ncgp.exceptions import NumericalWarning
 from bo_ncgp.likelihoods import Binomial
-from bo_ncgp.linalg import NumericalWarning
 from bo_ncgp.problems.base import Evaluation
 
 __all__ = [

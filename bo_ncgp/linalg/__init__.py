@@ -13,8 +13,6 @@
 from bo_ncgp.linalg.cg import CGResult, cg
 from bo_ncgp.linalg.cg_solve import cg_solve
 from bo_ncgp.linalg.cholesky import (
-    NotPSDError,
-    NumericalWarning,
     default_jitter_base,
     psd_jitter,
     stable_cholesky,
@@ -34,8 +32,6 @@ __all__ = [
     "CirculantEmbedding",
     "Grid",
     "KernelOperator",
-    "NotPSDError",
-    "NumericalWarning",
     "PivotedCholeskyResult",
     "RowAccess",
     "cg",

@@ -19,38 +19,13 @@ import warnings
 import torch
 from torch import Tensor
 
+from bo_ncgp.exceptions import NotPSDError, NumericalWarning
+
 __all__ = [
-    "NotPSDError",
-    "NumericalWarning",
     "default_jitter_base",
     "psd_jitter",
     "stable_cholesky",
 ]
-
-
-class NumericalWarning(RuntimeWarning):
-    """Warning for numerical repairs (jitter, clamping) that change results slightly.
-
-    Example:
-        >>> import warnings
-        >>> A = torch.ones(2, 2)  # singular
-        >>> with warnings.catch_warnings(record=True) as caught:
-        ...     warnings.simplefilter("always")
-        ...     L = stable_cholesky(A, name="A")
-        >>> caught[0].category.__name__
-        'NumericalWarning'
-    """
-
-
-class NotPSDError(ValueError):
-    """Raised when a matrix that must be positive definite is not, even after jitter.
-
-    Example:
-        >>> stable_cholesky(-torch.eye(2), name="K")
-        Traceback (most recent call last):
-        ...
-        bo_ncgp.linalg.cholesky.NotPSDError: ...
-    """
 
 
 def default_jitter_base(dtype: torch.dtype) -> float:

@@ -15,7 +15,7 @@ Observations", Sec. 3.2:
 
 Vectors live on the last axis: ``(..., M)`` on the inducing grid (C order), ``(..., N)`` on
 the doubled "whitened" grid. Negative eigenvalues of the embedding (it is not always PSD)
-are clamped to zero with a :class:`~bo_ncgp.linalg.NumericalWarning` that says how much
+are clamped to zero with a :class:`~bo_ncgp.exceptions.NumericalWarning` that says how much
 spectral mass was removed.
 """
 
@@ -29,9 +29,9 @@ import gpytorch
 import torch
 from torch import Tensor
 
+from bo_ncgp.exceptions import NumericalWarning
 from bo_ncgp.linalg.cg import CGResult
 from bo_ncgp.linalg.cg_solve import cg_solve
-from bo_ncgp.linalg.cholesky import NumericalWarning
 
 __all__ = ["CirculantEmbedding", "Grid", "circulant_first_row", "toeplitz_first_row"]
 

@@ -50,8 +50,9 @@ import gpytorch
 import torch
 from torch import Tensor
 
+from bo_ncgp.exceptions import NotPSDError, NumericalWarning
 from bo_ncgp.likelihoods import Likelihood
-from bo_ncgp.linalg import NotPSDError, NumericalWarning, stable_cholesky
+from bo_ncgp.linalg import stable_cholesky
 from bo_ncgp.models.dual._state import ResizableModule
 from bo_ncgp.models.dual.inducing import (
     check_inducing_points,

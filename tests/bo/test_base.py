@@ -98,7 +98,7 @@ def test_tiny_negative_variances_are_lifted_to_a_floor():
 
 def test_slightly_indefinite_joint_covariance_is_repaired_with_a_warning():
     from bo_ncgp.bo.base import _repair_joint_covariance
-    from bo_ncgp.linalg import NotPSDError, NumericalWarning
+    from bo_ncgp.exceptions import NotPSDError, NumericalWarning
 
     good = torch.tensor([[1.0, 0.5], [0.5, 1.0]])
     assert _repair_joint_covariance(good) is good  # PD: untouched, no warning

@@ -211,7 +211,7 @@ def test_cli_quick_runs_summarises_and_plots(tmp_path):
 
 
 def test_divergence_guard_redoes_the_update_with_more_damping():
-    from bo_ncgp.linalg import NumericalWarning
+    from bo_ncgp.exceptions import NumericalWarning
 
     prob = toy_pool()
     kw = dict(DUAL, num_inner_steps=2)

@@ -1,7 +1,8 @@
 import pytest
 import torch
 
-from bo_ncgp.linalg import NotPSDError, NumericalWarning, stable_cholesky
+from bo_ncgp.exceptions import NotPSDError, NumericalWarning
+from bo_ncgp.linalg import stable_cholesky
 
 
 def test_plain_spd_no_warning(recwarn):

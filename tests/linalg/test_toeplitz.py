@@ -4,7 +4,7 @@ import gpytorch
 import pytest
 import torch
 
-from bo_ncgp.linalg import NumericalWarning
+from bo_ncgp.exceptions import NumericalWarning
 from bo_ncgp.linalg.toeplitz import (
     CirculantEmbedding,
     Grid,

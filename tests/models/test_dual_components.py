@@ -6,8 +6,8 @@ import gpytorch
 import pytest
 import torch
 
+from bo_ncgp.exceptions import NumericalWarning
 from bo_ncgp.likelihoods import Bernoulli, Gaussian, Softmax
-from bo_ncgp.linalg import NumericalWarning
 from bo_ncgp.models.dual.inducing import (
     project_dual_pair,
     repair_psd,

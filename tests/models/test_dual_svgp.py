@@ -10,8 +10,8 @@ import gpytorch
 import pytest
 import torch
 
+from bo_ncgp.exceptions import NumericalWarning
 from bo_ncgp.likelihoods import Bernoulli, Binomial, Gaussian, Poisson, Softmax
-from bo_ncgp.linalg import NumericalWarning
 from bo_ncgp.models import DualSVGP
 from bo_ncgp.models.dual_svgp import DualSVGP as DirectDualSVGP
 

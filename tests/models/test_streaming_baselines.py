@@ -17,8 +17,8 @@ import pytest
 import torch
 from torch.distributions import MultivariateNormal, kl_divergence
 
+from bo_ncgp.exceptions import NumericalWarning
 from bo_ncgp.likelihoods import Bernoulli, Gaussian, Softmax
-from bo_ncgp.linalg import NumericalWarning
 from bo_ncgp.models.streaming import BuiStreamingSVGP, OfflineSVGP, old_posterior
 from bo_ncgp.models.streaming.objective import (
     gauss_kl_whitened,

@@ -22,7 +22,8 @@ import gpytorch
 import torch
 from torch import Tensor
 
-from bo_ncgp.linalg import KernelOperator, NumericalWarning, pivoted_cholesky, stable_cholesky
+from bo_ncgp.exceptions import NumericalWarning
+from bo_ncgp.linalg import KernelOperator, pivoted_cholesky, stable_cholesky
 
 __all__ = ["check_inducing_points", "project_dual_pair", "repair_psd", "select_inducing_points"]
 
@@ -106,7 +107,7 @@ def repair_psd(B: Tensor, name: str = "B_u") -> Tensor:
     """Symmetrise ``B``; clip clearly negative eigenvalues with a warning (report, not NaN).
 
     Eigenvalues below ``-100 m eps max|eig|`` are set to zero and a
-    :class:`~bo_ncgp.linalg.NumericalWarning` names the size of the repair; smaller negative
+    :class:`~bo_ncgp.exceptions.NumericalWarning` names the size of the repair; smaller negative
     values are rounding noise that ``K_zz + B`` absorbs and are left alone.
 
     Example:

@@ -33,8 +33,8 @@ import warnings
 import torch
 from torch import Tensor
 
+from bo_ncgp.exceptions import NumericalWarning
 from bo_ncgp.likelihoods import Likelihood
-from bo_ncgp.linalg import NumericalWarning
 
 __all__ = [
     "damp",
@@ -119,7 +119,7 @@ def damp(
     """Damped site update (Eqs. 23-24 on the natural parameters, Eq. 54).
 
     Non-finite targets (overflow of a likelihood expectation) keep the previous site and emit
-    a :class:`~bo_ncgp.linalg.NumericalWarning` instead of propagating NaN.
+    a :class:`~bo_ncgp.exceptions.NumericalWarning` instead of propagating NaN.
 
     Example:
         >>> import warnings

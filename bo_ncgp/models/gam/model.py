@@ -25,8 +25,9 @@ import torch
 from torch import Tensor, nn
 from tqdm.auto import trange
 
+from bo_ncgp.exceptions import NumericalWarning
 from bo_ncgp.likelihoods import Likelihood
-from bo_ncgp.linalg import NumericalWarning, stable_cholesky
+from bo_ncgp.linalg import stable_cholesky
 from bo_ncgp.models.gam.components import AdditiveComponent, as_component
 from bo_ncgp.models.gam.variational import FAMILIES, Projection, VariationalState
 

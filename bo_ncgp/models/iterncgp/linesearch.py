@@ -22,8 +22,8 @@ import warnings
 import torch
 from torch import Tensor
 
+from bo_ncgp.exceptions import NumericalWarning
 from bo_ncgp.likelihoods import Likelihood
-from bo_ncgp.linalg import NumericalWarning
 from bo_ncgp.models.iterncgp.operators import to_likelihood_layout
 
 __all__ = ["backtracking_step", "log_posterior"]

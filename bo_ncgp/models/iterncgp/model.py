@@ -36,8 +36,9 @@ import gpytorch
 import torch
 from torch import Tensor
 
+from bo_ncgp.exceptions import NumericalWarning
 from bo_ncgp.likelihoods import Bernoulli, Gaussian, Likelihood, Poisson, Softmax
-from bo_ncgp.linalg import NumericalWarning, stable_cholesky
+from bo_ncgp.linalg import stable_cholesky
 from bo_ncgp.models.iterncgp.belief import Belief
 from bo_ncgp.models.iterncgp.newton import LaplaceState, NewtonConfig, newton_laplace
 from bo_ncgp.models.iterncgp.operators import LatentKernelOperator, _check_kernel

@@ -1,0 +1,95 @@
+"""The errors and warnings of bo_ncgp, one hierarchy for the whole library.
+
+Catch :class:`BoNCGPError` for anything the library raises on purpose; the subclasses tell
+*why*:
+
+* :class:`InputDataError` -- the caller passed bad data or a bad argument (wrong shape,
+  dtype, NaN/inf, a value outside its range). Also a ``ValueError``, so code written against
+  the standard exception keeps working.
+* :class:`UnsupportedError` -- the request is well formed but this model, likelihood or
+  setting does not support it (streaming updates of a batch model, a multi-latent model
+  where one latent is needed). Also a ``ValueError``.
+* :class:`NotPSDError` -- a matrix that must be positive definite is not, even after the
+  jitter of :func:`bo_ncgp.linalg.stable_cholesky`. Also a ``ValueError``.
+* :class:`NumericalWarning` -- a numerical repair (jitter, clamping, a rolled-back step)
+  that changes results slightly; a ``RuntimeWarning``.
+
+The layout follows BoTorch's ``botorch.exceptions.errors`` (``BotorchError``,
+``InputDataError``, ``UnsupportedError``).
+
+Example:
+    >>> from bo_ncgp.exceptions import BoNCGPError, InputDataError
+    >>> try:
+    ...     raise InputDataError("X must have shape (n, 2), got (3,)")
+    ... except BoNCGPError as err:
+    ...     print(type(err).__name__, isinstance(err, ValueError))
+    InputDataError True
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BoNCGPError",
+    "InputDataError",
+    "NotPSDError",
+    "NumericalWarning",
+    "UnsupportedError",
+]
+
+
+class BoNCGPError(Exception):
+    """Base class of every error bo_ncgp raises on purpose.
+
+    Example:
+        >>> issubclass(InputDataError, BoNCGPError), issubclass(UnsupportedError, BoNCGPError)
+        (True, True)
+    """
+
+
+class InputDataError(BoNCGPError, ValueError):
+    """Bad input data or a bad argument: shape, dtype, device, non-finite or out-of-range values.
+
+    Example:
+        >>> raise InputDataError("y contains NaN at index 3")
+        Traceback (most recent call last):
+        ...
+        bo_ncgp.exceptions.InputDataError: y contains NaN at index 3
+    """
+
+
+class UnsupportedError(BoNCGPError, ValueError):
+    """A well-formed request that this model, likelihood or setting does not support.
+
+    Example:
+        >>> raise UnsupportedError("IterNCGP has no streaming update; call fit on all data")
+        Traceback (most recent call last):
+        ...
+        bo_ncgp.exceptions.UnsupportedError: IterNCGP has no streaming update; call fit on all data
+    """
+
+
+class NotPSDError(BoNCGPError, ValueError):
+    """A matrix that must be positive definite is not, even after jitter.
+
+    Example:
+        >>> from bo_ncgp.linalg import stable_cholesky
+        >>> import torch
+        >>> stable_cholesky(-torch.eye(2), name="K")
+        Traceback (most recent call last):
+        ...
+        bo_ncgp.exceptions.NotPSDError: ...
+    """
+
+
+class NumericalWarning(RuntimeWarning):
+    """Warning for numerical repairs (jitter, clamping, rollbacks) that change results slightly.
+
+    Example:
+        >>> import torch, warnings
+        >>> from bo_ncgp.linalg import stable_cholesky
+        >>> with warnings.catch_warnings(record=True) as caught:
+        ...     warnings.simplefilter("always")
+        ...     L = stable_cholesky(torch.ones(2, 2), name="A")  # singular: jitter is added
+        >>> caught[0].category.__name__
+        'NumericalWarning'
+    """

@@ -1,0 +1,159 @@
+"""The contract every bo_ncgp model satisfies: :class:`LatentGP`.
+
+A bo_ncgp model is a posterior over ``C`` latent functions ``f`` with a likelihood
+``p(y | f)`` of :mod:`bo_ncgp.likelihoods`. The BoTorch adapters (:mod:`bo_ncgp.bo`), the
+acquisition functions and the campaign strategies are written against this contract only,
+never against one model's internals.
+
+The contract (names and return types are the same for every model):
+
+* ``predict_f(X, full_cov=False) -> (mean, var)`` -- latent marginals; ``mean`` and ``var``
+  are ``(*batch, n)`` for one latent and ``(*batch, n, C)`` for ``C > 1``; with
+  ``full_cov=True`` the second item is the joint covariance where the model supports it.
+* ``predict_y(X) -> Tensor`` -- the predictive mean of the observations ``E[y]`` (class-1
+  probability for ``Bernoulli``, expected counts for ``Binomial`` / ``Poisson``, class
+  probabilities ``(..., n, C)`` for ``Softmax``). Always one tensor.
+* ``log_predictive(X, y) -> Tensor`` -- ``log p(y_n | X_n)`` per point (negative NLPD terms).
+* ``fit(X, y, *, callback=None) -> self`` -- train on the whole data set (batch learners).
+* ``update(X, y, *, callback=None) -> self`` -- stream one batch in (streaming learners).
+* ``condition(X, Y) -> LatentGP`` -- a new model conditioned on (fantasy) observations with
+  the hyperparameters fixed; leading dimensions of ``X`` / ``Y`` become its ``batch_shape``.
+
+A model implements ``fit`` or ``update`` (or both) and says which through
+:attr:`LatentGP.supports_fit` / :attr:`LatentGP.supports_update`; the other raises
+:class:`~bo_ncgp.exceptions.UnsupportedError`, as does ``condition`` where a model has no
+cheap conditioning. Training progress is reported through one callback signature,
+``callback(step: FitStep) -> bool | None``; returning ``True`` stops training early.
+
+Example:
+    >>> import torch
+    >>> from bo_ncgp.likelihoods import Gaussian
+    >>> class Prior(LatentGP):  # the smallest model: the GP prior N(0, 1) at every point
+    ...     def __init__(self):
+    ...         self.likelihood = Gaussian(0.1)
+    ...     def predict_f(self, X, full_cov=False):
+    ...         n = X.shape[-2]
+    ...         return X.new_zeros(n), (X.new_ones(n) if not full_cov else torch.eye(n).to(X))
+    >>> model = Prior()
+    >>> model.predict_y(torch.zeros(3, 1))
+    tensor([0., 0., 0.])
+    >>> model.update(torch.zeros(1, 1), torch.zeros(1))
+    Traceback (most recent call last):
+    ...
+    bo_ncgp.exceptions.UnsupportedError: Prior has no streaming update
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import torch
+from torch import Tensor
+
+from bo_ncgp.exceptions import UnsupportedError
+
+if TYPE_CHECKING:
+    from bo_ncgp.likelihoods import Likelihood
+
+__all__ = ["Callback", "FitStep", "LatentGP", "notify"]
+
+
+@dataclass(frozen=True)
+class FitStep:
+    """What a training callback is told after every optimisation step.
+
+    Attributes:
+        step: 0-based index of the step (an Adam step, a minibatch, a Newton step).
+        model: the model being trained (its state after the step).
+        loss: the training objective after the step (negative ELBO or negative log joint per
+            datum; ``None`` where the step does not compute it).
+        seconds: training time so far, excluding the time spent in callbacks where the model
+            measures it.
+        info: model-specific counters, e.g. ``{"epoch": 2}`` or ``{"solver_iter": 17}``.
+
+    Example:
+        >>> s = FitStep(step=3, model=None, loss=0.5, info={"epoch": 1})
+        >>> s.step, s.loss, s.info["epoch"]
+        (3, 0.5, 1)
+    """
+
+    step: int
+    model: Any
+    loss: float | None = None
+    seconds: float = 0.0
+    info: Mapping[str, Any] = field(default_factory=dict)
+
+
+#: the one callback signature of ``fit`` / ``update``: return ``True`` to stop training
+Callback = Callable[[FitStep], "bool | None"]
+
+
+def notify(callback: Callback | None, step: FitStep) -> bool:
+    """Call ``callback(step)`` if given; ``True`` when the callback asks to stop.
+
+    Example:
+        >>> notify(None, FitStep(0, None)), notify(lambda s: s.step >= 2, FitStep(2, None))
+        (False, True)
+    """
+    return bool(callback(step)) if callback is not None else False
+
+
+class LatentGP(ABC):
+    """Abstract base of every bo_ncgp model (mix into a ``torch.nn.Module``).
+
+    Subclasses implement :meth:`predict_f` and at least one of :meth:`fit` / :meth:`update`;
+    :meth:`predict_y` and :meth:`log_predictive` follow from the likelihood.
+
+    Example:
+        >>> LatentGP.supports_fit, LatentGP.supports_update  # a subclass sets what it supports
+        (False, False)
+    """
+
+    #: the model trains on the whole data set with :meth:`fit`
+    supports_fit: ClassVar[bool] = False
+    #: the model streams batches in with :meth:`update`
+    supports_update: ClassVar[bool] = False
+
+    likelihood: Likelihood
+
+    @property
+    def num_latents(self) -> int:
+        """Number of latent functions ``C`` (the likelihood's, by default)."""
+        return int(getattr(self.likelihood, "num_latents", 1))
+
+    @property
+    def batch_shape(self) -> torch.Size:
+        """Leading batch dimensions of the model's predictions (``()`` unless conditioned on a
+        batch of fantasies)."""
+        return torch.Size()
+
+    @abstractmethod
+    def predict_f(self, X: Tensor, full_cov: bool = False) -> tuple[Tensor, Tensor]:
+        """Latent posterior ``(mean, var)`` at ``X`` (``(mean, cov)`` with ``full_cov``)."""
+
+    def predict_y(self, X: Tensor) -> Tensor:
+        """Predictive mean of the observations ``E[y | X]`` under the latent posterior."""
+        mean, var = self.predict_f(X)
+        return self.likelihood.predictive_mean(mean, var)
+
+    def log_predictive(self, X: Tensor, y: Tensor) -> Tensor:
+        """``log p(y_n | X_n)`` per point under the latent posterior (negative NLPD terms)."""
+        mean, var = self.predict_f(X)
+        return self.likelihood.predictive_log_prob(y, mean, var)
+
+    def fit(self, X: Tensor, y: Tensor, *, callback: Callback | None = None) -> LatentGP:
+        """Train on all of ``(X, y)`` and return ``self``."""
+        raise UnsupportedError(
+            f"{type(self).__name__} is a streaming model without a batch fit; call update(X, y)"
+        )
+
+    def update(self, X: Tensor, y: Tensor, *, callback: Callback | None = None) -> LatentGP:
+        """Stream the batch ``(X, y)`` into the posterior and return ``self``."""
+        raise UnsupportedError(f"{type(self).__name__} has no streaming update")
+
+    def condition(self, X: Tensor, Y: Tensor) -> LatentGP:
+        """A new model conditioned on ``(X, Y)`` with hyperparameters fixed (fantasies)."""
+        raise UnsupportedError(f"{type(self).__name__} does not support conditioning")
