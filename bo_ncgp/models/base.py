@@ -18,6 +18,10 @@ The contract (names and return types are the same for every model):
 * ``update(X, y, *, callback=None) -> self`` -- stream one batch in (streaming learners).
 * ``condition(X, Y) -> LatentGP`` -- a new model conditioned on (fantasy) observations with
   the hyperparameters fixed; leading dimensions of ``X`` / ``Y`` become its ``batch_shape``.
+* ``pool_fantasies(X_pool) -> PoolFantasies`` -- the pool's marginals and, for candidates in
+  the pool and fantasy observations there, the pool's marginals after conditioning on each
+  one (what pool-based active learning needs). The default conditions through
+  ``condition``; a model with a cheaper rank-one update overrides it.
 
 A model implements ``fit`` or ``update`` (or both) and says which through
 :attr:`LatentGP.supports_fit` / :attr:`LatentGP.supports_update`; the other raises
@@ -53,12 +57,12 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import torch
 from torch import Tensor
 
-from bo_ncgp.exceptions import UnsupportedError
+from bo_ncgp.exceptions import InputDataError, UnsupportedError
 
 if TYPE_CHECKING:
     from bo_ncgp.likelihoods import Likelihood
 
-__all__ = ["Callback", "FitStep", "LatentGP", "notify"]
+__all__ = ["Callback", "FitStep", "LatentGP", "PoolFantasies", "notify"]
 
 
 @dataclass(frozen=True)
@@ -157,3 +161,61 @@ class LatentGP(ABC):
     def condition(self, X: Tensor, Y: Tensor) -> LatentGP:
         """A new model conditioned on ``(X, Y)`` with hyperparameters fixed (fantasies)."""
         raise UnsupportedError(f"{type(self).__name__} does not support conditioning")
+
+    def pool_fantasies(self, X_pool: Tensor) -> PoolFantasies:
+        """:class:`PoolFantasies` of this model on the pool ``X_pool (P, d)``."""
+        return PoolFantasies(self, X_pool)
+
+
+class PoolFantasies:
+    """A model's marginals on a pool, and the pool's marginals after one fantasy observation.
+
+    This generic version conditions through :meth:`LatentGP.condition` (one batched call per
+    :meth:`conditioned`); models with a rank-one update (dual conditioning) subclass it.
+
+    Args:
+        model: a single-latent :class:`LatentGP` that supports ``condition``.
+        X_pool: ``(P, d)`` pool inputs.
+
+    Attributes:
+        X: the pool; mean, var: ``(P,)`` latent marginals of the pool under ``model``.
+
+    Example:
+        >>> import torch
+        >>> from gpytorch.kernels import RBFKernel
+        >>> from bo_ncgp.likelihoods import Bernoulli
+        >>> from bo_ncgp.models import DualSVGP
+        >>> X, pool = torch.rand(10, 1), torch.linspace(0, 1, 7).unsqueeze(-1)
+        >>> dual = DualSVGP(RBFKernel(), Bernoulli(), X[:4], num_hyper_steps=0)
+        >>> dual = dual.update(X, (X[:, 0] > 0.5).to(X))
+        >>> fant = PoolFantasies(dual, pool)  # the generic path, through condition
+        >>> mean, var = fant.conditioned(torch.tensor([0, 3]), torch.tensor([[0.0, 1.0]] * 2))
+        >>> mean.shape  # (candidates, fantasies, pool)
+        torch.Size([2, 2, 7])
+        >>> ref, _ = dual.condition(pool[3:4], torch.tensor([1.0])).predict_f(pool)
+        >>> torch.allclose(mean[1, 1], ref)
+        True
+    """
+
+    def __init__(self, model: LatentGP, X_pool: Tensor) -> None:
+        if X_pool.dim() != 2:
+            raise InputDataError(f"the pool must be (P, d), got shape {tuple(X_pool.shape)}")
+        self.model, self.X = model, X_pool
+        with torch.no_grad():
+            self.mean, self.var = model.predict_f(X_pool)
+
+    def conditioned(self, index: Tensor, Y: Tensor) -> tuple[Tensor, Tensor]:
+        """Pool marginals after conditioning on ``(X[index[i]], Y[i, j])``, for every
+        candidate ``i`` and fantasy ``j`` separately.
+
+        Args:
+            index: ``(n,)`` positions of the candidates in the pool.
+            Y: ``(n, J)`` fantasy observations at the candidates.
+
+        Returns:
+            ``mean (n, J, P)`` and ``var (n, J, P)``.
+        """
+        n, J = Y.shape
+        Xc = self.X[index].reshape(n, 1, 1, -1).expand(n, J, 1, self.X.shape[-1])
+        with torch.no_grad():
+            return self.model.condition(Xc, Y.unsqueeze(-1)).predict_f(self.X)
