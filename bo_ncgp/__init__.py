@@ -1,10 +1,56 @@
 """bo_ncgp: Bayesian optimisation and active learning with non-conjugate Gaussian processes.
 
-Layers (imports point downwards only)::
+Layers (imports point downwards only; ``ARCHITECTURE.md`` in the repository describes each)::
 
-    cli -> campaigns -> problems -> bo -> models -> likelihoods -> linalg
+    cli -> campaigns -> problems -> bo -> models -> data, likelihoods -> linalg -> exceptions
 
-See ``DESIGN.md`` of the project for the architecture and the papers each module implements.
+The most used names are available from the top level (imported on first use):
+
+* models: :class:`DualSVGP`, :class:`IterNCGP`, :class:`HIPGP`, :class:`SparseGAM` and their
+  contract :class:`LatentGP` (:mod:`bo_ncgp.models`);
+* likelihoods: :class:`Gaussian`, :class:`Bernoulli`, :class:`Binomial`, :class:`Poisson`,
+  :class:`Softmax` (:mod:`bo_ncgp.likelihoods`);
+* errors: :class:`BoNCGPError`, :class:`InputDataError`, :class:`UnsupportedError`,
+  :class:`NotPSDError`, :class:`NumericalWarning` (:mod:`bo_ncgp.exceptions`).
+
+Example:
+    >>> import bo_ncgp
+    >>> bo_ncgp.Bernoulli().num_latents, issubclass(bo_ncgp.InputDataError, ValueError)
+    (1, True)
 """
 
+from __future__ import annotations
+
+import importlib
+
 __version__ = "0.1.0"
+
+_LAZY = {
+    **dict.fromkeys(("DualSVGP", "IterNCGP", "HIPGP", "SparseGAM"), "bo_ncgp.models"),
+    "LatentGP": "bo_ncgp.models.base",
+    **dict.fromkeys(
+        ("Gaussian", "Bernoulli", "Binomial", "Poisson", "Softmax"), "bo_ncgp.likelihoods"
+    ),
+    **dict.fromkeys(
+        (
+            "BoNCGPError",
+            "InputDataError",
+            "UnsupportedError",
+            "NotPSDError",
+            "NumericalWarning",
+        ),
+        "bo_ncgp.exceptions",
+    ),
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'bo_ncgp' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return [*__all__, "__version__"]
