@@ -47,7 +47,7 @@ from __future__ import annotations
 import importlib
 
 _LAZY = {
-    "DualSVGP": "bo_ncgp.models.dual_svgp",
+    "DualSVGP": "bo_ncgp.models.dual",
     "IterNCGP": "bo_ncgp.models.iterncgp",
     "HIPGP": "bo_ncgp.models.hipgp",
     "SparseGAM": "bo_ncgp.models.gam",
