@@ -62,6 +62,7 @@ from bo_ncgp.models.dual._state import (
     same_key,
     shallow_module_copy,
 )
+from bo_ncgp.models.dual.blocks import latent_block, log_prior
 from bo_ncgp.models.dual.config import DualSVGPConfig
 from bo_ncgp.models.dual.inducing import check_inducing_points, project_dual_pair
 from bo_ncgp.models.dual.memory import Memory, bayesian_leverage_scores
@@ -190,7 +191,6 @@ class DualSVGP(ResizableModule, LatentGP):
             cfg, num_latents=C, max_inducing=m if cfg.max_inducing is None else cfg.max_inducing
         )
         self._C = C
-        self._batched_kernel = len(kb) > 0
         self._base_cache: tuple[tuple, DualFactors] | None = None
         self.register_buffer("_Z", Z)
         self.register_buffer("_lam_rest", Z.new_zeros(C, m))
@@ -283,38 +283,20 @@ class DualSVGP(ResizableModule, LatentGP):
         return new
 
     # ---------------------------------------------------------------- kernels
-    def _latent(self, K: Tensor) -> Tensor:
-        """Insert the latent dimension of a shared kernel's output with size 1: every later
-        operation broadcasts it against the C latents, so shared quantities (``chol K_zz``,
-        ``L_K^{-1} K_zx``) are computed once, not C times."""
-        return K if self._batched_kernel else K.unsqueeze(-3)
-
-    def _kx(self, X: Tensor) -> Tensor:
-        return X.unsqueeze(-3) if self._batched_kernel else X
-
-    def _k(self, X1: Tensor, X2: Tensor, diag: bool = False) -> Tensor:
-        with gpytorch.settings.lazily_evaluate_kernels(False):  # eager: half the overhead
-            K = self.kernel(X1, X2, diag=diag)
-        return K if diag else K.to_dense()
-
+    # a shared kernel's blocks get a latent dimension of size 1: every later operation
+    # broadcasts it against the C latents, so shared quantities (``chol K_zz``,
+    # ``L_K^{-1} K_zx``) are computed once, not C times
     def _Kzz(self, Z: Tensor | None = None) -> Tensor:
-        Z = self._Z if Z is None else Z
-        return self._latent(self._k(Z, Z))
+        """``(L', m, m)``."""
+        return latent_block(self.kernel, self._Z if Z is None else Z)
 
     def _Kzx(self, X: Tensor, Z: Tensor | None = None) -> Tensor:
-        """``(*bx, L, m, n)``."""
-        Z = self._Z if Z is None else Z
-        return self._latent(self._k(Z, self._kx(X)))
+        """``(*bx, L', m, n)``."""
+        return latent_block(self.kernel, self._Z if Z is None else Z, X)
 
     def _kxx(self, X: Tensor, full_cov: bool) -> Tensor:
-        """``(*bx, L, n)`` prior variances or ``(*bx, L, n, n)`` covariance."""
-        Xk = self._kx(X)
-        if full_cov:
-            return self._latent(self._k(Xk, Xk))
-        d = self._k(Xk, Xk, diag=True)
-        if self._batched_kernel:
-            return d
-        return d.unsqueeze(-2)
+        """``(*bx, L', n)`` prior variances or ``(*bx, L', n, n)`` covariance."""
+        return latent_block(self.kernel, X, diag=not full_cov)
 
     # ------------------------------------------------------------- posterior
     def _memory_sites(self) -> tuple[Tensor, Tensor]:
@@ -442,11 +424,7 @@ class DualSVGP(ResizableModule, LatentGP):
 
     # ------------------------------------------------------------- objectives
     def _log_prior(self) -> Tensor:
-        total = self._Z.new_zeros(())
-        for module in (self.kernel, self.likelihood):
-            for _, mod, prior, closure, _ in module.named_priors():
-                total = total + prior.log_prob(closure(mod)).sum()
-        return total
+        return log_prior(self.kernel, self.likelihood, like=self._Z)
 
     def _objective(
         self,

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from bo_ncgp.models.dual.model import DualSVGP
 
 __all__ = [
+    "StepClock",
     "add_to_memory",
     "fold",
     "hyper_steps",
@@ -70,15 +71,15 @@ def update(model: DualSVGP, X: Tensor, y: Tensor, callback: Callback | None = No
     zeros = X.new_zeros(model._C, n)
     eta, beta = torch.cat([eta_m, zeros], -1), torch.cat([beta_m, zeros], -1)
     weights = torch.cat([model._memory_weights(n_old), X.new_ones(n)])
-    clock = _Clock(callback)
+    clock = StepClock(callback)
     for r in range(model.num_rounds):
         eta, beta = inner_steps(model, Xa, ya, eta, beta)
+        reported = clock.step
         stop = False
         if model.num_hyper_steps > 0:
             stop = hyper_steps(model, Xa, ya, eta, beta, weights, n_M > 0, clock, r)
-        if not clock.reported_in_round:
+        if clock.step == reported:  # no hyperparameter step ran: report the round
             stop = clock.report(model, None, {"round": r})
-        clock.reported_in_round = False
         if stop:
             break
     with torch.no_grad():
@@ -89,25 +90,30 @@ def update(model: DualSVGP, X: Tensor, y: Tensor, callback: Callback | None = No
     return model
 
 
-class _Clock:
-    """Counts the steps reported to the callback and the training time outside it."""
+class StepClock:
+    """Numbers the steps reported to a ``fit`` / ``update`` callback and measures the
+    training time outside the callback (:class:`~bo_ncgp.models.base.FitStep`).
+
+    Example:
+        >>> clock = StepClock(lambda s: s.step >= 1)
+        >>> clock.report(None, 0.5), clock.report(None, 0.4), clock.step
+        (False, True, 2)
+    """
 
     def __init__(self, callback: Callback | None) -> None:
         self.callback = callback
         self.step = 0
         self.seconds = 0.0
-        self.reported_in_round = False
         self._start = time.perf_counter()
 
-    def report(self, model: DualSVGP, loss: float | None, info: dict) -> bool:
-        self.reported_in_round = True
-        if self.callback is None:
-            self.step += 1
-            return False
-        model._touch()  # the callback sees the model after the step
-        self.seconds += time.perf_counter() - self._start
-        stop = notify(self.callback, FitStep(self.step, model, loss, self.seconds, info))
+    def report(self, model: Any, loss: float | None, info: dict | None = None) -> bool:
+        """Tell the callback about one finished step; ``True`` when it asks to stop."""
+        step = self.step
         self.step += 1
+        if self.callback is None:
+            return False
+        self.seconds += time.perf_counter() - self._start
+        stop = notify(self.callback, FitStep(step, model, loss, self.seconds, info or {}))
         self._start = time.perf_counter()
         return stop
 
@@ -136,7 +142,7 @@ def hyper_steps(
     beta: Tensor,
     weights: Tensor,
     rest: bool,
-    clock: _Clock | None = None,
+    clock: StepClock | None = None,
     round_: int = 0,
 ) -> bool:
     """Adam on Eq. 26 (or Eq. 21) plus log priors, sites and ``Z`` fixed (Sec. 3.4).
@@ -187,6 +193,8 @@ def hyper_steps(
                 )
                 break
             if clock is not None:
+                if clock.callback is not None:
+                    model._touch()  # the callback sees the model after the step
                 info = {"round": round_, "hyper_step": step}
                 if clock.report(model, float(loss.detach()), info):
                     stop = True
