@@ -43,15 +43,15 @@ from bo_ncgp.models.baselines.objective import (
     predictive_marginals,
     streaming_elbo,
 )
-from bo_ncgp.models.dual._state import ResizableModule
+from bo_ncgp.models.dual._state import InducingState, ResizableModule
 from bo_ncgp.models.dual.blocks import jittered, latent_block, log_prior
 from bo_ncgp.models.dual.inducing import check_inducing_points, select_inducing_points
-from bo_ncgp.models.dual.streaming import StepClock
+from bo_ncgp.models.dual.streaming import StepClock, backward_if_finite
 
 __all__ = ["BuiStreamingSVGP"]
 
 
-class BuiStreamingSVGP(ResizableModule, LatentGP):
+class BuiStreamingSVGP(InducingState, ResizableModule, LatentGP):
     """Streaming sparse GP of Bui et al. (2017) with the uncollapsed objective of Eq. 5.
 
     Args:
@@ -149,25 +149,6 @@ class BuiStreamingSVGP(ResizableModule, LatentGP):
         self.register_buffer("_L", torch.eye(m, dtype=Z.dtype, device=Z.device).repeat(C, 1, 1))
         self.register_buffer("_num_data", torch.zeros((), dtype=torch.long, device=Z.device))
         self.last_objective: float = float("nan")
-
-    # -------------------------------------------------------------- properties
-    @property
-    def Z(self) -> Tensor:
-        """``(m, d)`` current inducing inputs."""
-        return self._Z
-
-    @property
-    def num_inducing(self) -> int:
-        return int(self._Z.shape[0])
-
-    @property
-    def num_latents(self) -> int:
-        return self._C
-
-    @property
-    def num_data(self) -> int:
-        """Number of data points seen so far."""
-        return int(self._num_data)
 
     # ----------------------------------------------------------------- kernels
     def _k(self, X1: Tensor, X2: Tensor | None = None, diag: bool = False) -> Tensor:
@@ -355,14 +336,7 @@ class BuiStreamingSVGP(ResizableModule, LatentGP):
             for step in range(self.num_steps):
                 good = [p.detach().clone() for p in params]
                 opt.zero_grad()
-                try:
-                    loss = loss_fn()
-                    ok = bool(torch.isfinite(loss))
-                    if ok:
-                        loss.backward()
-                        ok = all(torch.isfinite(p.grad).all() for p in params if p.grad is not None)
-                except NotPSDError:
-                    ok = False
+                loss, ok = backward_if_finite(loss_fn, params)
                 if not ok:
                     self._restore(params, good, step + 1)
                     return last

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import torch
 
 __all__ = [
+    "InducingState",
     "ResizableModule",
     "Snapshot",
     "fixed_hyperparameters",
@@ -50,6 +51,36 @@ class ResizableModule(torch.nn.Module):
 
     def _on_state_loaded(self) -> None:
         """Hook run after a state dict was loaded (invalidate caches)."""
+
+
+class InducingState:
+    """Read-only views of a streaming sparse GP's state: the inducing inputs ``_Z``, the
+    number of latents ``_C`` and the count of data seen ``_num_data`` (buffers the model
+    registers)."""
+
+    _Z: torch.Tensor
+    _C: int
+    _num_data: torch.Tensor
+
+    @property
+    def Z(self) -> torch.Tensor:
+        """``(m, d)`` current inducing inputs."""
+        return self._Z
+
+    @property
+    def num_inducing(self) -> int:
+        """Number of inducing inputs ``m``."""
+        return int(self._Z.shape[0])
+
+    @property
+    def num_latents(self) -> int:
+        """Number of latent functions ``C``."""
+        return self._C
+
+    @property
+    def num_data(self) -> int:
+        """Number of data points seen so far."""
+        return int(self._num_data)
 
 
 _FIXED_HYPERPARAMETERS = contextvars.ContextVar("bo_ncgp_dual_fixed_hypers", default=False)

@@ -56,6 +56,7 @@ from bo_ncgp.linalg import stable_cholesky
 from bo_ncgp.models.base import Callback, LatentGP
 from bo_ncgp.models.dual import streaming
 from bo_ncgp.models.dual._state import (
+    InducingState,
     ResizableModule,
     Snapshot,
     hyperparameters_fixed,
@@ -90,7 +91,7 @@ def _setting(name: str) -> property:
     return property(get, set_, doc=f"The ``{name}`` setting (:class:`DualSVGPConfig`).")
 
 
-class DualSVGP(ResizableModule, LatentGP):
+class DualSVGP(InducingState, ResizableModule, LatentGP):
     """Memory-based dual SVGP (Chang et al. 2023, Algorithm 1) for streaming data.
 
     Args:
@@ -201,27 +202,9 @@ class DualSVGP(ResizableModule, LatentGP):
 
     # -------------------------------------------------------------- properties
     @property
-    def Z(self) -> Tensor:
-        """``(m, d)`` current inducing inputs."""
-        return self._Z
-
-    @property
     def mean_constant(self) -> float:
         """The fixed constant prior mean ``c`` (``f = c + g``)."""
         return float(self._mean_constant)
-
-    @property
-    def num_inducing(self) -> int:
-        return int(self._Z.shape[0])
-
-    @property
-    def num_latents(self) -> int:
-        return self._C
-
-    @property
-    def num_data(self) -> int:
-        """Number of data points seen so far."""
-        return int(self._num_data)
 
     @property
     def memory_inputs(self) -> Tensor:
@@ -574,15 +557,11 @@ class DualSVGP(ResizableModule, LatentGP):
         Example:
             >>> from gpytorch.kernels import RBFKernel
             >>> from bo_ncgp.likelihoods import Bernoulli
-            >>> Z = torch.linspace(0, 1, 5, dtype=torch.float64).unsqueeze(-1)
-            >>> kern = RBFKernel().double()
-            >>> K = kern(Z).to_dense().detach()
-            >>> m_u, S_u = torch.linspace(-1, 1, 5).double(), 0.5 * K  # a q(u) tighter than p(u)
-            >>> dual = DualSVGP.from_inducing_posterior(kern, Bernoulli(), Z, m_u, S_u,
-            ...                                         mean_constant=-2.0, num_data=30)
-            >>> alpha_u, V_u = dual.inducing_posterior()  # the same q(u) back
-            >>> torch.allclose(alpha_u[0], m_u), torch.allclose(V_u[0], S_u)
-            (True, True)
+            >>> Z = torch.linspace(0, 1, 3).unsqueeze(-1)
+            >>> dual = DualSVGP.from_inducing_posterior(RBFKernel(), Bernoulli(), Z,
+            ...                                         torch.ones(3), 0.1 * torch.eye(3))
+            >>> dual.num_data, dual.inducing_update  # Z stays the fitted one
+            (0, 'fixed')
         """
         from bo_ncgp.models.dual.conversion import from_inducing_posterior
 

@@ -21,13 +21,17 @@ which is what :meth:`DualSVGP.condition <bo_ncgp.models.dual.DualSVGP.condition>
 Example:
     >>> import torch
     >>> from gpytorch.kernels import RBFKernel
-    >>> from bo_ncgp.likelihoods import Binomial
+    >>> from bo_ncgp.likelihoods import Bernoulli
+    >>> from bo_ncgp.models.base import PoolFantasies
     >>> from bo_ncgp.models.dual import DualSVGP
-    >>> X, pool = torch.rand(12, 1), torch.linspace(0, 1, 20).unsqueeze(-1)
-    >>> dual = DualSVGP(RBFKernel(), Binomial(10), X[:4], num_hyper_steps=0)
-    >>> fant = dual.update(X, torch.randint(0, 11, (12,)).to(X)).pool_fantasies(pool)
-    >>> fant.mean.shape, fant.G.shape, fant.L_A.shape  # P = 20 pool points, m = 4
-    (torch.Size([20]), torch.Size([4, 20]), torch.Size([4, 4]))
+    >>> X = torch.rand(12, 1, dtype=torch.float64)
+    >>> dual = DualSVGP(RBFKernel().double(), Bernoulli(), X[:4], num_hyper_steps=0)
+    >>> dual = dual.update(X, (X[:, 0] > 0.5).double())
+    >>> index, Y = torch.tensor([2, 5]), torch.tensor([[0.0, 1.0], [1.0, 1.0]]).double()
+    >>> fast = dual.pool_fantasies(X).conditioned(index, Y)  # rank-one updates
+    >>> slow = PoolFantasies(dual, X).conditioned(index, Y)  # through condition
+    >>> all(torch.allclose(a, b) for a, b in zip(fast, slow))
+    True
 """
 
 from __future__ import annotations

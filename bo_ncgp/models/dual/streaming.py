@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import time
 import warnings
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
 __all__ = [
     "StepClock",
     "add_to_memory",
+    "backward_if_finite",
     "fold",
     "hyper_steps",
     "inner_steps",
@@ -160,22 +162,16 @@ def hyper_steps(
         q_fixed = model._fixed_q()
     opt = torch.optim.Adam(params, lr=model.lr)
     stop = False
+
+    def loss_fn() -> Tensor:
+        obj = model._objective(Xa, ya, eta, beta, weights, rest, model.hyper_objective, q_fixed)
+        return -(obj + model._log_prior())
+
     with torch.enable_grad():
         for step in range(model.num_hyper_steps):
             saved = [p.detach().clone() for p in params]
             opt.zero_grad()
-            loss = None
-            try:
-                obj = model._objective(
-                    Xa, ya, eta, beta, weights, rest, model.hyper_objective, q_fixed
-                )
-                loss = -(obj + model._log_prior())
-                ok = bool(torch.isfinite(loss))
-                if ok:
-                    loss.backward()
-                    ok = all(torch.isfinite(p.grad).all() for p in params if p.grad is not None)
-            except NotPSDError:
-                ok = False
+            loss, ok = backward_if_finite(loss_fn, params)
             if ok:
                 opt.step()
                 model._project_unenforced_constraints()
@@ -202,6 +198,31 @@ def hyper_steps(
     opt.zero_grad(set_to_none=True)
     model._touch()
     return stop
+
+
+def backward_if_finite(
+    loss_fn: Callable[[], Tensor], params: list[Tensor]
+) -> tuple[Tensor | None, bool]:
+    """Evaluate ``loss_fn()`` and backpropagate into ``params``; ``ok`` is ``False`` (and the
+    step must be undone) for a non-finite loss or gradient or a non-PSD kernel matrix.
+
+    Example:
+        >>> p = torch.ones(2, requires_grad=True)
+        >>> loss, ok = backward_if_finite(lambda: (p**2).sum(), [p])
+        >>> float(loss), ok, p.grad.tolist()
+        (2.0, True, [2.0, 2.0])
+        >>> backward_if_finite(lambda: p.sum() / 0.0, [p])[1]
+        False
+    """
+    try:
+        loss = loss_fn()
+        ok = bool(torch.isfinite(loss))
+        if ok:
+            loss.backward()
+            ok = all(torch.isfinite(p.grad).all() for p in params if p.grad is not None)
+    except NotPSDError:
+        return None, False
+    return loss, ok
 
 
 @torch.no_grad()
