@@ -43,7 +43,8 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from dataclasses import replace
+import inspect
+from dataclasses import fields, replace
 from typing import TYPE_CHECKING, Any
 
 import gpytorch
@@ -592,3 +593,19 @@ class DualSVGP(InducingState, ResizableModule, LatentGP):
             f"num_inducing={self.num_inducing}, num_latents={self._C}, num_data={self.num_data}, "
             f"memory={len(self.memory)}"
         )
+
+
+def _constructor_signature() -> inspect.Signature:
+    """``DualSVGP(kernel, likelihood, inducing_points, *, config, generator, <settings>)`` with
+    the settings and their defaults taken from :class:`DualSVGPConfig` (for ``help`` and
+    introspection; the keywords are passed on through ``**settings``)."""
+    sig = inspect.signature(DualSVGP.__init__)
+    params = [p for p in sig.parameters.values() if p.kind is not p.VAR_KEYWORD]
+    params += [
+        inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default)
+        for f in fields(DualSVGPConfig)
+    ]
+    return sig.replace(parameters=params)
+
+
+DualSVGP.__init__.__signature__ = _constructor_signature()  # type: ignore[attr-defined]
