@@ -105,7 +105,7 @@ def fixed_hyperparameters() -> Iterator[None]:
         >>> m = DualSVGP(RBFKernel(), Gaussian(0.1), X[:5], num_hyper_steps=0).update(X, X[:, 0])
         >>> x = torch.rand(3, 1, requires_grad=True)
         >>> with fixed_hyperparameters():
-        ...     mean, var = m.predict_f(x)  # the base factorisation is now cached
+        ...     mean, var = m.predict_f(x)  # the base factorisation is cached from here on
         >>> (mean + var).sum().backward()  # gradients in X still flow
         >>> x.grad.shape
         torch.Size([3, 1])
