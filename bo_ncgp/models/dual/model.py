@@ -546,14 +546,11 @@ class DualSVGP(InducingState, ResizableModule, LatentGP):
         inducing_points: Tensor,
         mean: Tensor,
         covariance: Tensor,
-        *,
-        mean_constant: float = 0.0,
-        num_data: int = 0,
         **kwargs: Any,
     ) -> DualSVGP:
         """A DualSVGP whose posterior is a given Gaussian ``q(u) = N(mean, covariance)``
-        (Eqs. 10-11 inverted); see
-        :func:`bo_ncgp.models.dual.conversion.from_inducing_posterior`.
+        (Eqs. 10-11 inverted); keywords (``mean_constant``, ``num_data``, settings) and
+        details: :func:`bo_ncgp.models.dual.conversion.from_inducing_posterior`.
 
         Example:
             >>> from gpytorch.kernels import RBFKernel
@@ -567,9 +564,8 @@ class DualSVGP(InducingState, ResizableModule, LatentGP):
         from bo_ncgp.models.dual.conversion import from_inducing_posterior
 
         return from_inducing_posterior(
-            cls, kernel, likelihood, inducing_points, mean, covariance,
-            mean_constant=mean_constant, num_data=num_data, **kwargs,
-        )  # fmt: skip
+            cls, kernel, likelihood, inducing_points, mean, covariance, **kwargs
+        )
 
     # --------------------------------------------------------------- copying
     def copy(self) -> DualSVGP:
