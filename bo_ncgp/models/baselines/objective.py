@@ -40,6 +40,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
+from bo_ncgp.exceptions import InputDataError
 from bo_ncgp.likelihoods import Likelihood
 from bo_ncgp.models.dual.blocks import tri_solve
 from bo_ncgp.models.dual.sites import expected_log_prob
@@ -219,6 +220,6 @@ def streaming_elbo(
         out = out + expected_log_prob(likelihood, y, mean, var).sum()
     if old is not None:
         if K_ab is None or K_aa is None:
-            raise ValueError("streaming_elbo: K_ab and K_aa are needed with an old posterior")
+            raise InputDataError("streaming_elbo: K_ab and K_aa are needed with an old posterior")
         out = out + old_terms(old, L_b, K_ab, K_aa, mu, L)
     return out
