@@ -7,7 +7,13 @@
   package's likelihood expectations), the gold standard of Tables 1 and 3;
 * :mod:`~bo_ncgp.models.baselines.objective` -- the objective itself, as pure functions.
 
-The method itself ("ours", with and without memory) is :class:`bo_ncgp.models.DualSVGP`.
+Both follow the model contract (:class:`~bo_ncgp.models.base.LatentGP`): the Bui et al.
+model streams batches in with ``update``, the offline SVGP trains with ``fit``. The method
+itself ("ours", with and without memory) is :class:`bo_ncgp.models.DualSVGP`.
+
+Example:
+    >>> BuiStreamingSVGP.supports_update, OfflineSVGP.supports_fit
+    (True, True)
 """
 
 from __future__ import annotations
