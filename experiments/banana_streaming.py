@@ -7,7 +7,7 @@ The 400 banana training points are sorted by their first input and streamed in 4
 * ``ours``   -- :class:`~bo_ncgp.models.DualSVGP` in the setting of
   ``experiments/dual_svgp_banana.py`` (imported from there: Bernoulli likelihood, RBF-ARD, 25
   inducing points moved by pivoted Cholesky, 5 BLS memory points per batch);
-* ``bui``    -- :class:`~bo_ncgp.models.streaming.BuiStreamingSVGP` with the same kernel
+* ``bui``    -- :class:`~bo_ncgp.models.baselines.BuiStreamingSVGP` with the same kernel
   initialisation and number of inducing points, Adam on Eq. 5 over q(u), the hyperparameters
   and the inducing inputs (initialised by the same pivoted-Cholesky rule);
 
@@ -38,7 +38,7 @@ if __package__ in (None, ""):
 
 from bo_ncgp.data import load_banana
 from bo_ncgp.likelihoods import Bernoulli
-from bo_ncgp.models.streaming import BuiStreamingSVGP, OfflineSVGP
+from bo_ncgp.models.baselines import BuiStreamingSVGP, OfflineSVGP
 from experiments import dual_svgp_banana as issue3
 from experiments.continual_common import (
     RESULTS,

@@ -26,7 +26,8 @@ from torch import Tensor
 
 from bo_ncgp.likelihoods import Likelihood
 from bo_ncgp.models import DualSVGP
-from bo_ncgp.models.streaming import BuiStreamingSVGP, OfflineSVGP
+from bo_ncgp.models.base import FitStep
+from bo_ncgp.models.baselines import BuiStreamingSVGP, OfflineSVGP
 
 RESULTS = Path(__file__).resolve().parent / "results" / "continual"
 
@@ -140,7 +141,7 @@ def fit_offline(
     y: Tensor,
     cfg: dict,
     seed: int = 0,
-    progress: Callable[[int, float], None] | None = None,
+    progress: Callable[[FitStep], bool | None] | None = None,
 ) -> OfflineSVGP:
     """Offline SVGP on all data: ``cfg`` holds ``m``, ``offline_steps``, ``offline_lr`` and
     ``offline_batch`` (``None``: full batch). Inducing inputs start at random data points."""

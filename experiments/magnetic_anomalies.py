@@ -16,7 +16,7 @@ mean of the first batch (the only data available at that time).
   the region explored so far, ours vs Bui et al. (2017).
 
 ``ours`` is :class:`~bo_ncgp.models.DualSVGP` (pivoted-Cholesky inducing points, BLS memory,
-Eq. 26 hyperparameter steps); ``bui`` is :class:`~bo_ncgp.models.streaming.BuiStreamingSVGP`
+Eq. 26 hyperparameter steps); ``bui`` is :class:`~bo_ncgp.models.baselines.BuiStreamingSVGP`
 (Adam on Eq. 5 over q(u), hyperparameters and inducing inputs). Outputs under
 ``experiments/results/continual/magnetic_anomalies/``: ``exp1.json``, ``exp2.json`` (metrics,
 hyperparameters and times per path / step; no grids), ``fig5a.png``, ``fig5b.png``.

@@ -239,7 +239,7 @@ def run_offline(train, test, cfg: dict, seed: int, progress: bool = True) -> dic
     bar = tqdm(total=cfg["offline_steps"], desc=f"offline seed {seed}", disable=not progress,
                leave=False)  # fmt: skip
     t0 = time.perf_counter()
-    model = fit_offline(kernel(cfg), lik, X, y, cfg, seed, lambda s, v: bar.update())
+    model = fit_offline(kernel(cfg), lik, X, y, cfg, seed, lambda step: bar.update())
     seconds = time.perf_counter() - t0
     bar.close()
     eval_lik = Softmax(10, num_samples=cfg["eval_samples"])

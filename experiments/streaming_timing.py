@@ -8,7 +8,7 @@ pivoted-Cholesky rule in both methods, so only the variational parameters are op
 
 * ``ours`` -- :class:`~bo_ncgp.models.DualSVGP` with ``inner_steps`` natural-gradient (dual)
   steps per set, ``rho = 1``, 10 BLS memory points per set;
-* ``bui``  -- :class:`~bo_ncgp.models.streaming.BuiStreamingSVGP` with ``steps`` Adam steps
+* ``bui``  -- :class:`~bo_ncgp.models.baselines.BuiStreamingSVGP` with ``steps`` Adam steps
   per set on Eq. 5.
 
 For each budget we record the total inference wall-clock over the stream and the final test

@@ -69,8 +69,8 @@ from torch import Tensor
 from bo_ncgp.likelihoods import Bernoulli, Binomial, Likelihood
 from bo_ncgp.likelihoods.quadrature import gh_points
 from bo_ncgp.linalg import stable_cholesky
+from bo_ncgp.models.dual import DualSVGP
 from bo_ncgp.models.dual.sites import site_targets
-from bo_ncgp.models.dual_svgp import DualSVGP
 
 __all__ = [
     "CRITERIA",

@@ -34,7 +34,7 @@ from torch.nn import Module
 from bo_ncgp.bo.base import LatentGPModel
 from bo_ncgp.likelihoods import Gaussian
 from bo_ncgp.likelihoods.settings import soft_targets
-from bo_ncgp.models.dual_svgp import fixed_hyperparameters
+from bo_ncgp.models.dual import fixed_hyperparameters
 
 __all__ = ["DualSVGPModel", "IterNCGPModel"]
 

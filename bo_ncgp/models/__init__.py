@@ -5,11 +5,11 @@ answers ``predict_f(X, full_cov=False) -> (mean, var or cov)`` for the latent fu
 and ``predict_y(X)`` for the observations; they differ in how they are trained and in
 what they scale to.
 
-* :class:`DualSVGP` (:mod:`bo_ncgp.models.dual_svgp`) -- memory-based dual sparse
+* :class:`DualSVGP` (:mod:`bo_ncgp.models.dual`) -- memory-based dual sparse
   variational GP for streaming data, any likelihood, C latents (Chang et al. 2023,
   Algorithm 1). Trained batch by batch with ``update(X, y)``; ``condition(X, y)`` gives a
   cheap fantasy model. Pieces: :mod:`bo_ncgp.models.dual` (sites, objectives, inducing
-  points), :mod:`bo_ncgp.models.memory` (memory and Bayesian leverage scores).
+  points), :mod:`bo_ncgp.models.dual.memory` (memory and Bayesian leverage scores).
 * :class:`IterNCGP` (:mod:`bo_ncgp.models.iterncgp`) -- computation-aware Laplace
   approximation: Newton steps solved by IterGP with a budget of products with ``K``, whose
   predictive variance includes the computational uncertainty (Tatzel et al.). ``fit(X, y)``;
@@ -26,7 +26,7 @@ what they scale to.
   with its uncertainty; zero-mean ANOVA kernel: :mod:`bo_ncgp.models.anova_kernel`.
 
 Baselines of the streaming experiments (Bui et al. 2017, offline SVGP) are in
-:mod:`bo_ncgp.models.streaming`. BoTorch ``Model`` adapters of all four models
+:mod:`bo_ncgp.models.baselines`. BoTorch ``Model`` adapters of all four models
 (``DualSVGPModel``, ``IterNCGPModel``, ``HIPGPModel``, ``SparseGAMModel``) are in
 :mod:`bo_ncgp.bo`. Classes are imported lazily so that importing one model does not import
 the others.
@@ -47,7 +47,9 @@ from __future__ import annotations
 import importlib
 
 _LAZY = {
-    "DualSVGP": "bo_ncgp.models.dual_svgp",
+    "DualSVGP": "bo_ncgp.models.dual",
+    "BuiStreamingSVGP": "bo_ncgp.models.baselines",
+    "OfflineSVGP": "bo_ncgp.models.baselines",
     "IterNCGP": "bo_ncgp.models.iterncgp",
     "HIPGP": "bo_ncgp.models.hipgp",
     "SparseGAM": "bo_ncgp.models.gam",

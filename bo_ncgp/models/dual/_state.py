@@ -1,11 +1,24 @@
-"""``torch.nn.Module`` whose buffers may change shape (streaming state) and still round-trip
-through ``state_dict`` / ``load_state_dict`` into a freshly constructed module."""
+"""State handling of the dual SVGP: ``torch.nn.Module`` buffers that may change shape
+(streaming state) and still round-trip through ``state_dict`` / ``load_state_dict`` into a
+freshly constructed module, and the cache keys of the Eq. 10 factorisations."""
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+from collections.abc import Iterator
+
 import torch
 
-__all__ = ["ResizableModule"]
+__all__ = [
+    "InducingState",
+    "ResizableModule",
+    "Snapshot",
+    "fixed_hyperparameters",
+    "hyperparameters_fixed",
+    "same_key",
+    "shallow_module_copy",
+]
 
 
 class ResizableModule(torch.nn.Module):
@@ -38,3 +51,105 @@ class ResizableModule(torch.nn.Module):
 
     def _on_state_loaded(self) -> None:
         """Hook run after a state dict was loaded (invalidate caches)."""
+
+
+class InducingState:
+    """Read-only views of a streaming sparse GP's state: the inducing inputs ``_Z``, the
+    number of latents ``_C`` and the count of data seen ``_num_data`` (buffers the model
+    registers)."""
+
+    _Z: torch.Tensor
+    _C: int
+    _num_data: torch.Tensor
+
+    @property
+    def Z(self) -> torch.Tensor:
+        """``(m, d)`` current inducing inputs."""
+        return self._Z
+
+    @property
+    def num_inducing(self) -> int:
+        """Number of inducing inputs ``m``."""
+        return int(self._Z.shape[0])
+
+    @property
+    def num_latents(self) -> int:
+        """Number of latent functions ``C``."""
+        return self._C
+
+    @property
+    def num_data(self) -> int:
+        """Number of data points seen so far."""
+        return int(self._num_data)
+
+
+_FIXED_HYPERPARAMETERS = contextvars.ContextVar("bo_ncgp_dual_fixed_hypers", default=False)
+
+
+@contextlib.contextmanager
+def fixed_hyperparameters() -> Iterator[None]:
+    """Within this context, DualSVGP posteriors are not differentiated with respect to the
+    hyperparameters (gradients with respect to the inputs ``X`` and fantasy targets are kept).
+
+    The base factorisation of Eq. 10 (``chol(K_zz + B_u)`` with the memory's sites, O(n_M m^2
+    + m^3)) then depends on nothing that requires grad, so it is computed once and cached
+    across calls instead of being rebuilt on every acquisition evaluation. The BoTorch
+    adapter :class:`~bo_ncgp.bo.DualSVGPModel` uses it for ``posterior`` and conditioning,
+    since acquisition optimisation only needs gradients in ``X``.
+
+    Example:
+        >>> from gpytorch.kernels import RBFKernel
+        >>> from bo_ncgp.likelihoods import Gaussian
+        >>> from bo_ncgp.models.dual import DualSVGP
+        >>> X = torch.rand(20, 1)
+        >>> m = DualSVGP(RBFKernel(), Gaussian(0.1), X[:5], num_hyper_steps=0).update(X, X[:, 0])
+        >>> x = torch.rand(3, 1, requires_grad=True)
+        >>> with fixed_hyperparameters():
+        ...     mean, var = m.predict_f(x)  # the base factorisation is cached from here on
+        >>> (mean + var).sum().backward()  # gradients in X still flow
+        >>> x.grad.shape
+        torch.Size([3, 1])
+    """
+    token = _FIXED_HYPERPARAMETERS.set(True)
+    try:
+        yield
+    finally:
+        _FIXED_HYPERPARAMETERS.reset(token)
+
+
+def hyperparameters_fixed() -> bool:
+    """Whether the caller is inside :func:`fixed_hyperparameters`."""
+    return _FIXED_HYPERPARAMETERS.get()
+
+
+class Snapshot:
+    """A copy of a (small) hyperparameter tensor, compared by value in cache keys."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, t: torch.Tensor) -> None:
+        self.value = t.detach().clone()
+
+
+def same_key(a: tuple, b: tuple) -> bool:
+    """Cache keys are equal: identical objects, or equal snapshots."""
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b, strict=True):
+        if isinstance(x, Snapshot):
+            if not (isinstance(y, Snapshot) and torch.equal(x.value, y.value)):
+                return False
+        elif x is not y:
+            return False
+    return True
+
+
+def shallow_module_copy(module: torch.nn.Module) -> torch.nn.Module:
+    """A new module object whose attribute, buffer and submodule dictionaries are copies of
+    ``module``'s (the tensors and submodules themselves are shared)."""
+    new = module.__class__.__new__(module.__class__)
+    new.__dict__ = module.__dict__.copy()
+    new._buffers = dict(module._buffers)
+    new._modules = dict(module._modules)
+    new._parameters = dict(module._parameters)
+    return new

@@ -22,7 +22,7 @@ import gpytorch
 import torch
 from torch import Tensor
 
-from bo_ncgp.exceptions import NumericalWarning
+from bo_ncgp.exceptions import InputDataError, NumericalWarning
 from bo_ncgp.linalg import KernelOperator, pivoted_cholesky, stable_cholesky
 
 __all__ = ["check_inducing_points", "project_dual_pair", "repair_psd", "select_inducing_points"]
@@ -39,13 +39,13 @@ def check_inducing_points(Z: Tensor, name: str = "inducing_points") -> Tensor:
         torch.Size([2, 1])
     """
     if not isinstance(Z, Tensor):
-        raise ValueError(f"DualSVGP: {name} must be a torch.Tensor, got {type(Z).__name__}")
+        raise InputDataError(f"DualSVGP: {name} must be a torch.Tensor, got {type(Z).__name__}")
     if Z.dim() != 2:
-        raise ValueError(f"DualSVGP: {name} must have shape (m, d), got {tuple(Z.shape)}")
+        raise InputDataError(f"DualSVGP: {name} must have shape (m, d), got {tuple(Z.shape)}")
     if Z.shape[0] == 0 or Z.shape[1] == 0:
-        raise ValueError(f"DualSVGP: {name} is empty (shape {tuple(Z.shape)})")
+        raise InputDataError(f"DualSVGP: {name} is empty (shape {tuple(Z.shape)})")
     if not torch.isfinite(Z).all():
-        raise ValueError(f"DualSVGP: {name} contains NaN or inf")
+        raise InputDataError(f"DualSVGP: {name} contains NaN or inf")
     uniq, first = _unique_rows(Z)
     if uniq.shape[0] < Z.shape[0]:
         warnings.warn(

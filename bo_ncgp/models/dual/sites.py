@@ -15,7 +15,8 @@ prior part is the same in every iteration this is the same as damping each site,
     eta_i <- (1 - rho) eta_i + rho eta_hat_i,   beta_i <- (1 - rho) beta_i + rho beta_hat_i,
 
 which is the form of Eqs. 23-24 that converges in one step for a Gaussian likelihood with
-``rho = 1`` (see the issue's note on the notation of Eqs. 23-24 / 59-60).
+``rho = 1`` (the deviation from the paper's notation of Eqs. 23-24 / 59-60 noted in
+:mod:`bo_ncgp.models.dual.model`).
 
 Multi-latent likelihoods (softmax, C latents sharing ``Z``): the posterior factorises over
 latents (mean field across the C GPs), so the natural gradient of each factor only involves

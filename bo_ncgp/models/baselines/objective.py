@@ -40,7 +40,9 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
+from bo_ncgp.exceptions import InputDataError
 from bo_ncgp.likelihoods import Likelihood
+from bo_ncgp.models.dual.blocks import tri_solve
 from bo_ncgp.models.dual.sites import expected_log_prob
 
 __all__ = [
@@ -51,11 +53,6 @@ __all__ = [
     "predictive_marginals",
     "streaming_elbo",
 ]
-
-
-def _tri(L: Tensor, B: Tensor) -> Tensor:
-    """``L^{-1} B`` for lower-triangular ``L``."""
-    return torch.linalg.solve_triangular(L, B, upper=False)
 
 
 def _logdet_tri(L: Tensor) -> Tensor:
@@ -103,8 +100,8 @@ def old_posterior(Z: Tensor, L_a: Tensor, mu: Tensor, L_q: Tensor) -> OldPosteri
     """
     Z, L_a, mu, L_q = (t.detach() for t in (Z, L_a, mu, L_q))
     eye = torch.eye(L_a.shape[-1], dtype=L_a.dtype, device=L_a.device)
-    A_inv = _tri(L_a, eye.expand_as(L_a))
-    R = _tri(L_q, A_inv.expand(*L_q.shape[:-2], *A_inv.shape[-2:]))
+    A_inv = tri_solve(L_a, eye.expand_as(L_a))
+    R = tri_solve(L_q, A_inv.expand(*L_q.shape[:-2], *A_inv.shape[-2:]))
     return OldPosterior(Z, L_a, mu, L_q, A_inv, R, _logdet_tri(L_q))
 
 
@@ -140,7 +137,7 @@ def predictive_marginals(
         >>> torch.allclose(var, K.diagonal(dim1=-2, dim2=-1))  # q(v) = N(mu, I): prior variance
         True
     """
-    H = _tri(L_b, K_bx)  # L_b^{-1} K_bx
+    H = tri_solve(L_b, K_bx)  # L_b^{-1} K_bx
     mean = (mu.unsqueeze(-2) @ H).squeeze(-2)
     var = k_xx - H.square().sum(-2) + (L.mT @ H).square().sum(-2)
     return mean, var.clamp_min(0)
@@ -169,16 +166,16 @@ def old_terms(
         >>> bool(torch.isclose(v, gauss_kl_whitened(mu, L_q)))  # KL[q || q_old] = 0, KL to prior
         True
     """
-    Pt = _tri(L_b, (old.A_inv @ K_ab).mT)  # P^T = L_b^{-1} K_ba L_a^{-T}, (L', m, M)
+    Pt = tri_solve(L_b, (old.A_inv @ K_ab).mT)  # P^T = L_b^{-1} K_ba L_a^{-T}, (L', m, M)
     P = Pt.mT
     Q = old.R @ K_ab  # L_o^{-1} L_a^{-1} K_ab (L, M, m), then right-solve with L_b^T
-    Q = _tri(L_b, Q.mT).mT  # = L_o^{-1} P
+    Q = tri_solve(L_b, Q.mT).mT  # = L_o^{-1} P
     mu_w = (P @ mu.unsqueeze(-1)).squeeze(-1)
     tr_old = (old.R * (old.R @ K_aa)).sum((-2, -1))  # tr(S_o^{-1} C)
     tr_old = tr_old - Q.square().sum((-2, -1)) + (Q @ L).square().sum((-2, -1))
     tr_prior = (old.A_inv * (old.A_inv @ K_aa)).sum((-2, -1))  # tr(C)
     tr_prior = tr_prior - P.square().sum((-2, -1)) + (P @ L).square().sum((-2, -1))
-    r = _tri(old.L_q, (mu_w - old.mu).unsqueeze(-1)).squeeze(-1)
+    r = tri_solve(old.L_q, (mu_w - old.mu).unsqueeze(-1)).squeeze(-1)
     val = old.logdet_q + tr_old + r.square().sum(-1) - tr_prior - mu_w.square().sum(-1)
     return -0.5 * val.sum()
 
@@ -223,6 +220,6 @@ def streaming_elbo(
         out = out + expected_log_prob(likelihood, y, mean, var).sum()
     if old is not None:
         if K_ab is None or K_aa is None:
-            raise ValueError("streaming_elbo: K_ab and K_aa are needed with an old posterior")
+            raise InputDataError("streaming_elbo: K_ab and K_aa are needed with an old posterior")
         out = out + old_terms(old, L_b, K_ab, K_aa, mu, L)
     return out

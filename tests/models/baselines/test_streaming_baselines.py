@@ -1,4 +1,4 @@
-"""Tests of bo_ncgp.models.streaming: the Bui et al. (2017) streaming sparse GP (Eq. 5 of
+"""Tests of bo_ncgp.models.baselines: the Bui et al. (2017) streaming sparse GP (Eq. 5 of
 Chang et al. 2023) and the offline GPyTorch SVGP baseline.
 
 Textbook limits: the first streaming step is the batch SVGP ELBO (Eq. 3, checked against
@@ -19,8 +19,8 @@ from torch.distributions import MultivariateNormal, kl_divergence
 
 from bo_ncgp.exceptions import NumericalWarning
 from bo_ncgp.likelihoods import Bernoulli, Gaussian, Softmax
-from bo_ncgp.models.streaming import BuiStreamingSVGP, OfflineSVGP, old_posterior
-from bo_ncgp.models.streaming.objective import (
+from bo_ncgp.models.baselines import BuiStreamingSVGP, OfflineSVGP, old_posterior
+from bo_ncgp.models.baselines.objective import (
     gauss_kl_whitened,
     old_terms,
     predictive_marginals,

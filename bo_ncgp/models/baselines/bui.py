@@ -1,7 +1,7 @@
 """Streaming sparse variational GP of Bui, Nguyen & Turner (2017) for any likelihood.
 
 The baseline of Chang et al. (2023), Secs. 4.2-4.4: each streaming step maximises the online
-ELBO of Eq. 5 (:func:`bo_ncgp.models.streaming.objective.streaming_elbo`) jointly over the
+ELBO of Eq. 5 (:func:`bo_ncgp.models.baselines.objective.streaming_elbo`) jointly over the
 variational parameters of ``q(b)``, the kernel/likelihood hyperparameters and (optionally)
 the inducing inputs, by gradient steps (Adam, or L-BFGS); the previous posterior and
 hyperparameters enter only through the two KL terms at the old inducing inputs. This is the
@@ -33,23 +33,25 @@ import gpytorch
 import torch
 from torch import Tensor
 
-from bo_ncgp.exceptions import NotPSDError, NumericalWarning
+from bo_ncgp.exceptions import InputDataError, NotPSDError, NumericalWarning, UnsupportedError
 from bo_ncgp.likelihoods import Likelihood
 from bo_ncgp.linalg import stable_cholesky
-from bo_ncgp.models.dual._state import ResizableModule
-from bo_ncgp.models.dual.inducing import check_inducing_points, select_inducing_points
-from bo_ncgp.models.streaming._kernels import jittered, latent_block
-from bo_ncgp.models.streaming.objective import (
+from bo_ncgp.models.base import Callback, LatentGP
+from bo_ncgp.models.baselines.objective import (
     OldPosterior,
     old_posterior,
     predictive_marginals,
     streaming_elbo,
 )
+from bo_ncgp.models.dual._state import InducingState, ResizableModule
+from bo_ncgp.models.dual.blocks import jittered, latent_block, log_prior
+from bo_ncgp.models.dual.inducing import check_inducing_points, select_inducing_points
+from bo_ncgp.models.dual.streaming import StepClock, backward_if_finite
 
 __all__ = ["BuiStreamingSVGP"]
 
 
-class BuiStreamingSVGP(ResizableModule):
+class BuiStreamingSVGP(InducingState, ResizableModule, LatentGP):
     """Streaming sparse GP of Bui et al. (2017) with the uncollapsed objective of Eq. 5.
 
     Args:
@@ -79,6 +81,7 @@ class BuiStreamingSVGP(ResizableModule):
         >>> mean, var = model.predict_f(torch.rand(3, 2))
     """
 
+    supports_update = True
     _resizable = ("_Z", "_mu", "_L")
 
     def __init__(
@@ -97,33 +100,37 @@ class BuiStreamingSVGP(ResizableModule):
     ) -> None:
         super().__init__()
         if not isinstance(kernel, gpytorch.kernels.Kernel):
-            raise ValueError(f"BuiStreamingSVGP: kernel must be a GPyTorch kernel, got {kernel!r}")
+            raise InputDataError(
+                f"BuiStreamingSVGP: kernel must be a GPyTorch kernel, got {kernel!r}"
+            )
         if not isinstance(likelihood, Likelihood):
-            raise ValueError(
+            raise InputDataError(
                 "BuiStreamingSVGP: likelihood must be a bo_ncgp.likelihoods.Likelihood, got "
                 f"{type(likelihood).__name__}"
             )
         C = int(likelihood.num_latents)
         kb = tuple(kernel.batch_shape)
         if kb not in ((), (C,)):
-            raise ValueError(f"BuiStreamingSVGP: kernel batch_shape must be () or ({C},), got {kb}")
+            raise InputDataError(
+                f"BuiStreamingSVGP: kernel batch_shape must be () or ({C},), got {kb}"
+            )
         if int(num_steps) != num_steps or num_steps < 0:
-            raise ValueError(
+            raise InputDataError(
                 f"BuiStreamingSVGP: num_steps must be a non-negative int, got {num_steps}"
             )
         if not lr > 0:
-            raise ValueError(f"BuiStreamingSVGP: lr must be positive, got {lr}")
+            raise InputDataError(f"BuiStreamingSVGP: lr must be positive, got {lr}")
         if inducing_update not in ("pivoted_cholesky", "fixed"):
-            raise ValueError(
+            raise InputDataError(
                 "BuiStreamingSVGP: inducing_update must be 'pivoted_cholesky' or 'fixed', got "
                 f"{inducing_update!r}"
             )
         if optimizer not in ("adam", "lbfgs"):
-            raise ValueError(
+            raise InputDataError(
                 f"BuiStreamingSVGP: optimizer must be 'adam' or 'lbfgs', got {optimizer!r}"
             )
         if not jitter >= 0:
-            raise ValueError(f"BuiStreamingSVGP: jitter must be >= 0, got {jitter}")
+            raise InputDataError(f"BuiStreamingSVGP: jitter must be >= 0, got {jitter}")
         Z = check_inducing_points(inducing_points).detach().clone()
         m = Z.shape[0]
         self.kernel = kernel
@@ -142,25 +149,6 @@ class BuiStreamingSVGP(ResizableModule):
         self.register_buffer("_L", torch.eye(m, dtype=Z.dtype, device=Z.device).repeat(C, 1, 1))
         self.register_buffer("_num_data", torch.zeros((), dtype=torch.long, device=Z.device))
         self.last_objective: float = float("nan")
-
-    # -------------------------------------------------------------- properties
-    @property
-    def Z(self) -> Tensor:
-        """``(m, d)`` current inducing inputs."""
-        return self._Z
-
-    @property
-    def num_inducing(self) -> int:
-        return int(self._Z.shape[0])
-
-    @property
-    def num_latents(self) -> int:
-        return self._C
-
-    @property
-    def num_data(self) -> int:
-        """Number of data points seen so far."""
-        return int(self._num_data)
 
     # ----------------------------------------------------------------- kernels
     def _k(self, X1: Tensor, X2: Tensor | None = None, diag: bool = False) -> Tensor:
@@ -190,37 +178,37 @@ class BuiStreamingSVGP(ResizableModule):
     def _out(self, t: Tensor) -> Tensor:
         return t.squeeze(-2) if self._C == 1 else t.mT
 
-    def predict_f(self, X: Tensor) -> tuple[Tensor, Tensor]:
+    def predict_f(self, X: Tensor, full_cov: bool = False) -> tuple[Tensor, Tensor]:
         """Marginal posterior of the latent function(s) at ``X (n, d)`` (Eq. 4).
 
-        Returns ``mean``, ``var`` of shape ``(n,)`` (one latent) or ``(n, C)``.
+        Returns ``mean``, ``var`` of shape ``(n,)`` (one latent) or ``(n, C)``; joint
+        covariances (``full_cov=True``) are not supported.
         """
+        if full_cov:
+            raise UnsupportedError("BuiStreamingSVGP: predict_f has marginals only (full_cov)")
         X = self._check_X(X, allow_empty=True)
         mean, var = self._marginals(X)
         return self._out(mean), self._out(var)
-
-    def predict_y(self, X: Tensor) -> Tensor:
-        """Predictive mean of the observations (class probabilities for classifiers)."""
-        mean, var = self.predict_f(X)
-        return self.likelihood.predictive_mean(mean, var)
 
     # ------------------------------------------------------------------ checks
     def _check_X(self, X, allow_empty: bool = False) -> Tensor:
         X = torch.as_tensor(X)
         d = self._Z.shape[-1]
         if X.dim() != 2 or X.shape[-1] != d:
-            raise ValueError(f"BuiStreamingSVGP: X must have shape (n, {d}), got {tuple(X.shape)}")
+            raise InputDataError(
+                f"BuiStreamingSVGP: X must have shape (n, {d}), got {tuple(X.shape)}"
+            )
         if X.shape[0] == 0 and not allow_empty:
-            raise ValueError("BuiStreamingSVGP: X is an empty batch")
+            raise InputDataError("BuiStreamingSVGP: X is an empty batch")
         X = X.to(dtype=self._Z.dtype, device=self._Z.device)
         if not torch.isfinite(X).all():
-            raise ValueError("BuiStreamingSVGP: X contains NaN or inf")
+            raise InputDataError("BuiStreamingSVGP: X contains NaN or inf")
         return X
 
     def _check_y(self, y, n: int) -> Tensor:
         y = torch.as_tensor(y)
         if y.dim() != 1 or y.shape[0] != n:
-            raise ValueError(
+            raise InputDataError(
                 f"BuiStreamingSVGP: y must have shape ({n},) to match X, got {tuple(y.shape)}"
             )
         self.likelihood.check_targets(y)
@@ -265,11 +253,7 @@ class BuiStreamingSVGP(ResizableModule):
         return elbo + self._log_prior()
 
     def _log_prior(self) -> Tensor:
-        total = self._Z.new_zeros(())
-        for module in (self.kernel, self.likelihood):
-            for _, mod, prior, closure, _ in module.named_priors():
-                total = total + prior.log_prob(closure(mod)).sum()
-        return total
+        return log_prior(self.kernel, self.likelihood, like=self._Z)
 
     def objective(self, X: Tensor, y: Tensor, old: OldPosterior | None = None) -> Tensor:
         """Eq. 5 (plus log priors) of the *current* ``q`` on ``(X, y)`` against ``old``
@@ -278,8 +262,14 @@ class BuiStreamingSVGP(ResizableModule):
         y = self._check_y(y, X.shape[0])
         return self._objective(X, y, self._Z, self._mu, self._L, old)
 
-    def update(self, X: Tensor, y: Tensor) -> BuiStreamingSVGP:
-        """One streaming step on the batch ``(X (n, d), y (n,))``; returns self."""
+    def update(self, X: Tensor, y: Tensor, *, callback: Callback | None = None) -> BuiStreamingSVGP:
+        """One streaming step on the batch ``(X (n, d), y (n,))``; returns self.
+
+        ``callback`` gets a :class:`~bo_ncgp.models.base.FitStep` after every Adam step (the
+        loss is ``-Eq. 5 / n`` before the step; the variational parameters are written to the
+        model at the end of the update), or once after L-BFGS; returning ``True`` stops the
+        optimisation of this batch.
+        """
         X = self._check_X(X)
         y = self._check_y(y, X.shape[0])
         X, y = X.detach(), y.detach()
@@ -300,7 +290,7 @@ class BuiStreamingSVGP(ResizableModule):
         def loss_fn() -> Tensor:
             return -self._objective(X, y, Zp, mu, L_raw, old) / n
 
-        value = self._optimise(params, loss_fn)
+        value = self._optimise(params, loss_fn, StepClock(callback))
         with torch.no_grad():
             self._Z = Zp.detach().clone()
             self._mu = mu.detach().clone()
@@ -309,7 +299,7 @@ class BuiStreamingSVGP(ResizableModule):
         self.last_objective = -value * n
         return self
 
-    def _optimise(self, params: list[Tensor], loss_fn) -> float:
+    def _optimise(self, params: list[Tensor], loss_fn, clock: StepClock) -> float:
         """Minimise ``loss_fn``; non-finite values restore the last good parameters and stop
         with a :class:`NumericalWarning` (reported, never propagated)."""
         if self.num_steps == 0:
@@ -339,25 +329,21 @@ class BuiStreamingSVGP(ResizableModule):
                     self._restore(params, saved, 1)
                     with torch.no_grad():
                         last = float(loss_fn())
+                clock.report(self, last, {"optimizer": "lbfgs"})
                 return last
             opt = torch.optim.Adam(params, lr=self.lr)
             good = saved
             for step in range(self.num_steps):
                 good = [p.detach().clone() for p in params]
                 opt.zero_grad()
-                try:
-                    loss = loss_fn()
-                    ok = bool(torch.isfinite(loss))
-                    if ok:
-                        loss.backward()
-                        ok = all(torch.isfinite(p.grad).all() for p in params if p.grad is not None)
-                except NotPSDError:
-                    ok = False
+                loss, ok = backward_if_finite(loss_fn, params)
                 if not ok:
                     self._restore(params, good, step + 1)
                     return last
                 last = float(loss.detach())
                 opt.step()
+                if clock.report(self, last, {"optimizer": "adam"}):
+                    break
         with torch.no_grad():
             try:
                 final = float(loss_fn())

@@ -29,6 +29,7 @@ from typing import Literal
 import torch
 from torch import Tensor
 
+from bo_ncgp.exceptions import InputDataError
 from bo_ncgp.models.dual._state import ResizableModule
 
 __all__ = ["Memory", "bayesian_leverage_scores", "sample_by_score"]
@@ -74,7 +75,7 @@ def sample_by_score(
         perm = torch.randperm(n, generator=generator, device="cpu").to(scores.device)
         return perm[:k].sort().values
     if method != "bls":
-        raise ValueError(f"memory selection must be 'bls' or 'random', got {method!r}")
+        raise InputDataError(f"memory selection must be 'bls' or 'random', got {method!r}")
     s = scores.detach().to(torch.float64).clamp_min(0)
     s = torch.where(torch.isfinite(s), s, torch.zeros_like(s))
     total = s.sum()
@@ -147,7 +148,7 @@ class Memory(ResizableModule):
     def set_sites(self, eta: Tensor, beta: Tensor) -> None:
         """Overwrite the sites of all stored points (``(n_M, L)`` each)."""
         if eta.shape != self.eta.shape or beta.shape != self.beta.shape:
-            raise ValueError(
+            raise InputDataError(
                 f"Memory.set_sites: expected sites of shape {tuple(self.eta.shape)}, got "
                 f"{tuple(eta.shape)} and {tuple(beta.shape)}"
             )

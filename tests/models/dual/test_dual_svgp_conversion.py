@@ -10,7 +10,6 @@ import gpytorch
 import pytest
 import torch
 
-from bo_ncgp.bo.active_learning import conditioned_pool_marginals, pool_state
 from bo_ncgp.likelihoods import Bernoulli, Binomial, Gaussian
 from bo_ncgp.models import DualSVGP
 
@@ -209,9 +208,8 @@ def test_fast_pool_conditioning_of_a_converted_model_matches_condition():
     dual = DualSVGP.from_inducing_posterior(gp.kernel, Binomial(100).to(DT), Z, m_u, S_u,
                                             mean_constant=-2.3)  # fmt: skip
     pool = torch.rand(20, 2, dtype=DT, generator=torch.Generator().manual_seed(4))
-    st = pool_state(dual, pool)
     Y = torch.tensor([[3.0, 40.0], [0.0, 12.0]], dtype=DT)
-    mean, var = conditioned_pool_marginals(dual, st, st.G[:, :2], st.mean[:2], st.var[:2], Y)
+    mean, var = dual.pool_fantasies(pool).conditioned(torch.tensor([0, 1]), Y)
     for i in range(2):
         for j in range(2):
             ref_mean, ref_var = dual.condition(pool[i : i + 1], Y[i, j : j + 1]).predict_f(pool)

@@ -1,11 +1,11 @@
-"""Tests of bo_ncgp.models.memory: the memory store and Bayesian-leverage-score sampling."""
+"""Tests of bo_ncgp.models.dual.memory: the memory store and Bayesian-leverage-score sampling."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from bo_ncgp.models.memory import Memory, bayesian_leverage_scores, sample_by_score
+from bo_ncgp.models.dual.memory import Memory, bayesian_leverage_scores, sample_by_score
 
 
 def test_bls_is_eq_31():

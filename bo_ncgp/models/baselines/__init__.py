@@ -5,15 +5,21 @@
   and the old posterior at the old inducing inputs) for any likelihood;
 * :class:`OfflineSVGP` -- a batch SVGP on all data (GPyTorch variational strategies, the
   package's likelihood expectations), the gold standard of Tables 1 and 3;
-* :mod:`~bo_ncgp.models.streaming.objective` -- the objective itself, as pure functions.
+* :mod:`~bo_ncgp.models.baselines.objective` -- the objective itself, as pure functions.
 
-The method itself ("ours", with and without memory) is :class:`bo_ncgp.models.DualSVGP`.
+Both follow the model contract (:class:`~bo_ncgp.models.base.LatentGP`): the Bui et al.
+model streams batches in with ``update``, the offline SVGP trains with ``fit``. The method
+itself ("ours", with and without memory) is :class:`bo_ncgp.models.DualSVGP`.
+
+Example:
+    >>> BuiStreamingSVGP.supports_update, OfflineSVGP.supports_fit
+    (True, True)
 """
 
 from __future__ import annotations
 
-from bo_ncgp.models.streaming.bui import BuiStreamingSVGP
-from bo_ncgp.models.streaming.objective import OldPosterior, old_posterior, streaming_elbo
-from bo_ncgp.models.streaming.offline import OfflineSVGP
+from bo_ncgp.models.baselines.bui import BuiStreamingSVGP
+from bo_ncgp.models.baselines.objective import OldPosterior, old_posterior, streaming_elbo
+from bo_ncgp.models.baselines.offline import OfflineSVGP
 
 __all__ = ["BuiStreamingSVGP", "OfflineSVGP", "OldPosterior", "old_posterior", "streaming_elbo"]

@@ -13,23 +13,24 @@ latents (softmax) use ``IndependentMultitaskVariationalStrategy`` with one ``q(u
 latent and the kernel shared (``batch_shape ()``) or per latent (``batch_shape (C,)``).
 
 ``backend="native"`` computes the same whitened ELBO with the functions of
-:mod:`bo_ncgp.models.streaming.objective` (Eq. 4 marginals, whitened KL): one Cholesky of
+:mod:`bo_ncgp.models.baselines.objective` (Eq. 4 marginals, whitened KL): one Cholesky of
 ``K_zz`` shared by all latents and no linear-operator overhead, 10-30x faster per step on
 CPU for a softmax with 10 latents. Its ELBO equals GPyTorch's at the same ``q(u)`` (tested).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import gpytorch
 import torch
 from torch import Tensor
 
+from bo_ncgp.exceptions import InputDataError, UnsupportedError
 from bo_ncgp.likelihoods import Likelihood
 from bo_ncgp.linalg import stable_cholesky
-from bo_ncgp.models.streaming._kernels import jittered, latent_block
-from bo_ncgp.models.streaming.objective import gauss_kl_whitened, predictive_marginals
+from bo_ncgp.models.base import Callback, LatentGP
+from bo_ncgp.models.baselines.objective import gauss_kl_whitened, predictive_marginals
+from bo_ncgp.models.dual.blocks import jittered, latent_block
+from bo_ncgp.models.dual.streaming import StepClock
 
 __all__ = ["OfflineSVGP"]
 
@@ -81,7 +82,7 @@ class _Native(torch.nn.Module):
         return gauss_kl_whitened(self.mu, torch.tril(self.L_raw))
 
 
-class OfflineSVGP(torch.nn.Module):
+class OfflineSVGP(torch.nn.Module, LatentGP):
     """Batch SVGP trained on all data (the offline baseline of Tables 1 and 3).
 
     Args:
@@ -103,6 +104,8 @@ class OfflineSVGP(torch.nn.Module):
         torch.Size([3])
     """
 
+    supports_fit = True
+
     def __init__(
         self,
         kernel: gpytorch.kernels.Kernel,
@@ -114,21 +117,23 @@ class OfflineSVGP(torch.nn.Module):
     ) -> None:
         super().__init__()
         if not isinstance(likelihood, Likelihood):
-            raise ValueError(
+            raise InputDataError(
                 "OfflineSVGP: likelihood must be a bo_ncgp.likelihoods.Likelihood, got "
                 f"{type(likelihood).__name__}"
             )
         Z = torch.as_tensor(inducing_points)
         if Z.dim() != 2 or Z.shape[0] == 0 or not torch.isfinite(Z).all():
-            raise ValueError(
+            raise InputDataError(
                 f"OfflineSVGP: inducing_points must be a finite (m, d) tensor, got {tuple(Z.shape)}"
             )
         self.C = int(likelihood.num_latents)
         kb = tuple(kernel.batch_shape)
         if kb not in ((), (self.C,)):
-            raise ValueError(f"OfflineSVGP: kernel batch_shape must be () or ({self.C},), got {kb}")
+            raise InputDataError(
+                f"OfflineSVGP: kernel batch_shape must be () or ({self.C},), got {kb}"
+            )
         if backend not in ("native", "gpytorch"):
-            raise ValueError(
+            raise InputDataError(
                 f"OfflineSVGP: backend must be 'native' or 'gpytorch', got {backend!r}"
             )
         self.backend = backend
@@ -174,17 +179,22 @@ class OfflineSVGP(torch.nn.Module):
         self,
         X: Tensor,
         y: Tensor,
+        *,
         num_steps: int = 1000,
         batch_size: int | None = None,
         lr: float = 0.01,
         generator: torch.Generator | None = None,
-        callback: Callable[[int, float], None] | None = None,
+        callback: Callback | None = None,
     ) -> OfflineSVGP:
-        """Minibatch Adam on the ELBO over all data (``batch_size=None``: full batch)."""
+        """Minibatch Adam on the ELBO (Eq. 3) over all data (``batch_size=None``: full batch).
+
+        ``callback`` gets a :class:`~bo_ncgp.models.base.FitStep` after every Adam step (the
+        loss is the minibatch ``-ELBO / n`` before the step); returning ``True`` stops.
+        """
         X = torch.as_tensor(X)
         y = torch.as_tensor(y)
         if X.dim() != 2 or X.shape[0] == 0 or y.shape != X.shape[:1]:
-            raise ValueError(
+            raise InputDataError(
                 f"OfflineSVGP.fit: need X (n, d) and y (n,), got {tuple(X.shape)}, {tuple(y.shape)}"
             )
         self.likelihood.check_targets(y)
@@ -192,6 +202,7 @@ class OfflineSVGP(torch.nn.Module):
         bs = n if batch_size is None else min(int(batch_size), n)
         self.train()
         opt = torch.optim.Adam(self.parameters(), lr=lr)
+        clock = StepClock(callback)
         perm, pos = torch.randperm(n, generator=generator), 0
         for step in range(int(num_steps)):
             if pos + bs > n:
@@ -207,14 +218,19 @@ class OfflineSVGP(torch.nn.Module):
             loss.backward()
             opt.step()
             self.losses.append(float(loss.detach()))
-            if callback is not None:
-                callback(step, self.losses[-1])
+            if clock.report(self, self.losses[-1]):
+                break
         self.eval()
         return self
 
     @torch.no_grad()
-    def predict_f(self, X: Tensor, chunk: int = 4096) -> tuple[Tensor, Tensor]:
-        """Marginal posterior of the latent function(s): ``(n,)`` or ``(n, C)`` each."""
+    def predict_f(
+        self, X: Tensor, full_cov: bool = False, *, chunk: int = 4096
+    ) -> tuple[Tensor, Tensor]:
+        """Marginal posterior of the latent function(s): ``(n,)`` or ``(n, C)`` each (joint
+        covariances, ``full_cov=True``, are not supported)."""
+        if full_cov:
+            raise UnsupportedError("OfflineSVGP: predict_f has marginals only (full_cov)")
         self.eval()
         means, vars_ = [], []
         for start in range(0, max(X.shape[0], 1), chunk):
@@ -222,7 +238,3 @@ class OfflineSVGP(torch.nn.Module):
             means.append(m)
             vars_.append(v)
         return torch.cat(means), torch.cat(vars_)
-
-    def predict_y(self, X: Tensor) -> Tensor:
-        mean, var = self.predict_f(X)
-        return self.likelihood.predictive_mean(mean, var)

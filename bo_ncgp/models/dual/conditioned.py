@@ -1,0 +1,252 @@
+"""Dual conditioning of the memory-based dual SVGP on (fantasy) observations (Chang et al.
+2023, Sec. 3.3 and Sec. 4.1).
+
+:class:`ConditionedDualSVGP` is what :meth:`DualSVGP.condition
+<bo_ncgp.models.dual.DualSVGP.condition>` returns: the unconditioned model (its dual pair,
+memory, ``Z`` and hyperparameters, shared and fixed) plus the sites ``(eta_i, beta_i)`` of the
+conditioned points, computed at the posterior they were added to with ``rho = 1`` (Eqs. 7-8,
+12). They enter Eq. 10 as a Woodbury block (:func:`~bo_ncgp.models.dual.posterior.site_block`)
+on top of the cached base factorisation, vectorised over leading batch dimensions (fantasies x
+candidates): O(n m^2 + n^3) per batch element.
+
+Example:
+    >>> import torch
+    >>> from gpytorch.kernels import RBFKernel
+    >>> from bo_ncgp.likelihoods import Bernoulli
+    >>> from bo_ncgp.models.dual import DualSVGP
+    >>> X = torch.rand(20, 1); y = (X[:, 0] > 0.5).double()
+    >>> model = DualSVGP(RBFKernel(), Bernoulli(), X[:5], num_hyper_steps=0).update(X, y)
+    >>> cond = model.condition(torch.rand(3, 2, 1), torch.ones(3, 2))  # 3 fantasies of 2 points
+    >>> type(cond).__name__, cond.batch_shape, cond.num_data
+    ('ConditionedDualSVGP', torch.Size([3]), 22)
+    >>> cond.predict_f(torch.rand(4, 1))[0].shape
+    torch.Size([3, 4])
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import TYPE_CHECKING
+
+import torch
+from torch import Tensor
+
+from bo_ncgp.exceptions import InputDataError, UnsupportedError
+from bo_ncgp.models.base import Callback, LatentGP
+from bo_ncgp.models.dual._state import hyperparameters_fixed, same_key
+from bo_ncgp.models.dual.posterior import DualFactors, SiteBlock, dual_predict, site_block
+
+if TYPE_CHECKING:
+    import gpytorch
+
+    from bo_ncgp.likelihoods import Likelihood
+    from bo_ncgp.models.dual.model import DualSVGP
+
+__all__ = ["ConditionedDualSVGP"]
+
+
+class ConditionedDualSVGP(torch.nn.Module, LatentGP):
+    """A :class:`~bo_ncgp.models.dual.DualSVGP` conditioned on observations by dual
+    conditioning (sites added at ``rho = 1``, ``Z`` and hyperparameters fixed).
+
+    Built by :meth:`DualSVGP.condition <bo_ncgp.models.dual.DualSVGP.condition>` (or
+    :meth:`from_model`); :meth:`condition` on it conditions further (the sites are
+    concatenated). It has no streaming update: fold observations in with ``update`` on the
+    unconditioned model.
+
+    Args:
+        base: the unconditioned model (a snapshot of its state; kernel and likelihood shared).
+        X: ``(*bx, n, d)`` conditioned inputs.
+        y: ``(*b, n)`` conditioned targets.
+        eta, beta: ``(*b, L, n)`` their sites (Eq. 12, on ``g = f - mean_constant``).
+        num_data: data points seen by ``base`` plus the conditioned ones.
+
+    Example:
+        >>> import torch
+        >>> from gpytorch.kernels import RBFKernel
+        >>> from bo_ncgp.likelihoods import Gaussian
+        >>> from bo_ncgp.models.dual import DualSVGP
+        >>> X = torch.rand(10, 1)
+        >>> model = DualSVGP(RBFKernel(), Gaussian(0.1), X[:4], num_hyper_steps=0)
+        >>> cond = model.update(X, X[:, 0]).condition(X[:2] + 0.1, torch.zeros(2))
+        >>> cond.condition(X[:1], torch.ones(1)).num_data  # conditions further
+        13
+        >>> cond.supports_update  # update the model that was conditioned instead
+        False
+    """
+
+    def __init__(
+        self, base: DualSVGP, X: Tensor, y: Tensor, eta: Tensor, beta: Tensor, num_data: int
+    ) -> None:
+        super().__init__()
+        self.base = base
+        self.register_buffer("_X", X)
+        self.register_buffer("_y", y)
+        self.register_buffer("_eta", eta)
+        self.register_buffer("_beta", beta)
+        self._num_data = int(num_data)
+        self._block_cache: tuple[tuple, SiteBlock] | None = None
+
+    @classmethod
+    def from_model(cls, model: DualSVGP | ConditionedDualSVGP, X: Tensor, Y: Tensor):
+        """``model`` conditioned on ``(X (*bx, n, d), Y (*b, n))``: the sites of the new points
+        at ``model``'s posterior (Eqs. 7-8, 12 with ``rho = 1``), appended to ``model``'s
+        conditioned sites if it has any.
+
+        The leading dimensions become ``batch_shape = broadcast(model.batch_shape,
+        X.shape[:-2], Y.shape[:-1])``.
+        """
+        base = model.base if isinstance(model, ConditionedDualSVGP) else model
+        X = base._check_X(X)
+        Y = base._check_y(Y, X.shape[-2], batched=True)
+        try:
+            batch = torch.broadcast_shapes(model.batch_shape, X.shape[:-2], Y.shape[:-1])
+        except RuntimeError as err:
+            raise InputDataError(
+                "DualSVGP.condition: batch shapes do not broadcast: model "
+                f"{tuple(model.batch_shape)}, X {tuple(X.shape[:-2])}, Y {tuple(Y.shape[:-1])}"
+            ) from err
+        track = X.requires_grad or Y.requires_grad
+        with torch.set_grad_enabled(torch.is_grad_enabled() and track):
+            mean, var = model._marginals(X)
+            eta, beta = base._site_targets(Y, mean, var)
+        eta = eta.expand(*batch, *eta.shape[-2:])
+        beta = beta.expand(*batch, *beta.shape[-2:])
+        Yb = Y.expand(*batch, Y.shape[-1])
+        num_data = model.num_data + X.shape[-2]
+        if not isinstance(model, ConditionedDualSVGP):
+            return cls(base._snapshot(), X, Yb, eta, beta, num_data)
+        bx = torch.broadcast_shapes(model._X.shape[:-2], X.shape[:-2])
+        cat = torch.cat
+        Xn = cat([model._X.expand(*bx, *model._X.shape[-2:]), X.expand(*bx, *X.shape[-2:])], -2)
+        yn = cat([model._y.expand(*batch, model._y.shape[-1]), Yb], -1)
+        etan = cat([model._eta.expand(*batch, *model._eta.shape[-2:]), eta], -1)
+        betan = cat([model._beta.expand(*batch, *model._beta.shape[-2:]), beta], -1)
+        return cls(base, Xn, yn, etan, betan, num_data)
+
+    # -------------------------------------------------------------- properties
+    @property
+    def kernel(self) -> gpytorch.kernels.Kernel:
+        """The (shared) kernel of the unconditioned model."""
+        return self.base.kernel
+
+    @property
+    def likelihood(self) -> Likelihood:
+        """The (shared) likelihood of the unconditioned model."""
+        return self.base.likelihood
+
+    @property
+    def num_latents(self) -> int:
+        return self.base.num_latents
+
+    @property
+    def batch_shape(self) -> torch.Size:
+        """Leading batch dimensions of the conditioned targets and inputs."""
+        return torch.broadcast_shapes(self._X.shape[:-2], self._eta.shape[:-2])
+
+    @property
+    def num_data(self) -> int:
+        """Data points of the unconditioned model plus the conditioned points."""
+        return self._num_data
+
+    @property
+    def Z(self) -> Tensor:
+        """``(m, d)`` inducing inputs (the unconditioned model's)."""
+        return self.base.Z
+
+    @property
+    def mean_constant(self) -> float:
+        return self.base.mean_constant
+
+    @property
+    def memory(self):
+        """The unconditioned model's memory (:class:`~bo_ncgp.models.dual.memory.Memory`)."""
+        return self.base.memory
+
+    @property
+    def memory_inputs(self) -> Tensor:
+        return self.base.memory_inputs
+
+    @property
+    def memory_targets(self) -> Tensor:
+        return self.base.memory_targets
+
+    @property
+    def conditioned_inputs(self) -> Tensor:
+        """``(*bx, n, d)`` the conditioned inputs."""
+        return self._X
+
+    @property
+    def conditioned_targets(self) -> Tensor:
+        """``(*b, n)`` the conditioned targets."""
+        return self._y
+
+    # ------------------------------------------------------------- posterior
+    def _apply(self, fn, *args, **kwargs):
+        out = super()._apply(fn, *args, **kwargs)
+        self._block_cache = None
+        return out
+
+    def _sites_require_grad(self) -> bool:
+        return any(t.requires_grad for t in (self._X, self._eta, self._beta))
+
+    def _caching_allowed(self) -> bool:
+        """As :meth:`DualSVGP._caching_allowed`, and the sites must not require grad."""
+        if not torch.is_grad_enabled():
+            return True
+        if self.base._hyperparameters():
+            return False
+        return not self._sites_require_grad()
+
+    def _factors(self) -> tuple[DualFactors, SiteBlock]:
+        """The base model's factors (Eq. 10) and the Woodbury block of the conditioned sites,
+        cached when allowed."""
+        base = self.base
+        fixed = hyperparameters_fixed()
+        cache = fixed or self._caching_allowed()
+        f = base._factors()
+        if fixed and self._sites_require_grad():
+            # fantasies built inside an acquisition keep their gradient in X: no caching
+            return f, site_block(f, base._Kzx(self._X), self._eta, self._beta)
+        key = (f, self._X, self._eta, self._beta)
+        if cache and self._block_cache is not None and same_key(self._block_cache[0], key):
+            return f, self._block_cache[1]
+        with torch.no_grad() if fixed else contextlib.nullcontext():
+            block = site_block(f, base._Kzx(self._X), self._eta, self._beta)
+        if cache:
+            self._block_cache = (key, block)
+        return f, block
+
+    def _marginals(self, X: Tensor, full_cov: bool = False) -> tuple[Tensor, Tensor]:
+        """Latent-major ``mean (*, L, n)`` and ``var (*, L, n)`` / ``cov (*, L, n, n)``."""
+        base = self.base
+        f, block = self._factors()
+        mean, var = dual_predict(f, base._Kzx(X), base._kxx(X, full_cov), full_cov, block)
+        return mean + base._mean_constant, (var if full_cov else var.clamp_min(0))
+
+    def predict_f(self, X: Tensor, full_cov: bool = False) -> tuple[Tensor, Tensor]:
+        """Posterior of the latent function(s) at ``X`` (Eq. 10 with the conditioned sites).
+
+        Shapes as :meth:`DualSVGP.predict_f <bo_ncgp.models.dual.DualSVGP.predict_f>`, with
+        leading shape ``broadcast(batch_shape, X.shape[:-2])``.
+        """
+        X = self.base._check_X(X, allow_empty=True)
+        mean, var = self._marginals(X, full_cov)
+        return self.base._out(mean), self.base._out(var, matrix=full_cov)
+
+    def condition(self, X: Tensor, Y: Tensor) -> ConditionedDualSVGP:
+        """This model further conditioned on ``(X, Y)`` (sites concatenated; batch shapes
+        broadcast)."""
+        return ConditionedDualSVGP.from_model(self, X, Y)
+
+    def update(
+        self, X: Tensor, y: Tensor, *, callback: Callback | None = None
+    ) -> ConditionedDualSVGP:
+        """Not available: the conditioned sites are fantasies on a fixed posterior."""
+        raise UnsupportedError(
+            "ConditionedDualSVGP: update is not available for a model returned by "
+            "condition(); call update on the model that was conditioned"
+        )
+
+    def extra_repr(self) -> str:
+        return f"num_conditioned={self._X.shape[-2]}, batch_shape={tuple(self.batch_shape)}"

@@ -1,0 +1,126 @@
+"""Settings of the memory-based dual SVGP (Chang et al. 2023, Algorithm 1 and Sec. 3.4-3.5).
+
+:class:`DualSVGPConfig` holds every setting of :class:`~bo_ncgp.models.dual.DualSVGP` with its
+default, checked once on construction. The model's keyword arguments build it, and the
+model's attributes of the same names read and replace it.
+
+Example:
+    >>> cfg = DualSVGPConfig(memory_size=5, num_hyper_steps=0)
+    >>> cfg.rho, cfg.memory_size, cfg.hyper_objective
+    (1.0, 5, 'dual')
+    >>> DualSVGPConfig(rho=0.0)
+    Traceback (most recent call last):
+    ...
+    bo_ncgp.exceptions.InputDataError: DualSVGP: rho must lie in (0, 1], got 0.0
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+from bo_ncgp.exceptions import InputDataError
+
+__all__ = ["DualSVGPConfig"]
+
+
+@dataclass(frozen=True)
+class DualSVGPConfig:
+    """Every setting of :class:`~bo_ncgp.models.dual.DualSVGP` (Chang et al. 2023, Alg. 1).
+
+    Attributes:
+        memory_size: points of each new batch added to the memory (``None``: all of them).
+        rho: damping of the natural-gradient steps (Eqs. 23-24, 54), in ``(0, 1]``.
+        num_inner_steps: damped site updates per round of ``update``.
+        num_hyper_steps: Adam steps on the hyperparameters per round (0: hyperparameters fixed).
+        num_latents: C; ``None`` takes ``likelihood.num_latents`` (the model stores the
+            resolved value).
+        inducing_update: ``"pivoted_cholesky"`` (Sec. 3.4) or ``"fixed"``.
+        memory_selection: ``"bls"`` (Eq. 31) or ``"random"`` (ablation).
+        memory_cap: optional total memory size; beyond it, points are kept by BLS-weighted (or
+            random) sampling and the sites of evicted points are folded into ``B_rest``.
+        hyper_objective: ``"dual"`` (Eq. 26 with the Sec. 3.4 scaling) or ``"elbo"`` (Eq. 21).
+        lr: Adam learning rate of the hyperparameter steps.
+        num_rounds: repetitions of (inner steps, hyperparameter steps) per update; the paper's
+            Algorithm 1 is ``num_rounds = 1``.
+        max_inducing: number of inducing points the pivoted-Cholesky updates keep (Sec. 3.4);
+            ``None`` takes the number of initial inducing points (the model stores the
+            resolved value).
+        mean_constant: a fixed constant prior mean ``c``: ``f = c + g`` with ``g ~ GP(0, k)``.
+
+    Example:
+        >>> from dataclasses import replace
+        >>> replace(DualSVGPConfig(), lr=0.1).lr
+        0.1
+    """
+
+    memory_size: int | None = 10
+    rho: float = 1.0
+    num_inner_steps: int = 10
+    num_hyper_steps: int = 10
+    num_latents: int | None = None
+    inducing_update: Literal["pivoted_cholesky", "fixed"] = "pivoted_cholesky"
+    memory_selection: Literal["bls", "random"] = "bls"
+    memory_cap: int | None = None
+    hyper_objective: Literal["dual", "elbo"] = "dual"
+    lr: float = 0.01
+    num_rounds: int = 1
+    max_inducing: int | None = None
+    mean_constant: float = 0.0
+
+    def __post_init__(self) -> None:
+        ms = self.memory_size
+        if ms is not None and (int(ms) != ms or ms < 0):
+            raise InputDataError(
+                f"DualSVGP: memory_size must be a non-negative int or None, got {ms}"
+            )
+        if not 0 < self.rho <= 1:
+            raise InputDataError(f"DualSVGP: rho must lie in (0, 1], got {self.rho}")
+        for key in ("num_inner_steps", "num_hyper_steps"):
+            value = getattr(self, key)
+            if int(value) != value or value < 0:
+                raise InputDataError(f"DualSVGP: {key} must be a non-negative int, got {value}")
+        if int(self.num_rounds) != self.num_rounds or self.num_rounds < 1:
+            raise InputDataError(f"DualSVGP: num_rounds must be >= 1, got {self.num_rounds}")
+        if self.inducing_update not in ("pivoted_cholesky", "fixed"):
+            raise InputDataError(
+                "DualSVGP: inducing_update must be 'pivoted_cholesky' or 'fixed', got "
+                f"{self.inducing_update!r}"
+            )
+        if self.memory_selection not in ("bls", "random"):
+            raise InputDataError(
+                f"DualSVGP: memory_selection must be 'bls' or 'random', got "
+                f"{self.memory_selection!r}"
+            )
+        cap = self.memory_cap
+        if cap is not None and (int(cap) != cap or cap < 0):
+            raise InputDataError(
+                f"DualSVGP: memory_cap must be a non-negative int or None, got {cap}"
+            )
+        if self.hyper_objective not in ("dual", "elbo"):
+            raise InputDataError(
+                f"DualSVGP: hyper_objective must be 'dual' or 'elbo', got {self.hyper_objective!r}"
+            )
+        if not self.lr > 0:
+            raise InputDataError(f"DualSVGP: lr must be positive, got {self.lr}")
+        mi = self.max_inducing
+        if mi is not None and (int(mi) != mi or mi < 1):
+            raise InputDataError(f"DualSVGP: max_inducing must be a positive int, got {mi}")
+        c = float(self.mean_constant)
+        if not math.isfinite(c):
+            raise InputDataError(
+                f"DualSVGP: mean_constant must be finite, got {self.mean_constant}"
+            )
+        normalised = {
+            "rho": float(self.rho),
+            "num_inner_steps": int(self.num_inner_steps),
+            "num_hyper_steps": int(self.num_hyper_steps),
+            "lr": float(self.lr),
+            "num_rounds": int(self.num_rounds),
+            "max_inducing": None if mi is None else int(mi),
+            "mean_constant": c,
+            "num_latents": None if self.num_latents is None else int(self.num_latents),
+        }
+        for key, value in normalised.items():
+            object.__setattr__(self, key, value)

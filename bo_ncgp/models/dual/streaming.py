@@ -1,0 +1,279 @@
+"""One streaming step of the memory-based dual SVGP: Algorithm 1 of Chang et al. (2023).
+
+:func:`update` is what :meth:`DualSVGP.update <bo_ncgp.models.dual.DualSVGP.update>` runs on a
+batch: pivoted-Cholesky inducing update and projection (Sec. 3.4, Eq. 27), damped site steps
+(Eqs. 23-24, 54), Adam steps on the hyperparameter objective (Eq. 26 or Eq. 21) with rollback
+on a non-finite step, and the BLS-weighted choice of memory points whose sites stay
+individual while the others are folded into ``(lam_rest, B_rest)`` (Eq. 11, Sec. 3.5).
+
+Example:
+    >>> import torch
+    >>> from gpytorch.kernels import RBFKernel
+    >>> from bo_ncgp.likelihoods import Bernoulli
+    >>> from bo_ncgp.models.dual import DualSVGP
+    >>> X = torch.rand(12, 1); y = (X[:, 0] > 0.5).double()
+    >>> model = DualSVGP(RBFKernel(), Bernoulli(), X[:4], memory_size=3, num_hyper_steps=2)
+    >>> steps = []
+    >>> _ = update(model, X, y, callback=lambda s: steps.append(s.step))
+    >>> steps, len(model.memory), model.num_data
+    ([0, 1], 3, 12)
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import Tensor
+
+from bo_ncgp.exceptions import NotPSDError, NumericalWarning
+from bo_ncgp.linalg import stable_cholesky
+from bo_ncgp.models.base import Callback, FitStep, notify
+from bo_ncgp.models.dual.inducing import select_inducing_points
+from bo_ncgp.models.dual.memory import bayesian_leverage_scores, sample_by_score
+from bo_ncgp.models.dual.posterior import dual_factors, dual_predict
+from bo_ncgp.models.dual.sites import damp, site_contributions
+
+if TYPE_CHECKING:
+    from bo_ncgp.models.dual.model import DualSVGP
+
+__all__ = [
+    "StepClock",
+    "add_to_memory",
+    "backward_if_finite",
+    "fold",
+    "hyper_steps",
+    "inner_steps",
+    "project_unenforced_constraints",
+    "update",
+]
+
+
+def update(model: DualSVGP, X: Tensor, y: Tensor, callback: Callback | None = None) -> DualSVGP:
+    """Algorithm 1 on the checked batch ``X (n, d)``, ``y (n,)``; returns ``model``.
+
+    ``callback`` gets a :class:`~bo_ncgp.models.base.FitStep` after every hyperparameter step
+    (``info``: ``round``, ``hyper_step``), or after every round when no hyperparameter steps
+    run (``loss=None``); returning ``True`` skips the remaining steps and rounds, and the
+    batch is still added to the memory or folded into the posterior.
+    """
+    with torch.no_grad():
+        if model.inducing_update == "pivoted_cholesky":
+            Z_new = select_inducing_points(
+                model.kernel, torch.cat([model._Z, X]), model.max_inducing
+            )
+            model.project(Z_new)
+    n, n_old, n_M = X.shape[0], model.num_data, len(model.memory)
+    Xa = torch.cat([model.memory.X, X])
+    ya = torch.cat([model.memory.y, y])
+    eta_m, beta_m = model._memory_sites()
+    zeros = X.new_zeros(model._C, n)
+    eta, beta = torch.cat([eta_m, zeros], -1), torch.cat([beta_m, zeros], -1)
+    weights = torch.cat([model._memory_weights(n_old), X.new_ones(n)])
+    clock = StepClock(callback)
+    for r in range(model.num_rounds):
+        eta, beta = inner_steps(model, Xa, ya, eta, beta)
+        reported = clock.step
+        stop = False
+        if model.num_hyper_steps > 0:
+            stop = hyper_steps(model, Xa, ya, eta, beta, weights, n_M > 0, clock, r)
+        if clock.step == reported:  # no hyperparameter step ran: report the round
+            stop = clock.report(model, None, {"round": r})
+        if stop:
+            break
+    with torch.no_grad():
+        model.memory.set_sites(eta[:, :n_M].mT, beta[:, :n_M].mT)
+        add_to_memory(model, X, y, eta[:, n_M:], beta[:, n_M:])
+        model._num_data = model._num_data + n
+    model._touch()
+    return model
+
+
+class StepClock:
+    """Numbers the steps reported to a ``fit`` / ``update`` callback and measures the
+    training time outside the callback (:class:`~bo_ncgp.models.base.FitStep`).
+
+    Example:
+        >>> clock = StepClock(lambda s: s.step >= 1)
+        >>> clock.report(None, 0.5), clock.report(None, 0.4), clock.step
+        (False, True, 2)
+    """
+
+    def __init__(self, callback: Callback | None) -> None:
+        self.callback = callback
+        self.step = 0
+        self.seconds = 0.0
+        self._start = time.perf_counter()
+
+    def report(self, model: Any, loss: float | None, info: dict | None = None) -> bool:
+        """Tell the callback about one finished step; ``True`` when it asks to stop."""
+        step = self.step
+        self.step += 1
+        if self.callback is None:
+            return False
+        self.seconds += time.perf_counter() - self._start
+        stop = notify(self.callback, FitStep(step, model, loss, self.seconds, info or {}))
+        self._start = time.perf_counter()
+        return stop
+
+
+def inner_steps(
+    model: DualSVGP, Xa: Tensor, ya: Tensor, eta: Tensor, beta: Tensor
+) -> tuple[Tensor, Tensor]:
+    """Damped natural-gradient steps on the sites of the active points (Eqs. 23-24, 54)."""
+    with torch.no_grad():
+        Kzz, Kza, kaa = model._Kzz(), model._Kzx(Xa), model._kxx(Xa, False)
+        L_K = stable_cholesky(Kzz, name="K_zz")
+        for _ in range(model.num_inner_steps):
+            lam_s, B_s = site_contributions(Kza, eta, beta)
+            f = dual_factors(Kzz, model._B_rest + B_s, model._lam_rest + lam_s, L_K=L_K)
+            mean, var = dual_predict(f, Kza, kaa)
+            target = model._site_targets(ya, mean + model._mean_constant, var.clamp_min(0))
+            eta, beta = damp((eta, beta), target, model.rho)
+    return eta, beta
+
+
+def hyper_steps(
+    model: DualSVGP,
+    Xa: Tensor,
+    ya: Tensor,
+    eta: Tensor,
+    beta: Tensor,
+    weights: Tensor,
+    rest: bool,
+    clock: StepClock | None = None,
+    round_: int = 0,
+) -> bool:
+    """Adam on Eq. 26 (or Eq. 21) plus log priors, sites and ``Z`` fixed (Sec. 3.4).
+
+    A step with a non-finite objective, gradient or result (or a non-PSD ``K_zz + B_u``) is
+    undone and ends this round's steps with a :class:`~bo_ncgp.exceptions.NumericalWarning`.
+    Returns ``True`` when the callback asked to stop.
+    """
+    params = model._hyperparameters()
+    if not params:
+        return False
+    q_fixed = None
+    if model.hyper_objective == "elbo":
+        model._touch()
+        q_fixed = model._fixed_q()
+    opt = torch.optim.Adam(params, lr=model.lr)
+    stop = False
+
+    def loss_fn() -> Tensor:
+        obj = model._objective(Xa, ya, eta, beta, weights, rest, model.hyper_objective, q_fixed)
+        return -(obj + model._log_prior())
+
+    with torch.enable_grad():
+        for step in range(model.num_hyper_steps):
+            saved = [p.detach().clone() for p in params]
+            opt.zero_grad()
+            loss, ok = backward_if_finite(loss_fn, params)
+            if ok:
+                opt.step()
+                model._project_unenforced_constraints()
+                ok = all(torch.isfinite(p).all() for p in params)
+            if not ok:  # report, restore the last good hyperparameters, stop
+                with torch.no_grad():
+                    for p, v in zip(params, saved, strict=True):
+                        p.copy_(v)
+                warnings.warn(
+                    f"DualSVGP: hyperparameter step {step + 1} gave a non-finite objective or "
+                    "a non-PSD K_zz + B_u; kept the previous hyperparameters and stopped "
+                    "(lower lr or rescale the data)",
+                    NumericalWarning,
+                    stacklevel=4,
+                )
+                break
+            if clock is not None:
+                if clock.callback is not None:
+                    model._touch()  # the callback sees the model after the step
+                info = {"round": round_, "hyper_step": step}
+                if clock.report(model, float(loss.detach()), info):
+                    stop = True
+                    break
+    opt.zero_grad(set_to_none=True)
+    model._touch()
+    return stop
+
+
+def backward_if_finite(
+    loss_fn: Callable[[], Tensor], params: list[Tensor]
+) -> tuple[Tensor | None, bool]:
+    """Evaluate ``loss_fn()`` and backpropagate into ``params``; ``ok`` is ``False`` (and the
+    step must be undone) for a non-finite loss or gradient or a non-PSD kernel matrix.
+
+    Example:
+        >>> p = torch.ones(2, requires_grad=True)
+        >>> loss, ok = backward_if_finite(lambda: (p**2).sum(), [p])
+        >>> float(loss), ok, p.grad.tolist()
+        (2.0, True, [2.0, 2.0])
+        >>> backward_if_finite(lambda: p.sum() / 0.0, [p])[1]
+        False
+    """
+    try:
+        loss = loss_fn()
+        ok = bool(torch.isfinite(loss))
+        if ok:
+            loss.backward()
+            ok = all(torch.isfinite(p.grad).all() for p in params if p.grad is not None)
+    except NotPSDError:
+        return None, False
+    return loss, ok
+
+
+@torch.no_grad()
+def project_unenforced_constraints(model: DualSVGP) -> None:
+    """Clamp raw parameters whose GPyTorch constraint has no transform (e.g. BoTorch's
+    ``GreaterThan(2.5e-2, transform=None)`` lengthscales, meant for bounded L-BFGS) back
+    into the constraint after an Adam step (projected gradient)."""
+    for module in (model.kernel, model.likelihood):
+        for _name, param, constraint in module.named_parameters_and_constraints():
+            if constraint is None or constraint.enforced:
+                continue
+            lo = constraint.lower_bound.to(param)
+            hi = constraint.upper_bound.to(param)
+            param.copy_(torch.maximum(torch.minimum(param, hi), lo))
+
+
+def fold(model: DualSVGP, X: Tensor, eta: Tensor, beta: Tensor) -> None:
+    """Fold sites ``(L, n)`` at inputs ``X`` into ``(lam_rest, B_rest)`` (Eq. 11)."""
+    if X.shape[-2] == 0:
+        return
+    dl, dB = site_contributions(model._Kzx(X), eta, beta)
+    model._lam_rest = model._lam_rest + dl
+    model._B_rest = model._B_rest + 0.5 * (dB + dB.mT)
+
+
+def add_to_memory(model: DualSVGP, X: Tensor, y: Tensor, eta: Tensor, beta: Tensor) -> None:
+    """Sec. 3.5: BLS-weighted (or random) choice of memory points; fold the rest."""
+    n = X.shape[0]
+    k = n if model.memory_size is None else min(int(model.memory_size), n)
+    model._touch()
+    # the total posterior is the same whichever way points are split between the memory
+    # and the folded factor, so one set of variances serves both selections
+    lam_n, B_n = site_contributions(model._Kzx(X), eta, beta)
+    lam, B = model._total_pair()
+    f = dual_factors(model._Kzz(), B + B_n, lam + lam_n)
+    memory = model.memory
+    need_mem = model.memory_cap is not None and len(memory) + k > model.memory_cap
+    Xv = torch.cat([memory.X, X]) if need_mem else X
+    _, var = dual_predict(f, model._Kzx(Xv), model._kxx(Xv, False))
+    var = var.clamp_min(0)
+    beta_all = torch.cat([model._memory_sites()[1], beta], -1) if need_mem else beta
+    h = bayesian_leverage_scores(beta_all, var).sum(0)
+    h_new = h[-n:]
+    idx = sample_by_score(h_new, k, model.memory_selection, model.generator)
+    keep = torch.zeros(n, dtype=torch.bool, device=X.device)
+    keep[idx] = True
+    fold(model, X[~keep], eta[:, ~keep], beta[:, ~keep])
+    memory.add(X[keep], y[keep], eta[:, keep].mT, beta[:, keep].mT)
+    if need_mem:
+        h_mem = torch.cat([h[: len(h) - n], h_new[keep]])
+        idx = sample_by_score(h_mem, int(model.memory_cap), model.memory_selection, model.generator)
+        Xr, _, eta_r, beta_r = memory.keep(idx)
+        fold(model, Xr, eta_r.mT, beta_r.mT)
+    model._touch()
