@@ -7,7 +7,7 @@ exactly: with ``S_i = n_i m_i`` and ``Q_i = (n_i - 1) n_i se_i^2 + n_i m_i^2``,
 
     m = sum S_i / N,    s^2 = (sum Q_i - N m^2) / (N - 1),    se = s / sqrt(N).
 
-    python experiments/pool_summaries.py old/summary.json new/summary.json \\
+    python -m experiments.chang2023.pool_summaries old/summary.json new/summary.json \\
         --strategy svgp-entropy --out pooled.json
 
 Only the summarised steps (``--at`` of the summaries) are pooled; the per-step curves are not.
@@ -50,17 +50,18 @@ def pool_mean_se(parts: list[dict[str, float]]) -> dict[str, float]:
 
 
 def legacy_config(strategy: str) -> dict[str, Any]:
-    """The ``legacy_config`` of the hotspot strategy called ``strategy`` (``{}`` for other
+    """The legacy configuration of the hotspot strategy called ``strategy`` (``{}`` for other
     names): settings added after older summaries were written, with the value those runs had
-    (e.g. ``clamp: False``). The strategy is built by ``bo-ncgp hotspots``' own dispatch."""
-    from bo_ncgp.campaigns.hotspots_cli import HOTSPOT_STRATEGIES, _args, make_strategy
+    (e.g. ``clamp: False``), as the strategy registry records them.
 
-    if strategy not in HOTSPOT_STRATEGIES:
-        return {}
-    parser = argparse.ArgumentParser()
-    _args(parser)
-    cfg = vars(parser.parse_args(["--strategy", strategy]))
-    return dict(make_strategy(cfg).legacy_config)
+    Example:
+        >>> legacy_config("svgp-entropy"), legacy_config("x")
+        ({'clamp': False, 'rel_tol': None}, {})
+    """
+    from bo_ncgp.campaigns.strategies.registry import STRATEGIES
+
+    spec = STRATEGIES.get(("hotspots", strategy))
+    return {} if spec is None else dict(spec.legacy)
 
 
 def pool_entries(
@@ -106,7 +107,7 @@ def pool_entries(
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="bo-ncgp pool-summaries", description=__doc__.splitlines()[0])
     p.add_argument("summaries", nargs="+", type=Path, help="summary.json files (disjoint seeds)")
     p.add_argument("--strategy", required=True, help="strategy name in the summaries")
     p.add_argument("--out", type=Path, required=True, help="pooled summary (JSON)")

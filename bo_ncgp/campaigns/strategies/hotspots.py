@@ -568,22 +568,36 @@ class HotspotStrategy(Strategy):
             raise RuntimeError(f"{self.name}: the pool is exhausted")
         return rest
 
+    def scale_pool(self, X_init: np.ndarray) -> None:
+        """Min-max scale the pool with the statistics of ``X_init`` (the initial villages),
+        into ``U`` (fixed afterwards)."""
+        self.U, self.lo, self.span = minmax_scale(self.problem.pool, np.asarray(X_init, float))
+
+    def fit(self, idx: np.ndarray, y: Tensor) -> None:
+        """Record the counts ``y`` of the surveyed villages ``idx`` and update the surrogate
+        (the pool must be scaled, :meth:`scale_pool`)."""
+        self.observed = torch.cat([self.observed, torch.as_tensor(idx, dtype=torch.long)])
+        self.y = torch.cat([self.y, y])
+        self.surrogate.fit(idx, y)
+
+    def latent(self) -> Tensor:
+        """The surrogate's posterior mean of the logit prevalence of every village."""
+        return self.surrogate.latent(self.U)
+
     def observe(self, X: np.ndarray, evaluations: list[Evaluation], history: History) -> None:
         t0 = time.perf_counter()
         if self.U is None:  # min-max scaling with the initial villages' statistics
-            self.U, self.lo, self.span = minmax_scale(self.problem.pool, np.asarray(X, float))
+            self.scale_pool(X)
         idx = np.asarray(history.indices[history.n - len(evaluations) : history.n], dtype=int)
         ok = np.array([e.ok for e in evaluations], dtype=bool)
         if ok.any():
             y = torch.tensor([e.value for e in evaluations], dtype=DTYPE)[torch.as_tensor(ok)]
-            self.observed = torch.cat([self.observed, torch.as_tensor(idx[ok], dtype=torch.long)])
-            self.y = torch.cat([self.y, y])
-            self.surrogate.fit(idx[ok], y)
+            self.fit(idx[ok], y)
         self._update_seconds = time.perf_counter() - t0
 
     def report(self, history: History) -> dict[str, float]:
         with torch.no_grad():
-            prevalence = torch.sigmoid(self.surrogate.latent(self.U)).numpy()
+            prevalence = torch.sigmoid(self.latent()).numpy()
         out = self.problem.metrics(prevalence, history.indices)
         out["step_seconds"] = self._ask_seconds + self._update_seconds
         out["acquisition_seconds"] = self._ask_seconds
