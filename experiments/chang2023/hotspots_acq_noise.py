@@ -1,4 +1,4 @@
-"""How noisy is the acquisition of the script behind Chang et al.'s Fig. 4? (issue 7)
+"""How noisy is the acquisition of the script behind Chang et al.'s Fig. 4?
 
 Maddox et al.'s hotspot script, which Chang et al. ran for Fig. 4, scores a candidate village
 by Monte Carlo: for each block of ``--batch-limit`` candidates it draws fresh scrambled-Sobol
@@ -122,8 +122,11 @@ def analyse(strat, rest: np.ndarray, args, generator) -> dict:
     }
 
 
-def main(argv: list[str] | None = None) -> dict:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def run(argv: list[str] | None = None) -> dict:
+    """Parse ``argv``, analyse the seeds and return ``{"settings", "results"}``."""
+    p = argparse.ArgumentParser(
+        prog="bo-ncgp hotspots-acq-noise", description=__doc__.split("\n")[0]
+    )
     p.add_argument("--campaign", default=str(ROOT / "experiments/results/hotspots_svgp_stop"))
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--first-seed", type=int, default=0)
@@ -176,6 +179,12 @@ def main(argv: list[str] | None = None) -> dict:
     return {"settings": dict(vars(args)), "results": results}
 
 
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point (see the module docstring)."""
+    run(argv)
+    return 0
+
+
 def _write(args, results: dict) -> None:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -185,4 +194,4 @@ def _write(args, results: dict) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -1,4 +1,4 @@
-"""Why is the hotspot prevalence model weaker than the paper's at step 100? (issue 7)
+"""Why is the hotspot prevalence model weaker than the paper's at step 100?
 
 Chang et al. (2023), Sec. 4.1 / Fig. 4 run the hotspot campaign "in the same SVGP model and
 setup" as Maddox et al. (2021). Before any acquisition (step 100: the first 100 villages of

@@ -1,4 +1,4 @@
-"""Lunar-lander report (issue 6; Chang et al. 2023, Sec. 4.1, Fig. 3).
+"""Lunar-lander report (Chang et al. 2023, Sec. 4.1, Fig. 3).
 
 Reads the campaigns written by ``bo-ncgp lunar-lander --strategy S --out DIR`` and reports per
 strategy: best observed reward after 30, 60 and 90 evaluations (mean +- s.e. over seeds), the

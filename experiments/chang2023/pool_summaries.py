@@ -49,21 +49,6 @@ def pool_mean_se(parts: list[dict[str, float]]) -> dict[str, float]:
     return {"mean": mean, "se": math.sqrt(var / n), "n": n}
 
 
-def legacy_config(strategy: str) -> dict[str, Any]:
-    """The legacy configuration of the hotspot strategy called ``strategy`` (``{}`` for other
-    names): settings added after older summaries were written, with the value those runs had
-    (e.g. ``clamp: False``), as the strategy registry records them.
-
-    Example:
-        >>> legacy_config("svgp-entropy"), legacy_config("x")
-        ({'clamp': False, 'rel_tol': None}, {})
-    """
-    from bo_ncgp.campaigns.strategies.registry import STRATEGIES
-
-    spec = STRATEGIES.get(("hotspots", strategy))
-    return {} if spec is None else dict(spec.legacy)
-
-
 def pool_entries(
     entries: list[dict[str, Any]], legacy: dict[str, Any] | None = None
 ) -> dict[str, Any]:
@@ -72,7 +57,7 @@ def pool_entries(
     share, and the per-step timings; ``seeds`` and ``finished`` are added up.
 
     ``legacy``: values of configuration keys that older entries lack (they ran before the
-    setting existed), see :func:`legacy_config`.
+    setting existed), see :func:`experiments.chang2023.legacy.legacy_config`.
 
     Raises:
         ValueError: if the entries' strategy configurations differ (naming the keys).
@@ -118,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.strategy not in summary:
             p.error(f"{f} has no strategy {args.strategy!r} (has {sorted(summary)})")
         entries.append(summary[args.strategy])
+    from experiments.chang2023.legacy import legacy_config
+
     pooled = {args.strategy: pool_entries(entries, legacy_config(args.strategy))}
     pooled[args.strategy]["sources"] = [str(f) for f in args.summaries]
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -173,4 +173,6 @@ def test_pooling_summaries_of_disjoint_seeds_equals_summarising_all_seeds(tmp_pa
     new_cfg["config"]["clamp"] = True
     with pytest.raises(ValueError, match="clamp"):
         mod.pool_entries([old_cfg, new_cfg], {"clamp": False})
-    assert mod.legacy_config("svgp-entropy")["clamp"] is False and mod.legacy_config("x") == {}
+    from experiments.chang2023.legacy import legacy_config
+
+    assert legacy_config("svgp-entropy")["clamp"] is False and legacy_config("x") == {}

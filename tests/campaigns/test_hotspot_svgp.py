@@ -188,21 +188,26 @@ def test_fit_stops_early_by_botorchs_moving_average_rule_as_a_truncated_fit():
 
 
 def test_a_campaign_saved_before_rel_tol_existed_resumes_only_without_early_stopping(tmp_path):
-    session6 = svgp_entropy(num_steps=15, num_fantasies=4, rel_tol=None)
-    st, _ = run(tmp_path / "old", "svgp-entropy", strategy=session6)
+    kw = dict(num_steps=15, num_fantasies=4)
+    old = svgp_entropy(**kw, rel_tol=None)
+    st, _ = run(tmp_path / "old", "svgp-entropy", strategy=old)
     state_file = tmp_path / "old" / "state.json"
     state = json.loads(state_file.read_text())
-    del state["strategy"]["rel_tol"], state["strategy"]["clamp"]  # a session-6 state
+    del state["strategy"]["rel_tol"], state["strategy"]["clamp"]  # saved before both existed
     state_file.write_text(json.dumps(state))
+    from experiments.chang2023.legacy import legacy_strategy
+
     with pytest.raises(ValueError, match="strategy differs"):
-        Campaign.resume(tmp_path / "old", toy_pool(0), svgp_entropy(num_steps=15, num_fantasies=4))
+        Campaign.resume(tmp_path / "old", toy_pool(0), legacy_strategy("svgp-entropy", **kw))
     with pytest.raises(ValueError, match="strategy differs"):  # it did not clamp either
         Campaign.resume(
             tmp_path / "old", toy_pool(0),
-            svgp_entropy(num_steps=15, num_fantasies=4, rel_tol=None, clamp=True),
+            legacy_strategy("svgp-entropy", **kw, rel_tol=None, clamp=True),
         )  # fmt: skip
+    with pytest.raises(ValueError, match="strategy differs"):  # without the legacy values
+        Campaign.resume(tmp_path / "old", toy_pool(0), svgp_entropy(**kw, rel_tol=None))
     again = Campaign.resume(
-        tmp_path / "old", toy_pool(0), svgp_entropy(num_steps=15, num_fantasies=4, rel_tol=None)
+        tmp_path / "old", toy_pool(0), legacy_strategy("svgp-entropy", **kw, rel_tol=None)
     ).run(progress=False)
     assert again["evaluations"] == st["evaluations"]
 
@@ -214,6 +219,8 @@ def test_a_finished_svgp_random_campaign_saved_before_rel_tol_existed_resumes(tm
     state = json.loads(state_file.read_text())
     del state["strategy"]["rel_tol"]
     state_file.write_text(json.dumps(state))
-    new = build_strategy("hotspots", "svgp-random", num_steps=5, rel_tol=None)
+    from experiments.chang2023.legacy import legacy_strategy
+
+    new = legacy_strategy("svgp-random", num_steps=5, rel_tol=None)
     again = Campaign.resume(tmp_path / "old", toy_pool(0), new).run(progress=False)
     assert again["evaluations"] == st["evaluations"]

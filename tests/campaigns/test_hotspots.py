@@ -426,7 +426,7 @@ def test_acq_noise_script_estimator_converges_to_the_exact_clamped_scores():
     assert torch.allclose(many, exact, atol=0.02 * float(exact.max()))
     few = mod.mc_scores(acq, 4, 4, 8, g)  # and with few, the clamp biases every score upwards
     assert (few - exact).mean() > 0.02 * float(exact.max())
-    out = mod.main(["--quick", "--seeds", "1"])
+    out = mod.run(["--quick", "--seeds", "1"])
     res = out["results"]["0"]
     assert len(res["reps"]) == 2 and 0 <= res["argmax_equal_fraction"] <= 1
     assert -1 <= res["mean_spearman"] <= 1

@@ -5,17 +5,13 @@ acquisition, batch rule), whose field defaults are the only place a default is w
 builder that composes the strategy from instances of them. :func:`build_strategy` routes
 keyword options to the config that has a field of that name. The table :data:`STRATEGIES` is
 written out below, so its content does not depend on what was imported before.
-
-``legacy`` of a spec: config keys added after campaigns were saved, each with the value that
-reproduces those campaigns; :meth:`~bo_ncgp.campaigns.runner.Campaign.resume` reads a saved
-config lacking such a key as if it held that value.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from bo_ncgp.campaigns.strategies import hotspots as hs
@@ -36,7 +32,6 @@ class StrategySpec:
         help: one line for command-line listings.
         configs: the config dataclasses, in the order the builder takes their instances.
         build: ``build(*config instances) -> Strategy``.
-        legacy: values of config keys that older saved campaigns lack (module docstring).
 
     Example:
         >>> spec = get_strategy_spec("hotspots", "refit-entropy")
@@ -49,7 +44,6 @@ class StrategySpec:
     help: str
     configs: tuple[type, ...]
     build: Callable[..., Strategy]
-    legacy: Mapping[str, Any] = field(default_factory=dict)
 
     def options(self) -> dict[str, type]:
         """``{field name: config dataclass}`` of every option of the strategy."""
@@ -76,9 +70,7 @@ class StrategySpec:
         configs = [
             cls(**{k: v for k, v in options.items() if known[k] is cls}) for cls in self.configs
         ]
-        strategy = self.build(*configs)
-        strategy.legacy_config = dict(self.legacy)
-        return strategy
+        return self.build(*configs)
 
 
 def _hotspots(name: str, surrogate, acquisition, label: str | None = None) -> Callable:
@@ -110,7 +102,6 @@ STRATEGIES: dict[tuple[str, str], StrategySpec] = {
             "streaming DualSVGP x dual-conditioning entropy reduction (ours)",
             (hs.StreamingDualConfig, hs.EntropyConfig),
             _hotspots("entropy", hs.StreamingDual, hs.DualEntropy),
-            legacy={"clamp": False},
         ),
         StrategySpec(
             "hotspots",
@@ -134,7 +125,6 @@ STRATEGIES: dict[tuple[str, str], StrategySpec] = {
             _hotspots(
                 "svgp-entropy", hs.RefittedSVGP, hs.DualEntropy, f"{_SVGP}; DualSVGP fantasies"
             ),
-            legacy={"clamp": False, "rel_tol": None},
         ),
         StrategySpec(
             "hotspots",
@@ -144,7 +134,6 @@ STRATEGIES: dict[tuple[str, str], StrategySpec] = {
             _hotspots(
                 "svgp-random", hs.RefittedSVGP, hs.RandomVillage, f"{_SVGP}; random villages"
             ),
-            legacy={"rel_tol": None},
         ),
         StrategySpec(
             "lunar-lander",
@@ -187,8 +176,8 @@ def get_strategy_spec(problem: str, name: str) -> StrategySpec:
     """The spec of ``problem``'s strategy ``name`` (an error naming the choices otherwise).
 
     Example:
-        >>> get_strategy_spec("hotspots", "svgp-random").legacy
-        {'rel_tol': None}
+        >>> get_strategy_spec("hotspots", "svgp-random").configs[0].__name__
+        'RefittedSVGPConfig'
     """
     try:
         return STRATEGIES[(problem, name)]
