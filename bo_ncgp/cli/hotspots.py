@@ -123,6 +123,7 @@ def _bool_choice(true: str, false: str):
         return text == true
 
     parse.__name__ = f"{true} or {false}"
+    parse.names = {True: true, False: false}  # type: ignore[attr-defined]
     return parse
 
 
@@ -131,9 +132,10 @@ def _options():
     keywords, help)``. Each reaches the config fields listed (of the strategy chosen) and
     defaults to those fields' defaults (``None`` in the parsed arguments: not given)."""
     from bo_ncgp.bo.active_learning import CRITERIA
+    from bo_ncgp.campaigns.strategies import hotspot_models as hm
     from bo_ncgp.campaigns.strategies import hotspots as hs
 
-    dual, svgp, refit = hs.StreamingDualConfig, hs.RefittedSVGPConfig, hs.RefitGPConfig
+    dual, svgp, refit = hs.StreamingDualConfig, hs.RefittedSVGPConfig, hm.RefitGPConfig
     ent, rent = hs.EntropyConfig, hs.RefitEntropyConfig
     return {
         "model (all strategies)": [
@@ -201,11 +203,14 @@ def _options():
     }  # fmt: skip
 
 
-def _default_text(targets) -> str:
-    vals = {}
+def _default_text(targets, kwargs: dict) -> str:
+    """``default ...`` from the config dataclasses (per config where they differ)."""
+    names = getattr(kwargs.get("type"), "names", None)
+    vals: dict[str, list[str]] = {}
     for cls, name in targets:
         (f,) = [f for f in dataclasses.fields(cls) if f.name == name]
-        vals.setdefault(repr(f.default), []).append(cls.__name__)
+        shown = names[f.default] if names else repr(f.default)
+        vals.setdefault(shown, []).append(cls.__name__)
     if len(vals) == 1:
         return f"default {next(iter(vals))}"
     return "default " + ", ".join(f"{v} ({'/'.join(c)})" for v, c in vals.items())
@@ -246,9 +251,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     for title, options in _options().items():
         g = p.add_argument_group(title)
         for flag, dest, targets, kwargs, help_ in options:
-            g.add_argument(
-                flag, dest=dest, default=None, help=f"{help_} ({_default_text(targets)})", **kwargs
-            )
+            help_ = f"{help_} ({_default_text(targets, kwargs)})"
+            g.add_argument(flag, dest=dest, default=None, help=help_, **kwargs)
     p.add_argument(
         "--quick",
         action="store_true",

@@ -271,14 +271,15 @@ def test_timing_script_quick(data_root, tmp_path):
 
 def test_refit_fantasies_warm_start_at_the_fitted_posterior():
     from bo_ncgp.bo.active_learning import exceedance_entropy
-    from bo_ncgp.campaigns.strategies.hotspot_models import RefitVariationalGP
+    from bo_ncgp.campaigns.strategies.hotspot_models import RefitGPConfig, RefitVariationalGP
     from bo_ncgp.likelihoods import Binomial
 
     prob = toy_pool()
     X = torch.as_tensor((prob.pool - prob.pool.min(0)) / np.ptp(prob.pool, 0))
     idx = prob.permutation[:15]
     y = torch.tensor([float(prob.observe(i)) for i in idx])
-    gp = RefitVariationalGP(Binomial(100), num_steps=30, fantasy_steps=0).fit(X[idx], y)
+    config = RefitGPConfig(num_steps=30, fantasy_steps=0)
+    gp = RefitVariationalGP(Binomial(100), config).fit(X[idx], y)
     pool = X[prob.remaining(idx)]
     mean, var = gp.predict_f(pool)
     H0 = exceedance_entropy(mean, var, -1.0).sum()

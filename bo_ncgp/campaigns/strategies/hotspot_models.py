@@ -18,6 +18,7 @@ the same expectations as the DualSVGP.
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 from typing import Any
 
 import gpytorch
@@ -36,6 +37,7 @@ __all__ = [
     "CONSTANT_INIT",
     "DTYPE",
     "ConstantMeanSVGP",
+    "RefitGPConfig",
     "RefitVariationalGP",
     "hotspot_kernel",
     "minmax_scale",
@@ -223,11 +225,11 @@ def _log_prior(module: torch.nn.Module) -> Tensor:
     return total
 
 
-class RefitVariationalGP:
-    """GPyTorch SVGP refitted from scratch; fantasies by batched refitting (module doc).
+@dataclass(frozen=True)
+class RefitGPConfig:
+    """Settings of :class:`RefitVariationalGP` (the ``refit-entropy`` surrogate).
 
-    Args:
-        likelihood: a :class:`bo_ncgp.likelihoods.Likelihood` (here ``Binomial(100)``).
+    Attributes:
         num_steps: joint (NGD on ``q(u)``, Adam on hyperparameters) steps of each fit.
         lr: Adam learning rate of the hyperparameters.
         ngd_lr: NGD step size of the joint steps.
@@ -236,39 +238,56 @@ class RefitVariationalGP:
             with step size 1, 3-4 steps agree with 20 to about 1% of the entropy change).
         fantasy_lr: NGD step size of the fantasy refits.
         batch_limit: fantasy models trained together in one batched GPyTorch model.
-        constant_mean, outputscale_prior: kernel options of
-            :func:`hotspot_kernel`.
+        constant_mean, outputscale_prior: kernel options of :func:`hotspot_kernel`.
 
     Example:
-        >>> gp = RefitVariationalGP(Binomial(100), num_steps=20)       # doctest: +SKIP
-        >>> gp.fit(X, y).predict_f(X[:3])[0].shape                      # doctest: +SKIP
+        >>> RefitGPConfig().num_steps, RefitGPConfig().fantasy_steps
+        (200, 4)
+    """
+
+    num_steps: int = 200
+    lr: float = 0.05
+    ngd_lr: float = 0.1
+    polish_steps: int = 10
+    polish_lr: float = 0.5
+    fantasy_steps: int = 4
+    fantasy_lr: float = 1.0
+    batch_limit: int = 64
+    constant_mean: bool = False
+    outputscale_prior: bool = True
+
+
+class RefitVariationalGP:
+    """GPyTorch SVGP refitted from scratch; fantasies by batched refitting (module doc).
+
+    Args:
+        likelihood: a :class:`bo_ncgp.likelihoods.Likelihood` (here ``Binomial(100)``).
+        config: the fit settings (:class:`RefitGPConfig`); its step counts and step sizes
+            are kept as attributes (``num_steps``, ``fantasy_steps``, ...).
+
+    Example:
+        >>> from bo_ncgp.likelihoods import Binomial
+        >>> X = torch.rand(12, 2, dtype=DTYPE)
+        >>> y = torch.randint(0, 30, (12,)).to(DTYPE)
+        >>> gp = RefitVariationalGP(Binomial(100).to(DTYPE), RefitGPConfig(num_steps=5))
+        >>> gp.fit(X, y).predict_f(X[:3])[0].shape
         torch.Size([3])
     """
 
-    def __init__(
-        self,
-        likelihood: Likelihood,
-        num_steps: int = 200,
-        lr: float = 0.05,
-        ngd_lr: float = 0.1,
-        polish_steps: int = 10,
-        polish_lr: float = 0.5,
-        fantasy_steps: int = 4,
-        fantasy_lr: float = 1.0,
-        batch_limit: int = 64,
-        constant_mean: bool = False,
-        outputscale_prior: bool = True,
-    ) -> None:
+    def __init__(self, likelihood: Likelihood, config: RefitGPConfig | None = None) -> None:
+        c = RefitGPConfig() if config is None else config
         self.likelihood = likelihood
-        self.kernel_options = dict(constant_mean=constant_mean, outputscale_prior=outputscale_prior)
-        self.polish_lr = float(polish_lr)
-        self.num_steps = int(num_steps)
-        self.lr = float(lr)
-        self.ngd_lr = float(ngd_lr)
-        self.polish_steps = int(polish_steps)
-        self.fantasy_steps = int(fantasy_steps)
-        self.fantasy_lr = float(fantasy_lr)
-        self.batch_limit = int(batch_limit)
+        self.kernel_options = dict(
+            constant_mean=bool(c.constant_mean), outputscale_prior=bool(c.outputscale_prior)
+        )
+        self.polish_lr = float(c.polish_lr)
+        self.num_steps = int(c.num_steps)
+        self.lr = float(c.lr)
+        self.ngd_lr = float(c.ngd_lr)
+        self.polish_steps = int(c.polish_steps)
+        self.fantasy_steps = int(c.fantasy_steps)
+        self.fantasy_lr = float(c.fantasy_lr)
+        self.batch_limit = int(c.batch_limit)
         self.gp: _SVGP | None = None
         self.X = self.y = None
 

@@ -16,7 +16,8 @@ Surrogates (models of the latent logit prevalence of every village):
   (:class:`~bo_ncgp.campaigns.strategies.hotspot_models.ConstantMeanSVGP`) refitted after
   every survey and converted to a DualSVGP. Each refit is seeded by the seed and the number
   of surveyed villages, so a resumed campaign repeats the same refits;
-* :class:`RefitGP` (:class:`RefitGPConfig`): a GPyTorch variational GP refitted from scratch,
+* :class:`RefitGP` (:class:`~bo_ncgp.campaigns.strategies.hotspot_models.RefitGPConfig`): a
+  GPyTorch variational GP refitted from scratch,
   conditioned on fantasies by refitting
   (:class:`~bo_ncgp.campaigns.strategies.hotspot_models.RefitVariationalGP`).
 
@@ -57,6 +58,7 @@ from bo_ncgp.campaigns.strategies.base import History, Strategy
 from bo_ncgp.campaigns.strategies.hotspot_models import (
     DTYPE,
     ConstantMeanSVGP,
+    RefitGPConfig,
     RefitVariationalGP,
     hotspot_kernel,
     minmax_scale,
@@ -73,7 +75,6 @@ __all__ = [
     "RefitEntropy",
     "RefitEntropyConfig",
     "RefitGP",
-    "RefitGPConfig",
     "RefittedSVGP",
     "RefittedSVGPConfig",
     "StreamingDual",
@@ -160,28 +161,6 @@ class RefittedSVGPConfig:
             raise InputDataError(f"svgp: lr and beta must be positive, got {self.lr}, {self.beta}")
         if self.rel_tol is not None and not self.rel_tol > 0:
             raise InputDataError(f"svgp: rel_tol must be positive or None, got {self.rel_tol}")
-
-
-@dataclass(frozen=True)
-class RefitGPConfig:
-    """Settings of the refitted variational GP surrogate (:class:`RefitGP`); see
-    :class:`~bo_ncgp.campaigns.strategies.hotspot_models.RefitVariationalGP`.
-
-    Example:
-        >>> RefitGPConfig().num_steps, RefitGPConfig().fantasy_steps
-        (200, 4)
-    """
-
-    num_steps: int = 200
-    lr: float = 0.05
-    ngd_lr: float = 0.1
-    polish_steps: int = 10
-    polish_lr: float = 0.5
-    fantasy_steps: int = 4
-    fantasy_lr: float = 1.0
-    batch_limit: int = 64
-    constant_mean: bool = False
-    outputscale_prior: bool = True
 
 
 @dataclass(frozen=True)
@@ -382,20 +361,7 @@ class RefitGP:
     def setup(self, strategy: HotspotStrategy) -> None:
         """A new, unfitted model."""
         self.strategy = strategy
-        c = self.config
-        self.model = RefitVariationalGP(
-            Binomial(strategy.num_trials).to(DTYPE),
-            num_steps=int(c.num_steps),
-            lr=float(c.lr),
-            ngd_lr=float(c.ngd_lr),
-            polish_steps=int(c.polish_steps),
-            polish_lr=float(c.polish_lr),
-            fantasy_steps=int(c.fantasy_steps),
-            fantasy_lr=float(c.fantasy_lr),
-            batch_limit=int(c.batch_limit),
-            constant_mean=bool(c.constant_mean),
-            outputscale_prior=bool(c.outputscale_prior),
-        )
+        self.model = RefitVariationalGP(Binomial(strategy.num_trials).to(DTYPE), self.config)
 
     def fit(self, idx: np.ndarray, y: Tensor) -> None:
         """Refit on every surveyed village (the strategy's record, ``idx`` included)."""

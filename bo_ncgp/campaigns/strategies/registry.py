@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from bo_ncgp.campaigns.strategies import hotspot_models as hm
 from bo_ncgp.campaigns.strategies import hotspots as hs
 from bo_ncgp.campaigns.strategies import lunar as ll
 from bo_ncgp.campaigns.strategies.base import RandomSearch, Strategy
@@ -114,7 +115,7 @@ STRATEGIES: dict[tuple[str, str], StrategySpec] = {
             "hotspots",
             "refit-entropy",
             "refitted GPyTorch SVGP x entropy reduction with refitted fantasies",
-            (hs.RefitGPConfig, hs.RefitEntropyConfig),
+            (hm.RefitGPConfig, hs.RefitEntropyConfig),
             _hotspots("refit-entropy", hs.RefitGP, hs.RefitEntropy),
         ),
         StrategySpec(
