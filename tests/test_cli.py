@@ -79,3 +79,26 @@ def test_core_demo_runs(capsys):
     assert cli.main(["core-demo", "--n", "300", "--rank", "20"]) == 0
     out = capsys.readouterr().out
     assert "PCG" in out and "iterations" in out
+
+
+def test_no_argparse_and_no_cli_import_below_the_cli_package():
+    import ast
+    from pathlib import Path
+
+    pkg = Path(cli.__file__).resolve().parents[1]
+    bad = []
+    for f in sorted(pkg.rglob("*.py")):
+        if f.is_relative_to(pkg / "cli"):
+            continue
+        for node in ast.walk(ast.parse(f.read_text())):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            for name in names:
+                if name == "argparse" or name == "bo_ncgp.cli" or name.startswith("bo_ncgp.cli."):
+                    bad.append(f"{f.relative_to(pkg)} imports {name}")
+                if name == "experiments" or name.startswith("experiments."):
+                    bad.append(f"{f.relative_to(pkg)} imports {name}")
+    assert not bad, "\n".join(bad)
