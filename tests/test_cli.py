@@ -1,3 +1,7 @@
+import importlib
+import sys
+from importlib.metadata import EntryPoint
+
 import pytest
 
 from bo_ncgp import cli
@@ -8,7 +12,7 @@ def test_help_lists_commands(capsys):
         cli.main(["--help"])
     assert exc.value.code == 0
     out = capsys.readouterr().out
-    for name in ("demo", "lunar-lander", "plot", "hotspots", "compare"):
+    for name in ("demo", "core-demo", "lunar-lander", "plot", "hotspots", "compare"):
         assert name in out
 
 
@@ -16,20 +20,85 @@ def test_no_command_prints_help_and_fails(capsys):
     assert cli.main([]) == 2
 
 
-def test_experiment_script_passthrough(tmp_path, capsys):
-    exp = tmp_path / "experiments"
-    exp.mkdir()
-    (exp / "toy_exp.py").write_text(
-        'CLI_NAME = "toy-exp"\n\ndef main(argv=None):\n    print("ARGS", argv)\n    return 3\n'
+def test_unknown_command_is_an_error(capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["no-such-command"])
+    assert exc.value.code == 2
+
+
+@pytest.mark.parametrize("name", sorted(cli.COMMANDS))
+def test_command_modules_expose_the_command_interface(name):
+    module = importlib.import_module(cli.COMMANDS[name])
+    assert isinstance(module.HELP, str) and "\n" not in module.HELP
+    assert callable(module.add_arguments) and callable(module.run)
+
+
+def _plugin_module(tmp_path, monkeypatch):
+    pkg = tmp_path / "toy_plugins"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "toy_exp.py").write_text(
+        '"""A toy experiment.\n\nMore text."""\n\n'
+        "def main(argv=None):\n"
+        '    print("ARGS", argv)\n'
+        "    return 3\n"
     )
-    (exp / "helper.py").write_text("X = 1\n")  # no CLI_NAME: not a command
-    scripts = cli.experiment_scripts(exp)
-    assert list(scripts) == ["toy-exp"]
-    assert cli._run_script(scripts["toy-exp"], ["--quick", "x"]) == 3
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in ("toy_plugins", "toy_plugins.toy_exp"):  # fresh, not from an earlier test
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    eps = [
+        EntryPoint("toy-exp", "toy_plugins.toy_exp:main", cli.ENTRY_POINT_GROUP),
+        EntryPoint("plot", "toy_plugins.toy_exp:main", cli.ENTRY_POINT_GROUP),  # shadowed
+    ]
+
+    def entry_points(group):
+        return [ep for ep in eps if ep.group == group]
+
+    monkeypatch.setattr(cli, "entry_points", entry_points)
+
+
+def test_experiment_entry_points_pass_arguments_through(tmp_path, monkeypatch, capsys):
+    _plugin_module(tmp_path, monkeypatch)
+    assert list(cli.experiment_commands()) == ["toy-exp"]  # package commands win
+    assert cli.main(["toy-exp", "--quick", "x"]) == 3
     assert "ARGS ['--quick', 'x']" in capsys.readouterr().out
+
+
+def test_help_lists_experiments_with_their_docstring_without_importing_them(
+    tmp_path, monkeypatch, capsys
+):
+    _plugin_module(tmp_path, monkeypatch)
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    out = capsys.readouterr().out
+    assert "toy-exp" in out and "A toy experiment" in out
+    assert "toy_plugins.toy_exp" not in sys.modules
 
 
 def test_core_demo_runs(capsys):
     assert cli.main(["core-demo", "--n", "300", "--rank", "20"]) == 0
     out = capsys.readouterr().out
     assert "PCG" in out and "iterations" in out
+
+
+def test_no_argparse_and_no_cli_import_below_the_cli_package():
+    import ast
+    from pathlib import Path
+
+    pkg = Path(cli.__file__).resolve().parents[1]
+    bad = []
+    for f in sorted(pkg.rglob("*.py")):
+        if f.is_relative_to(pkg / "cli"):
+            continue
+        for node in ast.walk(ast.parse(f.read_text())):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            for name in names:
+                if name == "argparse" or name == "bo_ncgp.cli" or name.startswith("bo_ncgp.cli."):
+                    bad.append(f"{f.relative_to(pkg)} imports {name}")
+                if name == "experiments" or name.startswith("experiments."):
+                    bad.append(f"{f.relative_to(pkg)} imports {name}")
+    assert not bad, "\n".join(bad)

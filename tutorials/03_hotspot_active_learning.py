@@ -22,11 +22,12 @@
 #
 # * `bo_ncgp.problems.hotspots.HotspotPool` — the villages as a pool problem; surveys are
 #   simulated from the true prevalences, deterministically per (seed, village);
-# * `bo_ncgp.campaigns.hotspot_strategies.EntropyStrategy` — a streaming `DualSVGP` with the
-#   `Binomial(100)` likelihood; the next village maximises the expected reduction of the summed
-#   entropy of the exceedance probabilities `P(theta(x) > 0.1)` over the remaining villages
-#   (`bo_ncgp.bo.active_learning.ThresholdEntropyReduction`, fantasies by dual conditioning);
-# * `RandomPoolStrategy` — the same model, villages drawn at random;
+# * the `entropy` strategy of `bo_ncgp.campaigns.strategies.registry` — a streaming `DualSVGP`
+#   with the `Binomial(100)` likelihood; the next village maximises the expected reduction of
+#   the summed entropy of the exceedance probabilities `P(theta(x) > 0.1)` over the remaining
+#   villages (`bo_ncgp.bo.active_learning.ThresholdEntropyReduction`, fantasies by dual
+#   conditioning);
+# * the `random` strategy — the same model, villages drawn at random;
 # * `bo_ncgp.campaigns.Campaign` — the ask/tell loop (with checkpoints, as the experiments use).
 #
 # To keep this tutorial to a couple of minutes we use a random subset of the 1,500 villages as
@@ -48,7 +49,7 @@ import torch
 
 from bo_ncgp.bo.active_learning import exceedance_probability
 from bo_ncgp.campaigns import Campaign
-from bo_ncgp.campaigns.hotspot_strategies import EntropyStrategy, RandomPoolStrategy
+from bo_ncgp.campaigns.strategies.registry import build_strategy
 from bo_ncgp.data.hotspots import load_hotspots
 from bo_ncgp.problems.hotspots import HotspotPool
 
@@ -93,8 +94,8 @@ print(
 # %%
 dual_settings = dict(num_inner_steps=10, init_rounds=2, init_hyper_steps=20)
 strategies = {
-    "entropy": EntropyStrategy(num_fantasies=8, **dual_settings),
-    "random": RandomPoolStrategy(**dual_settings),
+    "entropy": build_strategy("hotspots", "entropy", num_fantasies=8, **dual_settings),
+    "random": build_strategy("hotspots", "random", **dual_settings),
 }
 states = {}
 for name, strategy in strategies.items():

@@ -12,10 +12,6 @@ and how many seeds have ``a < b``.
 
 from __future__ import annotations
 
-import argparse
-import json
-import math
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +19,8 @@ import numpy as np
 
 from bo_ncgp.campaigns.archive import load_states
 from bo_ncgp.campaigns.plotting import metric_at
-from bo_ncgp.cli import command
+from bo_ncgp.campaigns.stats import mean_se
+from bo_ncgp.exceptions import InputDataError
 
 __all__ = ["paired_differences"]
 
@@ -34,7 +31,7 @@ def _by_seed(folder: str | Path) -> dict[int, dict]:
         raise FileNotFoundError(f"no state.json or archive found under {folder}")
     names = {st["strategy"]["name"] for st in states}
     if len(names) > 1:
-        raise ValueError(f"{folder} holds campaigns of several strategies {sorted(names)}")
+        raise InputDataError(f"{folder} holds campaigns of several strategies {sorted(names)}")
     return {int(st["seed"]): st for st in states}
 
 
@@ -56,7 +53,7 @@ def paired_differences(
         ValueError: if the folders share no seed, or their campaigns ran on different data.
 
     Example:
-        >>> import tempfile
+        >>> import json, tempfile
         >>> def state(seed, mse):  # a hand-made campaign state with one logged metric
         ...     its = [{"num_evaluations": 5, "metrics": {"mse": mse}}]
         ...     return {"seed": seed, "strategy": {"name": "s"}, "iterations": its}
@@ -73,12 +70,12 @@ def paired_differences(
     sa, sb = _by_seed(a), _by_seed(b)
     seeds = sorted(set(sa) & set(sb))
     if not seeds:
-        raise ValueError(f"{a} and {b} share no seed ({sorted(sa)} vs {sorted(sb)})")
+        raise InputDataError(f"{a} and {b} share no seed ({sorted(sa)} vs {sorted(sb)})")
     for s in seeds:
         ha = sa[s].get("problem", {}).get("data_sha256")
         hb = sb[s].get("problem", {}).get("data_sha256")
         if ha != hb:
-            raise ValueError(f"seed {s}: the campaigns ran on different data ({ha} vs {hb})")
+            raise InputDataError(f"seed {s}: the campaigns ran on different data ({ha} vs {hb})")
     out: dict[str, Any] = {"a": str(a), "b": str(b), "seeds": seeds}
     for metric in metrics:
         out[metric] = {}
@@ -86,47 +83,11 @@ def paired_differences(
             d = np.array(
                 [metric_at(sa[s], metric, step) - metric_at(sb[s], metric, step) for s in seeds]
             )
-            d = d[np.isfinite(d)]
-            se = float(d.std(ddof=1) / math.sqrt(d.size)) if d.size > 1 else float("nan")
+            mean, se, n = mean_se(d)
             out[metric][str(step)] = {
-                "mean": float(d.mean()) if d.size else float("nan"),
+                "mean": mean,
                 "se": se,
-                "n": int(d.size),
-                "a_lower": int((d < 0).sum()),
+                "n": n,
+                "a_lower": int((d[np.isfinite(d)] < 0).sum()),
             }
     return out
-
-
-def _compare_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("a", type=Path, help="campaign folder of strategy A")
-    p.add_argument("b", type=Path, help="campaign folder of strategy B (same seeds)")
-    p.add_argument("--metrics", default="accuracy,mse", help="comma-separated metric names")
-    p.add_argument("--at", default="150,199", help="comma-separated steps (evaluations)")
-    p.add_argument("--json", type=Path, default=None, help="also write the result here")
-
-
-@command("compare", "paired differences A - B of campaign metrics over the seeds both ran")(
-    _compare_args
-)
-def _compare(args: argparse.Namespace) -> int:
-    try:
-        steps = tuple(int(s) for s in args.at.split(",") if s)
-        metrics = tuple(m for m in args.metrics.split(",") if m)
-        res = paired_differences(args.a, args.b, metrics, steps)
-    except (FileNotFoundError, ValueError) as err:
-        print(f"bo-ncgp compare: {err}", file=sys.stderr)
-        return 2
-    seeds = res["seeds"]
-    shown = seeds if len(seeds) <= 10 else f"{seeds[:3]}...{seeds[-2:]}"
-    print(f"A = {args.a}, B = {args.b}, {len(seeds)} seed(s) in both: {shown}")
-    for metric in metrics:
-        for step, d in res[metric].items():
-            print(
-                f"{metric}@{step}: A - B = {d['mean']:+.4g} +- {d['se']:.2g} "
-                f"(n={d['n']}, A lower on {d['a_lower']})"
-            )
-    if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(res, indent=1))
-        print(f"wrote {args.json}")
-    return 0

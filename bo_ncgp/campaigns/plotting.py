@@ -1,5 +1,8 @@
 """Plots of campaign results: a metric against the number of evaluations, mean +- s.e. over
-seeds, one line per strategy (``bo-ncgp plot OUT_DIR...``)."""
+seeds (:mod:`bo_ncgp.campaigns.stats`), one line per strategy (``bo-ncgp plot OUT_DIR...``).
+
+Figures use matplotlib's object API (no ``pyplot``), so they neither need a display nor change
+the backend of a notebook they are drawn from."""
 
 from __future__ import annotations
 
@@ -9,8 +12,17 @@ from pathlib import Path
 import numpy as np
 
 from bo_ncgp.campaigns.archive import load_states
+from bo_ncgp.campaigns.stats import mean_se, mean_se_curve
 
-__all__ = ["best_so_far", "collect", "metric_at", "metric_curve", "plot_campaigns", "summarise"]
+__all__ = [
+    "best_so_far",
+    "collect",
+    "metric_at",
+    "metric_curve",
+    "plot_campaigns",
+    "plot_metrics",
+    "summarise",
+]
 
 
 def best_so_far(state: dict) -> np.ndarray:
@@ -75,16 +87,13 @@ def collect(paths: list[str | Path]) -> dict[str, list[dict]]:
 
 def _mean_se(curves: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     n = min(len(c) for c in curves)
-    A = np.stack([c[:n] for c in curves])
-    mean = np.nanmean(A, axis=0)
-    cnt = np.sum(np.isfinite(A), axis=0)
-    sd = np.nanstd(A, axis=0, ddof=1) if A.shape[0] > 1 else np.zeros(n)
-    se = np.where(cnt > 1, sd / np.sqrt(np.maximum(cnt, 1)), 0.0)
+    mean, se, _ = mean_se_curve(np.stack([c[:n] for c in curves]))
     return np.arange(1, n + 1), mean, se
 
 
 def summarise(groups: dict[str, list[dict]], at: list[int]) -> dict[str, dict[int, tuple]]:
-    """Best value after ``at`` evaluations: ``{strategy: {n: (mean, se, num_seeds)}}``.
+    """Best value after ``at`` evaluations: ``{strategy: {n: (mean, se, num_seeds)}}`` over
+    the seeds that reached ``n`` evaluations and found a finite value (:func:`mean_se`).
 
     Example:
         >>> runs = [{"evaluations": [{"value": v} for v in vals]} for vals in ([1, 3], [2, 2])]
@@ -96,10 +105,9 @@ def summarise(groups: dict[str, list[dict]], at: list[int]) -> dict[str, dict[in
         curves = [best_so_far(s) for s in states]
         out[name] = {}
         for n in at:
-            vals = np.array([c[n - 1] for c in curves if len(c) >= n])
-            if vals.size:
-                se = vals.std(ddof=1) / np.sqrt(vals.size) if vals.size > 1 else 0.0
-                out[name][n] = (float(vals.mean()), float(se), int(vals.size))
+            vals = [c[n - 1] for c in curves if len(c) >= n]
+            if vals:
+                out[name][n] = mean_se(vals)
     return out
 
 
@@ -108,9 +116,6 @@ def plot_campaigns(
 ) -> Path:
     """Draw ``metric`` (``"best"`` = best value so far, or a logged strategy metric) against
     the number of evaluations, mean +- s.e. over seeds per strategy, into the PNG ``out``.
-
-    Uses matplotlib's object API (no ``pyplot``), so it neither needs a display nor changes
-    the backend of a notebook it is called from.
 
     Example:
         >>> import tempfile
@@ -139,7 +144,7 @@ def plot_campaigns(
             x = curves[0][0][:n]
             _, mean, se = _mean_se([c[1] for c in curves])
         ax.plot(x, mean, label=f"{name} ({len(states)} seeds)")
-        ax.fill_between(x, mean - se, mean + se, alpha=0.25)
+        ax.fill_between(x, mean - se, mean + se, alpha=0.25)  # no band where se is nan
     ax.set_xlabel("number of evaluations")
     ax.set_ylabel("best value so far" if metric == "best" else metric)
     ax.set_title(title or groups[next(iter(groups))][0]["problem"].get("name", ""))
@@ -150,3 +155,48 @@ def plot_campaigns(
     fig.tight_layout()
     fig.savefig(out, dpi=120)
     return out
+
+
+def plot_metrics(
+    curves: dict[str, dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, int]]],
+    path: str | Path,
+    metrics: list[str],
+    labels: dict[str, str] | None = None,
+    xlabel: str = "steps",
+) -> Path:
+    """One panel per metric, one line per strategy: ``curves[strategy][metric] = (steps,
+    mean, se, num_seeds)`` (as :func:`~bo_ncgp.campaigns.summary.curve_over_seeds` returns),
+    the band mean +- s.e. where there are several seeds.
+
+    Example:
+        >>> import tempfile
+        >>> c = {"a": {"mse": (np.arange(3), np.ones(3), np.full(3, 0.1), 2)}}
+        >>> plot_metrics(c, Path(tempfile.mkdtemp()) / "m.png", ["mse"]).suffix
+        '.png'
+    """
+    from matplotlib.figure import Figure
+
+    labels = labels or {}
+    cols = min(len(metrics), 3 if len(metrics) > 4 else 4)
+    rows = -(-len(metrics) // cols)
+    fig = Figure(figsize=(4.6 * cols, 3.8 * rows))
+    axes = fig.subplots(rows, cols, squeeze=False)
+    for ax in axes.flat[len(metrics) :]:
+        ax.set_visible(False)
+    for ax, metric in zip(axes.flat, metrics, strict=False):  # spare axes are hidden
+        for name in sorted(curves):
+            x, mean, se, k = curves[name][metric]
+            if not k:
+                continue
+            ax.plot(x, mean, label=f"{name} ({k} seed{'s' * (k > 1)})")
+            if k > 1:
+                ax.fill_between(x, mean - se, mean + se, alpha=0.25)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(labels.get(metric, metric))
+        ax.grid(alpha=0.3)
+    axes[0][0].legend()
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    return path

@@ -21,18 +21,19 @@ from __future__ import annotations
 import math
 import time
 import traceback
+from collections.abc import Callable, Iterable
 from concurrent.futures import Executor, as_completed
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from bo_ncgp.campaigns.executors import InlineExecutor
+from bo_ncgp.campaigns.executors import InlineExecutor, make_executor
 from bo_ncgp.campaigns.storage import read_json, write_csv, write_json
-from bo_ncgp.campaigns.strategy import History, Strategy
+from bo_ncgp.campaigns.strategies.base import History, Strategy
 from bo_ncgp.problems.base import Evaluation, Problem
 
-__all__ = ["Campaign"]
+__all__ = ["Campaign", "run_seed", "run_seeds"]
 
 STATE = "state.json"
 CSV = "evaluations.csv"
@@ -73,7 +74,7 @@ class Campaign:
 
     Args:
         problem: what to evaluate (:class:`~bo_ncgp.problems.base.Problem`).
-        strategy: how to choose points (:class:`~bo_ncgp.campaigns.strategy.Strategy`).
+        strategy: how to choose points (:class:`~bo_ncgp.campaigns.strategies.base.Strategy`).
         budget: total number of evaluations, initial design included.
         batch_size: points per acquisition batch.
         num_initial: size of the initial design (random, identical for every strategy
@@ -166,14 +167,17 @@ class Campaign:
         """Reload an interrupted campaign from ``out_dir`` (problem and strategy must be
         constructed as in the original run; their configs are checked; a key the saved
         config predates is read as the object's ``legacy_config`` value, see
-        :attr:`~bo_ncgp.campaigns.strategy.Strategy.legacy_config`)."""
+        :attr:`~bo_ncgp.campaigns.strategies.base.Strategy.legacy_config`; only keys of
+        the object's config count)."""
         state = read_json(Path(out_dir) / STATE)
         if state.get("format") != FORMAT_VERSION:
             raise ValueError(f"{out_dir}: unsupported campaign state format {state.get('format')}")
         for key, obj in (("problem", problem), ("strategy", strategy)):
             # keys the saved config predates take the value that reproduces the saved run
-            saved = {**_jsonable(getattr(obj, "legacy_config", {})), **state[key]}
-            if saved != _jsonable(obj.config()):
+            given = _jsonable(obj.config())
+            legacy = _jsonable(getattr(obj, "legacy_config", {}))
+            saved = {**{k: v for k, v in legacy.items() if k in given}, **state[key]}
+            if saved != given:
                 raise ValueError(
                     f"{out_dir}: the {key} differs from the saved run: saved {state[key]}, "
                     f"given {obj.config()}"
@@ -399,3 +403,112 @@ def _progress(enabled: bool, total: int, initial: int, desc: str):
     from tqdm.auto import tqdm
 
     return tqdm(total=total, initial=initial, desc=desc, unit="eval")
+
+
+def run_seeds(
+    problem_factory: Callable[[], Problem],
+    strategy_factory: Callable[[], Strategy],
+    seeds: Iterable[int],
+    out_root: str | Path,
+    *,
+    budget: int,
+    batch_size: int,
+    num_initial: int,
+    workers: int = 1,
+    dask_scheduler: str | None = None,
+    progress: bool = True,
+) -> list[dict]:
+    """Run (or resume) one campaign per seed under ``out_root/seed_<k>``, evaluations through
+    :func:`~bo_ncgp.campaigns.executors.make_executor` (``workers`` processes or a dask
+    cluster).
+
+    Example:
+        >>> import tempfile
+        >>> from bo_ncgp.campaigns import RandomSearch
+        >>> from bo_ncgp.problems.synthetic import TestFunction
+        >>> states = run_seeds(lambda: TestFunction("branin"), RandomSearch, [0, 1],
+        ...                    Path(tempfile.mkdtemp()), budget=6, batch_size=2,
+        ...                    num_initial=2, progress=False)
+        >>> [s["seed"] for s in states], [len(s["evaluations"]) for s in states]
+        ([0, 1], [6, 6])
+    """
+    states = []
+    with make_executor(workers, dask_scheduler) as ex:
+        for seed in seeds:
+            out = Path(out_root) / f"seed_{seed}"
+            problem, strategy = problem_factory(), strategy_factory()
+            if (out / STATE).exists():
+                camp = Campaign.resume(out, problem, strategy)
+            else:
+                camp = Campaign(
+                    problem,
+                    strategy,
+                    budget=budget,
+                    batch_size=batch_size,
+                    num_initial=num_initial,
+                    seed=seed,
+                    out_dir=out,
+                )
+            states.append(camp.run(executor=ex, progress=progress))
+    return states
+
+
+def run_seed(
+    problem: str,
+    problem_options: dict[str, Any],
+    strategy: str,
+    strategy_options: dict[str, Any],
+    seed: int,
+    out_root: str | Path,
+    *,
+    budget: int,
+    batch_size: int,
+    num_initial: int,
+    threads: int | None = None,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """Run (or resume) the campaign of one seed of a registered problem and strategy under
+    ``out_root/seed_<seed>``; a picklable job for executors that run whole seeds.
+
+    Args:
+        problem, problem_options: :func:`bo_ncgp.problems.registry.make_problem` arguments.
+        strategy, strategy_options: :func:`~bo_ncgp.campaigns.strategies.registry.build_strategy`
+            arguments (the strategy registered for ``problem``).
+        seed: campaign seed (also the problem instance's seed).
+        out_root: the strategy's campaign folder.
+        budget, batch_size, num_initial: as :class:`Campaign`.
+        threads: torch threads of the process (unchanged if ``None``).
+        progress: show a progress bar.
+
+    Returns:
+        ``{"seed", "seconds", "final"}``: the seed, wall-clock seconds and the metrics of the
+        last iteration.
+
+    Example:
+        >>> import tempfile
+        >>> res = run_seed("synthetic", {"function": "branin"}, "random", {}, 3,
+        ...                tempfile.mkdtemp(), budget=4, batch_size=2, num_initial=2)
+        >>> res["seed"], res["final"]
+        (3, {})
+    """
+    import torch
+
+    from bo_ncgp.campaigns.strategies.registry import build_strategy
+    from bo_ncgp.problems.registry import make_problem
+
+    if threads is not None:
+        torch.set_num_threads(int(threads))
+    instance = make_problem(problem, seed=seed, **problem_options)
+    t0 = time.perf_counter()
+    (state,) = run_seeds(
+        lambda: instance,
+        lambda: build_strategy(problem, strategy, **strategy_options),
+        [seed],
+        out_root,
+        budget=budget,
+        batch_size=batch_size,
+        num_initial=num_initial,
+        progress=progress,
+    )
+    last = state["iterations"][-1]["metrics"]
+    return {"seed": seed, "seconds": time.perf_counter() - t0, "final": last}

@@ -35,12 +35,34 @@ from typing import Any
 
 import numpy as np
 
+from bo_ncgp.exceptions import InputDataError
 from bo_ncgp.problems.base import Evaluation, Problem
 
-__all__ = ["OBSERVATION_SALT", "PERMUTATION_SALT", "HotspotPool"]
+__all__ = [
+    "FULL_SET_METRICS",
+    "METRICS",
+    "METRIC_LABELS",
+    "OBSERVATION_SALT",
+    "PERMUTATION_SALT",
+    "HotspotPool",
+    "add_hotspots_found",
+]
 
 PERMUTATION_SALT = 7_001
 OBSERVATION_SALT = 7_002
+#: the scores :meth:`HotspotPool.metrics` gives on the villages not yet surveyed
+METRICS = ("accuracy", "mse", "sensitivity")
+#: the same scores over every village, surveyed ones included (Andrade-Pacheco et al. 2020)
+FULL_SET_METRICS = ("accuracy_all", "mse_all")
+#: axis labels of the hotspot metrics
+METRIC_LABELS = {
+    "accuracy": "hotspot accuracy",
+    "mse": "prevalence MSE",
+    "step_seconds": "seconds per step",
+    "hotspots_found": "true hotspots surveyed",
+    "accuracy_all": "hotspot accuracy, all villages",
+    "mse_all": "prevalence MSE, all villages",
+}
 
 
 @dataclass(eq=False)
@@ -193,6 +215,30 @@ class HotspotPool(Problem):
             "mse_all": float(sq.mean()),
         }
 
+    def add_hotspots_found(self, states: list[dict[str, Any]]) -> list[str]:
+        """Check that the campaign ``states`` ran on this pool's data (the stored data hash)
+        and add ``hotspots_found`` to their logged metrics (:func:`add_hotspots_found`);
+        returns ``["hotspots_found"]``, the metric added.
+
+        Example:
+            >>> pool = HotspotPool(np.zeros((3, 1)), np.array([0.5, 0.0, 0.3]), 0.1)
+            >>> st = {"problem": pool.config(), "evaluations": [{"point": 0}],
+            ...       "iterations": [{"num_evaluations": 1, "metrics": {}}]}
+            >>> pool.add_hotspots_found([st]), st["iterations"][0]["metrics"]
+            (['hotspots_found'], {'hotspots_found': 1.0})
+        """
+        digest = self.config()["data_sha256"]
+        for st in states:
+            stored = st.get("problem", {}).get("data_sha256")
+            if stored != digest:
+                raise InputDataError(
+                    f"a campaign ran on other data ({st.get('problem', {}).get('name')}, "
+                    f"hash {stored}) than {self.name} (hash {digest})"
+                )
+        for st in states:
+            add_hotspots_found(st, self.theta, self.threshold)
+        return ["hotspots_found"]
+
     def config(self) -> dict[str, Any]:
         digest = hashlib.sha256(
             np.ascontiguousarray(self.features).tobytes() + self.theta.tobytes()
@@ -207,3 +253,32 @@ class HotspotPool(Problem):
             "num_trials": self.num_trials,
             "data_sha256": digest,
         }
+
+
+def add_hotspots_found(state: dict[str, Any], theta: np.ndarray, threshold: float) -> None:
+    """Add ``hotspots_found`` (true hotspots among the surveyed villages so far) to the logged
+    metrics of every iteration of a campaign state (in memory; no file is changed).
+
+    Args:
+        state: a campaign state (``state.json``) of a :class:`HotspotPool` campaign.
+        theta: ``(P,)`` true prevalences of the pool the campaign ran on.
+        threshold: hotspot threshold (``theta > threshold``).
+
+    Example:
+        >>> st = {"evaluations": [{"point": 0}, {"point": 2}],
+        ...       "iterations": [{"num_evaluations": 1, "metrics": {}},
+        ...                      {"num_evaluations": 2, "metrics": {}}]}
+        >>> add_hotspots_found(st, np.array([0.5, 0.0, 0.3]), 0.1)
+        >>> [it["metrics"]["hotspots_found"] for it in st["iterations"]]
+        [1.0, 2.0]
+    """
+    points = np.array([int(e["point"]) for e in state["evaluations"]], dtype=int)
+    if points.size and (points.min() < 0 or points.max() >= len(theta)):
+        raise InputDataError(
+            f"add_hotspots_found: village indices outside 0..{len(theta) - 1} (wrong country?)"
+        )
+    found = np.cumsum(np.asarray(theta)[points] > threshold)
+    for it in state["iterations"]:
+        n = int(it["num_evaluations"])
+        if 1 <= n <= found.size:
+            it.setdefault("metrics", {})["hotspots_found"] = float(found[n - 1])

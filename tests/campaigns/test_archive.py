@@ -11,8 +11,8 @@ import pytest
 
 from bo_ncgp.campaigns.archive import load_states, read_archive, write_archive
 from bo_ncgp.campaigns.compare import paired_differences
-from bo_ncgp.campaigns.hotspots_cli import summarise_hotspots
 from bo_ncgp.campaigns.plotting import best_so_far
+from bo_ncgp.cli.hotspots import summarise_hotspots
 from tests.campaigns.test_hotspots import run, toy_pool
 
 
@@ -131,10 +131,9 @@ def test_bad_input_is_refused_with_a_message(tmp_path):
 
 
 def test_pooling_summaries_of_disjoint_seeds_equals_summarising_all_seeds(tmp_path):
-    """experiments/pool_summaries.py: summaries that lost their per-seed data pool exactly."""
-    from tests._helpers import load_script
+    """experiments.chang2023.pool_summaries: summaries without per-seed data pool exactly."""
+    from experiments.chang2023 import pool_summaries as mod
 
-    mod = load_script("experiments/pool_summaries.py")
     for seed in (0, 1, 2, 3):
         run(tmp_path / "all" / "random" / f"seed_{seed}", "random", seed=seed)
         part = "p1" if seed == 0 else "p2"
@@ -174,4 +173,6 @@ def test_pooling_summaries_of_disjoint_seeds_equals_summarising_all_seeds(tmp_pa
     new_cfg["config"]["clamp"] = True
     with pytest.raises(ValueError, match="clamp"):
         mod.pool_entries([old_cfg, new_cfg], {"clamp": False})
-    assert mod.legacy_config("svgp-entropy")["clamp"] is False and mod.legacy_config("x") == {}
+    from experiments.chang2023.legacy import legacy_config
+
+    assert legacy_config("svgp-entropy")["clamp"] is False and legacy_config("x") == {}

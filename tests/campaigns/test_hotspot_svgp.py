@@ -1,5 +1,5 @@
-"""Tests of bo_ncgp.campaigns.hotspot_svgp: Chang et al.'s Fig. 4 loop (a GPyTorch SVGP
-refitted after every survey, converted to a DualSVGP for the fantasies)."""
+"""Tests of the svgp-entropy / svgp-random strategies: Chang et al.'s Fig. 4 loop (a GPyTorch
+SVGP refitted after every survey, converted to a DualSVGP for the fantasies)."""
 
 from __future__ import annotations
 
@@ -12,22 +12,36 @@ import torch
 
 from bo_ncgp.bo.active_learning import ThresholdEntropyReduction
 from bo_ncgp.campaigns import Campaign
-from bo_ncgp.campaigns.hotspot_svgp import (
-    ConstantMeanSVGP,
-    SVGPEntropyStrategy,
-    SVGPRandomStrategy,
-)
+from bo_ncgp.campaigns.strategies.hotspot_models import ConstantMeanSVGP
+from bo_ncgp.campaigns.strategies.hotspots import RandomVillage, RefittedSVGP
+from bo_ncgp.campaigns.strategies.registry import build_strategy
+from bo_ncgp.cli.hotspots import add_arguments, strategy_options
 from tests.campaigns.test_hotspots import INIT, _observe_initial, run, toy_pool
+
+
+def svgp_entropy(**options):
+    return build_strategy("hotspots", "svgp-entropy", **options)
+
+
+def _parser():
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    return parser
+
+
+def _config(parser, argv):
+    args = parser.parse_args(argv)
+    return build_strategy("hotspots", args.strategy, **strategy_options(args)).config()
 
 
 @pytest.mark.parametrize("clamp", [False, True])
 def test_the_converted_model_predicts_as_the_refitted_svgp_and_drives_the_choice(clamp):
     prob = toy_pool()
-    strat = SVGPEntropyStrategy(num_steps=20, num_fantasies=4, criterion="spiked", clamp=clamp)
+    strat = svgp_entropy(num_steps=20, num_fantasies=4, criterion="spiked", clamp=clamp)
     hist = _observe_initial(strat, prob)
     assert strat.model.num_data == INIT and strat.model.mean_constant != 0.0
     with torch.no_grad():
-        ref = strat.gp(strat.U)
+        ref = strat.surrogate.gp(strat.U)
     mean, var = strat.model.predict_f(strat.U)
     assert torch.allclose(mean, ref.mean, atol=1e-5)
     assert torch.allclose(var, ref.variance, atol=1e-5)
@@ -42,7 +56,7 @@ def test_the_converted_model_predicts_as_the_refitted_svgp_and_drives_the_choice
         clamp=clamp,
         compute_dtype=torch.float32,  # the strategy's default
     ).score_pool()
-    assert torch.allclose(strat.last_scores, scores)
+    assert torch.allclose(strat.acquisition.last_scores, scores)
     assert choice == rest[int(scores.argmax())]
 
 
@@ -71,7 +85,7 @@ def test_each_refit_starts_from_the_previous_hyperparameters_when_recycling(
         return out
 
     monkeypatch.setattr(ConstantMeanSVGP, "fit", recording_fit)
-    run(tmp_path, "svgp-entropy", strategy=SVGPEntropyStrategy(num_steps=10, recycle=recycle))
+    run(tmp_path, "svgp-entropy", strategy=svgp_entropy(num_steps=10, recycle=recycle))
     assert len(starts) == 4  # initial fit + one refit per survey (3 steps)
     default = starts[0]
     if recycle:
@@ -82,36 +96,29 @@ def test_each_refit_starts_from_the_previous_hyperparameters_when_recycling(
 
 
 def test_cli_builds_it_with_maddox_defaults_and_checks_its_options():
-    from bo_ncgp.campaigns.hotspots_cli import _args, make_strategy
-
-    parser = argparse.ArgumentParser()
-    _args(parser)
-    cfg = vars(parser.parse_args(["--strategy", "svgp-entropy"]))
-    conf = make_strategy(cfg).config()
+    parser = _parser()
+    conf = _config(parser, ["--strategy", "svgp-entropy"])
     assert conf["num_steps"] == 1000 and conf["beta"] == 1.0 and conf["lr"] == 0.01
     assert conf["rel_tol"] == 1e-5  # BoTorch's fit_gpytorch_torch default, as in their loop
     assert conf["outputscale_prior"] is False  # as in Maddox et al.'s script
-    cfg = vars(parser.parse_args(["--strategy", "svgp-entropy", "--outputscale-prior", "gamma",
-                                  "--svgp-beta", "0.1", "--svgp-steps", "7"]))  # fmt: skip
-    conf = make_strategy(cfg).config()
+    conf = _config(parser, ["--strategy", "svgp-entropy", "--outputscale-prior", "gamma",
+                            "--svgp-beta", "0.1", "--svgp-steps", "7"])  # fmt: skip
     assert conf["outputscale_prior"] is True and conf["beta"] == 0.1 and conf["num_steps"] == 7
-    cfg = vars(parser.parse_args(["--strategy", "svgp-entropy", "--svgp-rel-tol", "0"]))
-    assert make_strategy(cfg).config()["rel_tol"] is None  # 0 switches early stopping off
-    assert make_strategy(cfg).config()["clamp"] is False
-    cfg = vars(parser.parse_args(["--strategy", "svgp-entropy", "--clamp-per-village"]))
-    assert make_strategy(cfg).config()["clamp"] is True
-    assert make_strategy({**cfg, "strategy": "entropy"}).config()["clamp"] is True
+    conf = _config(parser, ["--strategy", "svgp-entropy", "--svgp-rel-tol", "0"])
+    assert conf["rel_tol"] is None  # 0 switches early stopping off
+    assert conf["clamp"] is False
+    assert _config(parser, ["--strategy", "svgp-entropy", "--clamp-per-village"])["clamp"]
+    assert _config(parser, ["--strategy", "entropy", "--clamp-per-village"])["clamp"] is True
     with pytest.raises(SystemExit):
         parser.parse_args(["--strategy", "svgp-entropy", "--svgp-rel-tol", "-1"])
     # the other strategies keep the outputscale prior by default
-    cfg = vars(parser.parse_args(["--strategy", "entropy"]))
-    assert make_strategy(cfg).config()["outputscale_prior"] is True
+    assert _config(parser, ["--strategy", "entropy"])["outputscale_prior"] is True
     with pytest.raises(ValueError, match="num_steps"):
-        SVGPEntropyStrategy(num_steps=0)
+        svgp_entropy(num_steps=0)
     with pytest.raises(ValueError, match="beta"):
-        SVGPEntropyStrategy(beta=0.0)
+        svgp_entropy(beta=0.0)
     with pytest.raises(ValueError, match="rel_tol"):
-        SVGPEntropyStrategy(rel_tol=0.0)
+        svgp_entropy(rel_tol=0.0)
 
 
 def test_svgp_random_surveys_the_random_villages_with_the_refitted_model(tmp_path):
@@ -120,9 +127,9 @@ def test_svgp_random_surveys_the_random_villages_with_the_refitted_model(tmp_pat
     points = [e["point"] for e in st["evaluations"]]
     assert points == [e["point"] for e in rnd["evaluations"]]  # same villages as `random`
     # its metrics are those of the SVGP refitted on every surveyed village
-    assert strat.model.num_data == len(points) and strat.gp is not None
+    assert strat.model.num_data == len(points) and strat.surrogate.gp is not None
     with torch.no_grad():
-        prevalence = torch.sigmoid(strat.gp(strat.U).mean).numpy()
+        prevalence = torch.sigmoid(strat.surrogate.gp(strat.U).mean).numpy()
     expected = toy_pool(3).metrics(prevalence, points)
     last = st["iterations"][-1]["metrics"]
     assert last["mse"] == pytest.approx(expected["mse"], rel=1e-6)
@@ -130,14 +137,11 @@ def test_svgp_random_surveys_the_random_villages_with_the_refitted_model(tmp_pat
 
 
 def test_cli_builds_svgp_random_without_acquisition_settings():
-    from bo_ncgp.campaigns.hotspots_cli import _args, make_strategy
-
-    parser = argparse.ArgumentParser()
-    _args(parser)
-    cfg = vars(parser.parse_args(["--strategy", "svgp-random", "--svgp-steps", "9"]))
-    strat = make_strategy(cfg)
+    args = _parser().parse_args(["--strategy", "svgp-random", "--svgp-steps", "9"])
+    strat = build_strategy("hotspots", args.strategy, **strategy_options(args))
     conf = strat.config()
-    assert isinstance(strat, SVGPRandomStrategy) and conf["name"] == "svgp-random"
+    assert isinstance(strat.surrogate, RefittedSVGP)
+    assert isinstance(strat.acquisition, RandomVillage) and conf["name"] == "svgp-random"
     assert conf["num_steps"] == 9 and conf["rel_tol"] == 1e-5
     assert conf["outputscale_prior"] is False  # as svgp-entropy
     assert "criterion" not in conf and "num_fantasies" not in conf
@@ -184,20 +188,39 @@ def test_fit_stops_early_by_botorchs_moving_average_rule_as_a_truncated_fit():
 
 
 def test_a_campaign_saved_before_rel_tol_existed_resumes_only_without_early_stopping(tmp_path):
-    session6 = SVGPEntropyStrategy(num_steps=15, num_fantasies=4, rel_tol=None)
-    st, _ = run(tmp_path / "old", "svgp-entropy", strategy=session6)
+    kw = dict(num_steps=15, num_fantasies=4)
+    old = svgp_entropy(**kw, rel_tol=None)
+    st, _ = run(tmp_path / "old", "svgp-entropy", strategy=old)
     state_file = tmp_path / "old" / "state.json"
     state = json.loads(state_file.read_text())
-    del state["strategy"]["rel_tol"], state["strategy"]["clamp"]  # a session-6 state
+    del state["strategy"]["rel_tol"], state["strategy"]["clamp"]  # saved before both existed
     state_file.write_text(json.dumps(state))
+    from experiments.chang2023.legacy import legacy_strategy
+
     with pytest.raises(ValueError, match="strategy differs"):
-        Campaign.resume(tmp_path / "old", toy_pool(0), SVGPEntropyStrategy(15, num_fantasies=4))
+        Campaign.resume(tmp_path / "old", toy_pool(0), legacy_strategy("svgp-entropy", **kw))
     with pytest.raises(ValueError, match="strategy differs"):  # it did not clamp either
         Campaign.resume(
             tmp_path / "old", toy_pool(0),
-            SVGPEntropyStrategy(15, num_fantasies=4, rel_tol=None, clamp=True),
+            legacy_strategy("svgp-entropy", **kw, rel_tol=None, clamp=True),
         )  # fmt: skip
+    with pytest.raises(ValueError, match="strategy differs"):  # without the legacy values
+        Campaign.resume(tmp_path / "old", toy_pool(0), svgp_entropy(**kw, rel_tol=None))
     again = Campaign.resume(
-        tmp_path / "old", toy_pool(0), SVGPEntropyStrategy(15, num_fantasies=4, rel_tol=None)
+        tmp_path / "old", toy_pool(0), legacy_strategy("svgp-entropy", **kw, rel_tol=None)
     ).run(progress=False)
+    assert again["evaluations"] == st["evaluations"]
+
+
+def test_a_finished_svgp_random_campaign_saved_before_rel_tol_existed_resumes(tmp_path):
+    old = build_strategy("hotspots", "svgp-random", num_steps=5, rel_tol=None)
+    st, _ = run(tmp_path / "old", "svgp-random", strategy=old)
+    state_file = tmp_path / "old" / "state.json"
+    state = json.loads(state_file.read_text())
+    del state["strategy"]["rel_tol"]
+    state_file.write_text(json.dumps(state))
+    from experiments.chang2023.legacy import legacy_strategy
+
+    new = legacy_strategy("svgp-random", num_steps=5, rel_tol=None)
+    again = Campaign.resume(tmp_path / "old", toy_pool(0), new).run(progress=False)
     assert again["evaluations"] == st["evaluations"]

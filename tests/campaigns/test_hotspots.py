@@ -1,6 +1,6 @@
-"""Tests of the hotspot campaign: strategies (bo_ncgp.campaigns.hotspot_strategies,
-bo_ncgp.campaigns.hotspot_refit) run through the generic runner, and the ``bo-ncgp hotspots``
-command (bo_ncgp.campaigns.hotspots_cli), on a small hand-made pool."""
+"""Tests of the hotspot campaign: strategies (bo_ncgp.campaigns.strategies.hotspots, built
+through the registry) run through the generic runner, and the ``bo-ncgp hotspots`` command
+(bo_ncgp.cli.hotspots), on a small hand-made pool."""
 
 from __future__ import annotations
 
@@ -13,13 +13,10 @@ import torch
 
 from bo_ncgp.bo.active_learning import ThresholdEntropyReduction
 from bo_ncgp.campaigns import Campaign
-from bo_ncgp.campaigns.hotspot_refit import RefitEntropyStrategy
-from bo_ncgp.campaigns.hotspot_strategies import EntropyStrategy, RandomPoolStrategy
-from bo_ncgp.campaigns.hotspot_svgp import SVGPEntropyStrategy, SVGPRandomStrategy
-from bo_ncgp.campaigns.strategy import History
+from bo_ncgp.campaigns.strategies.base import History
+from bo_ncgp.campaigns.strategies.registry import build_strategy
 from bo_ncgp.problems.base import Evaluation
 from bo_ncgp.problems.hotspots import HotspotPool
-from tests._helpers import load_script
 
 INIT, STEPS = 12, 3
 DUAL = dict(num_inner_steps=3, num_hyper_steps=1, init_rounds=1, init_hyper_steps=3)
@@ -32,14 +29,20 @@ def toy_pool(seed=0, P=40):
     return HotspotPool(X, theta, 0.2, seed=seed)
 
 
+def hotspot_strategy(name, **options):
+    return build_strategy("hotspots", name, **options)
+
+
 STRATEGIES = {
-    "entropy": lambda: EntropyStrategy(num_fantasies=4, compute_dtype="float64", **DUAL),
-    "random": lambda: RandomPoolStrategy(**DUAL),
-    "refit-entropy": lambda: RefitEntropyStrategy(
-        num_candidates=3, num_fantasies=2, num_steps=15, fantasy_steps=2
+    "entropy": lambda: hotspot_strategy(
+        "entropy", num_fantasies=4, compute_dtype="float64", **DUAL
     ),
-    "svgp-entropy": lambda: SVGPEntropyStrategy(num_steps=15, num_fantasies=4),
-    "svgp-random": lambda: SVGPRandomStrategy(num_steps=15),
+    "random": lambda: hotspot_strategy("random", **DUAL),
+    "refit-entropy": lambda: hotspot_strategy(
+        "refit-entropy", num_candidates=3, num_fantasies=2, num_steps=15, fantasy_steps=2
+    ),
+    "svgp-entropy": lambda: hotspot_strategy("svgp-entropy", num_steps=15, num_fantasies=4),
+    "svgp-random": lambda: hotspot_strategy("svgp-random", num_steps=15),
 }
 
 
@@ -103,54 +106,61 @@ def test_entropy_picks_the_argmax_of_the_acquisition():
     acq = ThresholdEntropyReduction(strat.model, strat.U[rest], 0.2, num_fantasies=4)
     scores = acq.score_pool()
     assert choice == rest[int(scores.argmax())]
-    assert torch.allclose(strat.last_scores, scores)
+    assert torch.allclose(strat.acquisition.last_scores, scores)
     with pytest.raises(ValueError, match="batch size 1"):
         strat.ask(hist, 2, np.random.default_rng(0))
 
 
 def test_spiked_criterion_reaches_the_acquisition_and_the_config():
-    from bo_ncgp.campaigns.hotspots_cli import _args, make_strategy
+    from bo_ncgp.cli.hotspots import add_arguments, strategy_options
 
     prob = toy_pool()
-    strat = EntropyStrategy(num_fantasies=4, compute_dtype="float64", criterion="spiked", **DUAL)
+    strat = hotspot_strategy(
+        "entropy", num_fantasies=4, compute_dtype="float64", criterion="spiked", **DUAL
+    )
     hist = _observe_initial(strat, prob)
     (choice,) = strat.ask(hist, 1, np.random.default_rng(0))
     rest = prob.remaining(hist.indices)
     acq = ThresholdEntropyReduction(
         strat.model, strat.U[rest], 0.2, num_fantasies=4, criterion="spiked"
     )
-    assert torch.allclose(strat.last_scores, acq.score_pool())
+    assert torch.allclose(strat.acquisition.last_scores, acq.score_pool())
     assert choice == rest[int(acq.score_pool().argmax())]
     assert strat.config()["criterion"] == "spiked"
     parser = argparse.ArgumentParser()
-    _args(parser)
-    cfg = vars(parser.parse_args(["--strategy", "entropy", "--criterion", "spiked"]))
-    assert make_strategy(cfg).criterion == "spiked"
-    assert make_strategy(vars(parser.parse_args([]))).criterion == "exceedance"
+    add_arguments(parser)
+    args = parser.parse_args(["--strategy", "entropy", "--criterion", "spiked"])
+    assert hotspot_strategy("entropy", **strategy_options(args)).config()["criterion"] == "spiked"
+    args = parser.parse_args([])
+    assert hotspot_strategy(args.strategy, **strategy_options(args)).config()["criterion"] == (
+        "exceedance"
+    )
     from bo_ncgp.bo.active_learning import CRITERIA
 
     choices = next(x.choices for x in parser._actions if x.dest == "criterion")
     assert tuple(choices) == CRITERIA  # the CLI offers exactly the library's criteria
     with pytest.raises(ValueError, match="criterion must be one of"):
-        EntropyStrategy(criterion="entropy")
+        hotspot_strategy("entropy", criterion="entropy")
 
 
-class _Interrupted(EntropyStrategy):
-    """Raises on the second acquisition, as a killed run would stop."""
+def _interrupted(strategy):
+    """``strategy`` whose second acquisition raises, as a killed run would stop."""
+    choose, calls = strategy.acquisition.choose, []
 
-    calls = 0
-
-    def _choose(self, history, rng):
-        _Interrupted.calls += 1
-        if _Interrupted.calls == 2:
+    def interrupted(*args):
+        calls.append(1)
+        if len(calls) == 2:
             raise KeyboardInterrupt
-        return super()._choose(history, rng)
+        return choose(*args)
+
+    strategy.acquisition.choose = interrupted
+    return strategy
 
 
 def test_resume_after_an_interruption_matches_an_uninterrupted_run(tmp_path):
     ref, _ = run(tmp_path / "ref", "entropy")
     make = STRATEGIES["entropy"]
-    interrupted = _Interrupted(num_fantasies=4, compute_dtype="float64", **DUAL)
+    interrupted = _interrupted(make())
     with pytest.raises(KeyboardInterrupt):
         run(tmp_path / "cut", "entropy", strategy=interrupted)
     saved = json.loads((tmp_path / "cut" / "state.json").read_text())
@@ -215,24 +225,25 @@ def test_divergence_guard_redoes_the_update_with_more_damping():
 
     prob = toy_pool()
     kw = dict(DUAL, num_inner_steps=2)
-    strat = RandomPoolStrategy(max_abs_logit=1e-3, **kw)  # every update counts as diverged
+    strat = hotspot_strategy("random", max_abs_logit=1e-3, **kw)  # every update diverges
     hist = _observe_initial(strat, prob)
     i = int(prob.remaining(hist.indices)[0])
     idx = np.append(hist.indices, i)
     h2 = History(prob.pool[idx], np.zeros(INIT + 1), np.zeros(INIT + 1), idx, [])
     with pytest.warns(NumericalWarning, match="diverged"):
         strat.observe(prob.pool[[i]], [Evaluation(float(prob.observe(i)))], h2)
-    assert strat.retries == 6  # rho 0.5 -> 0.25 -> ... -> 0.0078 < 1e-2
+    assert strat.surrogate.retries == 6  # rho 0.5 -> 0.25 -> ... -> 0.0078 < 1e-2
     assert strat.model.num_data == INIT + 1 and strat.model.rho == 0.5
     assert torch.isfinite(strat.model.predict_f(strat.U)[0]).all()
-    normal = RandomPoolStrategy(**kw)
+    normal = hotspot_strategy("random", **kw)
     _observe_initial(normal, prob)
     normal.observe(prob.pool[[i]], [Evaluation(float(prob.observe(i)))], h2)
-    assert normal.retries == 0
+    assert normal.surrogate.retries == 0
 
 
 def test_timing_script_quick(data_root, tmp_path):
-    mod = load_script("experiments/hotspots_timing.py")
+    from experiments.chang2023 import hotspots_timing as mod
+
     out = tmp_path / "timing.json"
     assert mod.main(["--quick", "--data-root", str(data_root), "--out", str(out)]) == 0
     res = json.loads(out.read_text())
@@ -260,14 +271,15 @@ def test_timing_script_quick(data_root, tmp_path):
 
 def test_refit_fantasies_warm_start_at_the_fitted_posterior():
     from bo_ncgp.bo.active_learning import exceedance_entropy
-    from bo_ncgp.campaigns.hotspot_refit import RefitVariationalGP
+    from bo_ncgp.campaigns.strategies.hotspot_models import RefitGPConfig, RefitVariationalGP
     from bo_ncgp.likelihoods import Binomial
 
     prob = toy_pool()
     X = torch.as_tensor((prob.pool - prob.pool.min(0)) / np.ptp(prob.pool, 0))
     idx = prob.permutation[:15]
     y = torch.tensor([float(prob.observe(i)) for i in idx])
-    gp = RefitVariationalGP(Binomial(100), num_steps=30, fantasy_steps=0).fit(X[idx], y)
+    config = RefitGPConfig(num_steps=30, fantasy_steps=0)
+    gp = RefitVariationalGP(Binomial(100), config).fit(X[idx], y)
     pool = X[prob.remaining(idx)]
     mean, var = gp.predict_f(pool)
     H0 = exceedance_entropy(mean, var, -1.0).sum()
@@ -303,7 +315,7 @@ def test_cli_reports_bad_input_before_running(tmp_path, capsys):
 
 
 def test_summary_counts_hotspots_found_and_refuses_other_data(tmp_path):
-    from bo_ncgp.campaigns.hotspots_cli import summarise_hotspots
+    from bo_ncgp.cli.hotspots import summarise_hotspots
 
     run(tmp_path / "random", "random")
     prob = toy_pool()
@@ -323,7 +335,7 @@ def test_summary_counts_hotspots_found_and_refuses_other_data(tmp_path):
 
 
 def test_constant_mean_kernel_adds_the_learned_constant_and_drops_the_outputscale_prior():
-    from bo_ncgp.campaigns.hotspot_strategies import CONSTANT_INIT, hotspot_kernel
+    from bo_ncgp.campaigns.strategies.hotspot_models import CONSTANT_INIT, hotspot_kernel
 
     X = torch.rand(5, 8)
     plain = hotspot_kernel(8)
@@ -349,27 +361,31 @@ def test_constant_mean_option_reaches_the_models_and_learns_the_offset():
     far = torch.full((1, 8), 3.0)  # outside the min-max box of the villages
     preds = {}
     for mean in ("zero", "constant"):
-        from bo_ncgp.campaigns.hotspots_cli import make_strategy
+        from bo_ncgp.cli.hotspots import add_arguments, strategy_options
 
-        cfg = dict(
-            strategy="random", inner_steps=5, hyper_steps=1, lr=0.01, init_rounds=2,
-            init_hyper_steps=20, init_lr=0.05, hyper_objective="dual", rho=0.5,
-            mean=mean, outputscale_prior="none",
-        )  # fmt: skip
-        strat = make_strategy(cfg)
+        parser = argparse.ArgumentParser()
+        add_arguments(parser)
+        args = parser.parse_args(
+            "--strategy random --inner-steps 5 --hyper-steps 1 --lr 0.01 --init-rounds 2 "
+            f"--init-hyper-steps 20 --hyper-objective dual --mean {mean} "
+            "--outputscale-prior none".split()
+        )
+        strat = hotspot_strategy("random", **strategy_options(args))
         assert strat.config()["constant_mean"] is (mean == "constant")
         assert strat.config()["outputscale_prior"] is False
         strat.setup(pool, 0)
         idx = np.arange(30)
-        strat._scale_pool(X[idx])
-        strat._fit(idx, torch.tensor([float(pool.observe(i)) for i in idx]))
+        evs = [Evaluation(float(pool.observe(i))) for i in idx]
+        hist = History(X[idx], np.array([e.value for e in evs]), np.zeros(30), idx, [idx])
+        strat.observe(X[idx], evs, hist)
         with torch.no_grad():
             preds[mean] = float(torch.sigmoid(strat.model.predict_f(far)[0]))
     assert preds["constant"] < 0.2 < preds["zero"]
 
 
 def test_model_check_script_quick(data_root, tmp_path):
-    mod = load_script("experiments/hotspots_model_check.py")
+    from experiments.chang2023 import hotspots_model_check as mod
+
     out = tmp_path / "check.json"
     names = "const-prevalence;default;const-mean,no-os-prior;ref-svgp;maddox"
     argv = ["--quick", "--data-root", str(data_root), "--out", str(out), "--variants", names]
@@ -392,7 +408,8 @@ def test_model_check_script_quick(data_root, tmp_path):
 
 
 def test_acq_noise_script_estimator_converges_to_the_exact_clamped_scores():
-    mod = load_script("experiments/hotspots_acq_noise.py")
+    from experiments.chang2023 import hotspots_acq_noise as mod
+
     rng = np.random.default_rng(0)
     X = rng.random((40, 2))
     pool = HotspotPool(X, 1 / (1 + np.exp(-(4 * X[:, 0] - 3))), 0.1, seed=0)
@@ -410,7 +427,7 @@ def test_acq_noise_script_estimator_converges_to_the_exact_clamped_scores():
     assert torch.allclose(many, exact, atol=0.02 * float(exact.max()))
     few = mod.mc_scores(acq, 4, 4, 8, g)  # and with few, the clamp biases every score upwards
     assert (few - exact).mean() > 0.02 * float(exact.max())
-    out = mod.main(["--quick", "--seeds", "1"])
+    out = mod.run(["--quick", "--seeds", "1"])
     res = out["results"]["0"]
     assert len(res["reps"]) == 2 and 0 <= res["argmax_equal_fraction"] <= 1
     assert -1 <= res["mean_spearman"] <= 1

@@ -6,9 +6,8 @@ import pytest
 from gymnasium.envs.box2d.lunar_lander import heuristic
 
 from bo_ncgp.campaigns import Campaign
-from bo_ncgp.campaigns.cli import LUNAR_STRATEGIES, _register_model_strategies
+from bo_ncgp.campaigns.strategies.registry import build_strategy
 from bo_ncgp.problems.lunar_lander import DEFAULT_WEIGHTS, LunarLander, heuristic_action
-from tests._helpers import load_script
 
 
 def test_default_weights_reproduce_gymnasium_heuristic():
@@ -38,11 +37,8 @@ def test_evaluation_is_deterministic_and_labels_success():
 
 @pytest.mark.parametrize("name", ["fantasy-batch", "kriging-believer"])
 def test_model_strategies_tiny_campaign(name, tmp_path):
-    _register_model_strategies()
-    args = type(
-        "A", (), {"num_inducing": 8, "hyper_steps": 5, "num_restarts": 2, "raw_samples": 32}
-    )()
-    strategy = LUNAR_STRATEGIES[name](args)
+    options = {"num_inducing": 8, "hyper_steps": 5, "num_restarts": 2, "raw_samples": 32}
+    strategy = build_strategy("lunar-lander", name, **options)
     prob = LunarLander(episode_seeds=[0], heldout_seeds=[7])
     st = Campaign(
         prob, strategy, budget=8, batch_size=2, num_initial=4, seed=0, out_dir=tmp_path
@@ -63,7 +59,8 @@ def _check_report(folder, state):
     """``experiments/lunar_report.py`` summarises the campaign it finds under ``folder``."""
     import json
 
-    mod = load_script("experiments/lunar_report.py")
+    from experiments.chang2023 import lunar_report as mod
+
     out = folder / "report.json"
     assert mod.main([str(folder), "--out", str(out)]) == 0
     (rep,) = json.loads(out.read_text())["strategies"]

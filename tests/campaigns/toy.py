@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bo_ncgp.campaigns.strategy import Strategy
+from bo_ncgp.campaigns.strategies.base import Strategy
 from bo_ncgp.problems.base import Evaluation, Problem
 
 

@@ -1,4 +1,4 @@
-"""How noisy is the acquisition of the script behind Chang et al.'s Fig. 4? (issue 7)
+"""How noisy is the acquisition of the script behind Chang et al.'s Fig. 4?
 
 Maddox et al.'s hotspot script, which Chang et al. ran for Fig. 4, scores a candidate village
 by Monte Carlo: for each block of ``--batch-limit`` candidates it draws fresh scrambled-Sobol
@@ -18,8 +18,8 @@ independent, where the script samples the pool jointly), and reports the rank co
 often the noisy argmax is the exact one, and where the noisy choice ranks under the exact
 scores.
 
-    python experiments/hotspots_acq_noise.py --seeds 3 --threads 1
-    python experiments/hotspots_acq_noise.py --quick     # smoke test (synthetic pool)
+    python -m experiments.chang2023.hotspots_acq_noise --seeds 3 --threads 1
+    python -m experiments.chang2023.hotspots_acq_noise --quick     # smoke test (synthetic pool)
 
 Writes ``experiments/results/hotspots/acq_noise.json`` (``--out``).
 """
@@ -36,7 +36,7 @@ import torch
 from scipy.stats import spearmanr
 from torch import Tensor
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def spiked_mc(mean: Tensor, var: Tensor, eps: Tensor, level: float) -> Tensor:
@@ -78,12 +78,14 @@ def mc_scores(acq, num_fantasies: int, samples: int, block: int, generator) -> T
 
 
 def _fitted_strategy(pool, surveyed: np.ndarray, counts: np.ndarray, num_initial: int, steps):
-    from bo_ncgp.campaigns.hotspot_svgp import SVGPEntropyStrategy
+    from bo_ncgp.campaigns.strategies.registry import build_strategy
 
-    strat = SVGPEntropyStrategy(num_steps=steps, criterion="spiked", clamp=True)
+    strat = build_strategy(
+        "hotspots", "svgp-entropy", num_steps=steps, criterion="spiked", clamp=True
+    )
     strat.setup(pool, pool.seed)
-    strat._scale_pool(pool.features[surveyed[:num_initial]])
-    strat._fit(surveyed, torch.as_tensor(counts, dtype=torch.float64))
+    strat.scale_pool(pool.features[surveyed[:num_initial]])
+    strat.fit(surveyed, torch.as_tensor(counts, dtype=torch.float64))
     return strat
 
 
@@ -120,8 +122,11 @@ def analyse(strat, rest: np.ndarray, args, generator) -> dict:
     }
 
 
-def main(argv: list[str] | None = None) -> dict:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def run(argv: list[str] | None = None) -> dict:
+    """Parse ``argv``, analyse the seeds and return ``{"settings", "results"}``."""
+    p = argparse.ArgumentParser(
+        prog="bo-ncgp hotspots-acq-noise", description=__doc__.split("\n")[0]
+    )
     p.add_argument("--campaign", default=str(ROOT / "experiments/results/hotspots_svgp_stop"))
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--first-seed", type=int, default=0)
@@ -174,6 +179,12 @@ def main(argv: list[str] | None = None) -> dict:
     return {"settings": dict(vars(args)), "results": results}
 
 
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point (see the module docstring)."""
+    run(argv)
+    return 0
+
+
 def _write(args, results: dict) -> None:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -183,4 +194,4 @@ def _write(args, results: dict) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

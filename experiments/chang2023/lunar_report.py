@@ -1,4 +1,4 @@
-"""Lunar-lander report (issue 6; Chang et al. 2023, Sec. 4.1, Fig. 3).
+"""Lunar-lander report (Chang et al. 2023, Sec. 4.1, Fig. 3).
 
 Reads the campaigns written by ``bo-ncgp lunar-lander --strategy S --out DIR`` and reports per
 strategy: best observed reward after 30, 60 and 90 evaluations (mean +- s.e. over seeds), the
@@ -12,8 +12,8 @@ model update, acquisition optimisation and evaluation (the initial design is exc
 * the wall-clock speed-up of evaluating one batch of lunar-lander evaluations with a process
   pool of 2 workers over 1 worker (the same points, the same episodes).
 
-    python experiments/lunar_report.py experiments/results/lunar  # bo-ncgp lunar-report
-    python experiments/lunar_report.py experiments/results/lunar --measure
+    python -m experiments.chang2023.lunar_report experiments/results/lunar  # bo-ncgp lunar-report
+    python -m experiments.chang2023.lunar_report experiments/results/lunar --measure
 
 Writes ``report.json`` into the campaign folder (``--out`` to change) and prints a Markdown table.
 """
@@ -28,15 +28,14 @@ from pathlib import Path
 
 import numpy as np
 
-CLI_NAME = "lunar-report"
 AT = [30, 60, 90]
 SPLIT = ("update_seconds", "acquisition_seconds", "evaluation_seconds")
 
 
 def _mean_se(v: list[float]) -> dict[str, float]:
-    a = np.asarray(v, dtype=float)
-    se = float(a.std(ddof=1) / np.sqrt(a.size)) if a.size > 1 else 0.0
-    return {"mean": float(a.mean()), "se": se, "n": int(a.size)}
+    from bo_ncgp.campaigns.stats import mean_se_dict
+
+    return mean_se_dict(v)
 
 
 def summarise_strategy(states: list[dict]) -> dict:

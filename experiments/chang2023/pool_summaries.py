@@ -7,7 +7,7 @@ exactly: with ``S_i = n_i m_i`` and ``Q_i = (n_i - 1) n_i se_i^2 + n_i m_i^2``,
 
     m = sum S_i / N,    s^2 = (sum Q_i - N m^2) / (N - 1),    se = s / sqrt(N).
 
-    python experiments/pool_summaries.py old/summary.json new/summary.json \\
+    python -m experiments.chang2023.pool_summaries old/summary.json new/summary.json \\
         --strategy svgp-entropy --out pooled.json
 
 Only the summarised steps (``--at`` of the summaries) are pooled; the per-step curves are not.
@@ -49,20 +49,6 @@ def pool_mean_se(parts: list[dict[str, float]]) -> dict[str, float]:
     return {"mean": mean, "se": math.sqrt(var / n), "n": n}
 
 
-def legacy_config(strategy: str) -> dict[str, Any]:
-    """The ``legacy_config`` of the hotspot strategy called ``strategy`` (``{}`` for other
-    names): settings added after older summaries were written, with the value those runs had
-    (e.g. ``clamp: False``). The strategy is built by ``bo-ncgp hotspots``' own dispatch."""
-    from bo_ncgp.campaigns.hotspots_cli import HOTSPOT_STRATEGIES, _args, make_strategy
-
-    if strategy not in HOTSPOT_STRATEGIES:
-        return {}
-    parser = argparse.ArgumentParser()
-    _args(parser)
-    cfg = vars(parser.parse_args(["--strategy", strategy]))
-    return dict(make_strategy(cfg).legacy_config)
-
-
 def pool_entries(
     entries: list[dict[str, Any]], legacy: dict[str, Any] | None = None
 ) -> dict[str, Any]:
@@ -71,7 +57,7 @@ def pool_entries(
     share, and the per-step timings; ``seeds`` and ``finished`` are added up.
 
     ``legacy``: values of configuration keys that older entries lack (they ran before the
-    setting existed), see :func:`legacy_config`.
+    setting existed), see :func:`experiments.chang2023.legacy.legacy_config`.
 
     Raises:
         ValueError: if the entries' strategy configurations differ (naming the keys).
@@ -106,7 +92,7 @@ def pool_entries(
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="bo-ncgp pool-summaries", description=__doc__.splitlines()[0])
     p.add_argument("summaries", nargs="+", type=Path, help="summary.json files (disjoint seeds)")
     p.add_argument("--strategy", required=True, help="strategy name in the summaries")
     p.add_argument("--out", type=Path, required=True, help="pooled summary (JSON)")
@@ -117,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.strategy not in summary:
             p.error(f"{f} has no strategy {args.strategy!r} (has {sorted(summary)})")
         entries.append(summary[args.strategy])
+    from experiments.chang2023.legacy import legacy_config
+
     pooled = {args.strategy: pool_entries(entries, legacy_config(args.strategy))}
     pooled[args.strategy]["sources"] = [str(f) for f in args.summaries]
     args.out.parent.mkdir(parents=True, exist_ok=True)

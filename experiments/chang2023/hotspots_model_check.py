@@ -1,4 +1,4 @@
-"""Why is the hotspot prevalence model weaker than the paper's at step 100? (issue 7)
+"""Why is the hotspot prevalence model weaker than the paper's at step 100?
 
 Chang et al. (2023), Sec. 4.1 / Fig. 4 run the hotspot campaign "in the same SVGP model and
 setup" as Maddox et al. (2021). Before any acquisition (step 100: the first 100 villages of
@@ -9,7 +9,7 @@ villages. This script fits the *initial* villages only, for a few seeds, with
   Gamma(2, 0.15) outputscale prior, 8 rounds x (20 site steps, 50 Adam steps));
 * ``more-hyper``: the same with 4x the first-fit hyperparameter work;
 * ``no-os-prior`` / ``const-mean`` / ``const-mean,no-os-prior``: kernel options of
-  :func:`~bo_ncgp.campaigns.hotspot_strategies.hotspot_kernel` (a learned constant prior mean
+  :func:`~bo_ncgp.campaigns.strategies.hotspot_models.hotspot_kernel` (a learned constant prior mean
   as a ``ConstantKernel``; the outputscale prior dropped, as it is in effect in Maddox et
   al.'s script, which passes it to the Matérn kernel that ignores it);
 * ``standardise``: z-scored instead of min-max scaled features (initial-village statistics);
@@ -25,8 +25,8 @@ villages. This script fits the *initial* villages only, for a few seeds, with
 and reports hotspot accuracy and prevalence MSE on the other villages (mean +- s.e. over
 seeds), the learned hyperparameters and the fit time.
 
-    python experiments/hotspots_model_check.py           # or: bo-ncgp hotspots-model-check
-    python experiments/hotspots_model_check.py --quick   # CI smoke test (seconds)
+    python -m experiments.chang2023.hotspots_model_check          # or: bo-ncgp hotspots-model-check
+    python -m experiments.chang2023.hotspots_model_check --quick  # CI smoke test (seconds)
 
 Writes ``experiments/results/hotspots/model_check.json`` (``--out``).
 """
@@ -41,26 +41,27 @@ from pathlib import Path
 import numpy as np
 import torch
 
-CLI_NAME = "hotspots-model-check"
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _dual(more: bool = False, **kw):
     def make(args):
-        from bo_ncgp.campaigns.hotspot_strategies import EntropyStrategy
+        from bo_ncgp.campaigns.strategies.registry import build_strategy
 
         f = 2 if more else 1  # 2 x rounds and 2 x steps per round = 4 x the Adam steps
         opts = dict(init_rounds=f * args.init_rounds, init_hyper_steps=f * args.init_hyper_steps)
-        return EntropyStrategy(**opts, **kw)
+        return build_strategy("hotspots", "entropy", **opts, **kw)
 
     return make
 
 
 def _refit(**kw):
     def make(args):
-        from bo_ncgp.campaigns.hotspot_refit import RefitEntropyStrategy
+        from bo_ncgp.campaigns.strategies.registry import build_strategy
 
-        return RefitEntropyStrategy(num_steps=args.ref_steps, lr=0.01, polish_steps=20, **kw)
+        return build_strategy(
+            "hotspots", "refit-entropy", num_steps=args.ref_steps, lr=0.01, polish_steps=20, **kw
+        )
 
     return make
 
@@ -87,8 +88,7 @@ VARIANTS = {
 
 
 def _fit_maddox(name: str, problem, idx: np.ndarray, y: np.ndarray, args) -> dict[str, float]:
-    from bo_ncgp.campaigns.hotspot_strategies import DTYPE, minmax_scale
-    from bo_ncgp.campaigns.hotspot_svgp import ConstantMeanSVGP
+    from bo_ncgp.campaigns.strategies.hotspot_models import DTYPE, ConstantMeanSVGP, minmax_scale
     from bo_ncgp.likelihoods import Binomial
 
     U = minmax_scale(problem.pool, problem.pool[idx[: args.scale_init]])[0]
@@ -152,15 +152,15 @@ def fit_variant(name: str, problem, args) -> dict[str, float]:
     strat = make(args)
     strat.setup(problem, problem.seed)
     X0 = problem.pool[idx[: args.scale_init]]
-    strat._scale_pool(X0)
+    strat.scale_pool(X0)
     if scaling == "zscore":
         mu, sd = X0.mean(0), np.where(X0.std(0) > 0, X0.std(0), 1.0)
         strat.U = torch.as_tensor((problem.pool - mu) / sd, dtype=strat.U.dtype)
     t0 = time.perf_counter()
-    strat._fit(idx, torch.as_tensor(y_np, dtype=strat.U.dtype))
+    strat.fit(idx, torch.as_tensor(y_np, dtype=strat.U.dtype))
     seconds = time.perf_counter() - t0
     with torch.no_grad():
-        p = torch.sigmoid(strat._latent()).numpy()
+        p = torch.sigmoid(strat.latent()).numpy()
         kernel = strat.model.kernel if hasattr(strat.model, "kernel") else strat.model.gp.kernel
         out = problem.metrics(p, idx)
         out.update(_hypers(kernel))
@@ -169,16 +169,18 @@ def fit_variant(name: str, problem, args) -> dict[str, float]:
 
 
 def _summary(rows: list[dict[str, float]]) -> dict[str, float]:
+    from bo_ncgp.campaigns.stats import mean_se
+
     out = {}
     for k in rows[0]:
-        v = np.array([r[k] for r in rows], dtype=float)
-        out[k] = float(v.mean())
-        out[k + "_se"] = float(v.std(ddof=1) / np.sqrt(len(v))) if len(v) > 1 else float("nan")
+        out[k], out[k + "_se"], _ = mean_se([r[k] for r in rows])
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog=CLI_NAME, description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(
+        prog="bo-ncgp hotspots-model-check", description=__doc__.split("\n\n")[0]
+    )
     p.add_argument("--country", default="civ")
     p.add_argument("--data-root", default=None)
     p.add_argument("--seeds", type=int, default=4)

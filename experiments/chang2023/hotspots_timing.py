@@ -9,8 +9,8 @@ timed with ``time.perf_counter`` in the same process, one after the other, with 
 thread count. Also reported: the acquisition time per scored (candidate, fantasy) pair, and the
 refit-entropy step extrapolated to the full candidate set and fantasy count of ``entropy``.
 
-    python experiments/hotspots_timing.py            # or: bo-ncgp hotspots-timing
-    python experiments/hotspots_timing.py --quick    # CI smoke test (seconds)
+    python -m experiments.chang2023.hotspots_timing            # or: bo-ncgp hotspots-timing
+    python -m experiments.chang2023.hotspots_timing --quick    # CI smoke test (seconds)
 
 Writes ``experiments/results/hotspots/timing.json`` (``--out``).
 """
@@ -25,40 +25,33 @@ from pathlib import Path
 import numpy as np
 import torch
 
-CLI_NAME = "hotspots-timing"
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 STRATEGIES = ("entropy", "refit-entropy", "random", "svgp-entropy")
 
 
 def _strategies(args):
-    from bo_ncgp.campaigns.hotspot_refit import RefitEntropyStrategy
-    from bo_ncgp.campaigns.hotspot_strategies import EntropyStrategy, RandomPoolStrategy
-    from bo_ncgp.campaigns.hotspot_svgp import SVGPEntropyStrategy
+    from bo_ncgp.campaigns.strategies.registry import build_strategy
 
     dual = dict(init_rounds=args.init_rounds, init_hyper_steps=args.init_hyper_steps)
     acq = dict(num_fantasies=args.fantasies, criterion=args.criterion, clamp=args.clamp_per_village)
-    make = {
-        "entropy": lambda: EntropyStrategy(**acq, **dual),
-        "refit-entropy": lambda: RefitEntropyStrategy(
+    options = {
+        "entropy": {**acq, **dual},
+        "refit-entropy": dict(
             num_candidates=args.refit_candidates,
             num_fantasies=args.refit_fantasies,
             num_steps=args.refit_steps,
             fantasy_steps=args.refit_fantasy_steps,
         ),
-        "random": lambda: RandomPoolStrategy(**dual),
-        "svgp-entropy": lambda: SVGPEntropyStrategy(
-            num_steps=args.svgp_steps,
-            rel_tol=args.svgp_rel_tol or None,
-            **acq,
-        ),
+        "random": dual,
+        "svgp-entropy": dict(num_steps=args.svgp_steps, rel_tol=args.svgp_rel_tol or None, **acq),
     }
-    return {name: make[name]() for name in args.strategies}
+    return {name: build_strategy("hotspots", name, **options[name]) for name in args.strategies}
 
 
 def _time_strategy(strategy, problem, args) -> dict:
-    from bo_ncgp.campaigns.strategy import History
+    from bo_ncgp.campaigns import History
 
     strategy.setup(problem, args.seed)
     idx = problem.initial_design(args.start, None)
@@ -98,7 +91,11 @@ def _time_strategy(strategy, problem, args) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog=CLI_NAME, description=__doc__.split("\n\n")[0])
+    from bo_ncgp.bo.active_learning import CRITERIA
+
+    p = argparse.ArgumentParser(
+        prog="bo-ncgp hotspots-timing", description=__doc__.split("\n\n")[0]
+    )
     p.add_argument("--country", default="civ")
     p.add_argument("--data-root", default=None)
     p.add_argument("--seed", type=int, default=0)
@@ -116,9 +113,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--svgp-rel-tol", type=float, default=1e-5, help="svgp refits' early stop (0: off)"
     )
-    from bo_ncgp.campaigns.hotspots_cli import add_acquisition_options
-
-    add_acquisition_options(p)
+    p.add_argument(
+        "--criterion",
+        default="exceedance",
+        choices=CRITERIA,
+        help="entropy, svgp-entropy: pool uncertainty (spiked = Maddox et al.'s script's)",
+    )
+    p.add_argument(
+        "--clamp-per-village",
+        action="store_true",
+        help="entropy, svgp-entropy: count only per-village entropy decreases (Maddox et al.)",
+    )
     p.add_argument(
         "--strategies",
         default="entropy,refit-entropy,random",

@@ -83,7 +83,8 @@ class Strategy:
 
     #: Config keys added after campaigns were saved, each with the value that reproduces
     #: those campaigns. :meth:`Campaign.resume` reads a saved config that lacks such a key
-    #: as if it held this value, so an old campaign can be resumed by giving that value.
+    #: as if it held this value, so an old campaign can be resumed by giving that value
+    #: (set on the instance by whoever resumes such campaigns).
     legacy_config: ClassVar[dict[str, Any]] = {}
 
     def setup(self, problem: Problem, seed: int) -> None:

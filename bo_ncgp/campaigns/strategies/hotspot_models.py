@@ -1,0 +1,393 @@
+"""The models of the hotspot strategies (:mod:`bo_ncgp.campaigns.strategies.hotspots`).
+
+* :func:`hotspot_kernel`: Matérn-3/2 ARD kernel with ``Gamma(3, 6)`` lengthscale and
+  ``Gamma(2, 0.15)`` outputscale priors (Maddox et al. 2021 / Chang et al. 2023, Sec. 4.1), with
+  an optional learned constant prior mean;
+* :func:`minmax_scale`: the campaign's features, min-max scaled with the initial villages;
+* :class:`ConstantMeanSVGP`: Maddox et al.'s GPyTorch SVGP with a learned constant mean,
+  refitted after every survey and converted to a :class:`~bo_ncgp.models.DualSVGP`
+  (``svgp-entropy``, ``svgp-random``);
+* :class:`RefitVariationalGP`: a zero-mean GPyTorch SVGP (Hensman et al. 2015) refitted from
+  scratch by natural-gradient descent plus Adam, conditioned on fantasies by batched refitting
+  (``refit-entropy``; the standard, slow route).
+
+The data terms use :meth:`bo_ncgp.likelihoods.Likelihood.expected_log_prob` (Gauss–Hermite),
+the same expectations as the DualSVGP.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import gpytorch
+import numpy as np
+import torch
+from gpytorch.kernels import ConstantKernel, Kernel, MaternKernel, ScaleKernel
+from gpytorch.priors import GammaPrior
+from torch import Tensor
+
+from bo_ncgp.bo.active_learning import exceedance_entropy
+from bo_ncgp.exceptions import InputDataError, NumericalWarning
+from bo_ncgp.likelihoods import Likelihood
+from bo_ncgp.linalg import stable_cholesky
+
+__all__ = [
+    "CONSTANT_INIT",
+    "DTYPE",
+    "ConstantMeanSVGP",
+    "RefitGPConfig",
+    "RefitVariationalGP",
+    "hotspot_kernel",
+    "minmax_scale",
+]
+
+DTYPE = torch.float64
+#: initial variance of the constant-mean kernel (logit prevalences of civ are around -3)
+CONSTANT_INIT = 10.0
+
+
+def hotspot_kernel(dim: int, constant_mean: bool = False, outputscale_prior: bool = True) -> Kernel:
+    """Matérn-3/2 ARD kernel with ``Gamma(3, 6)`` lengthscale and ``Gamma(2, 0.15)``
+    outputscale priors (the model of Maddox et al. 2021 / Chang et al. 2023, Sec. 4.1).
+
+    Args:
+        dim: number of features.
+        constant_mean: add a learned :class:`~gpytorch.kernels.ConstantKernel` ``c``, i.e. a
+            constant prior mean ``b ~ N(0, c)`` integrated out (the models here have a zero
+            mean function; Maddox et al.'s hotspot model has a learned ``ConstantMean``).
+            Initialised at ``c = CONSTANT_INIT``, no prior.
+        outputscale_prior: put the ``Gamma(2, 0.15)`` prior on the outputscale. (Maddox et
+            al.'s script passes it to the Matérn kernel, which ignores it, so their
+            outputscale is effectively unregularised.)
+
+    Example:
+        >>> hotspot_kernel(8).base_kernel.lengthscale.shape
+        torch.Size([1, 8])
+        >>> round(hotspot_kernel(8, constant_mean=True).kernels[1].constant.item(), 6)
+        10.0
+    """
+    kernel = ScaleKernel(
+        MaternKernel(nu=1.5, ard_num_dims=dim, lengthscale_prior=GammaPrior(3.0, 6.0)),
+        outputscale_prior=GammaPrior(2.0, 0.15) if outputscale_prior else None,
+    )
+    if constant_mean:
+        bias = ConstantKernel()
+        bias.constant = torch.tensor(CONSTANT_INIT)
+        kernel = kernel + bias
+    return kernel.to(DTYPE)
+
+
+def minmax_scale(pool: np.ndarray, X_init: np.ndarray) -> tuple[Tensor, np.ndarray, np.ndarray]:
+    """``(scaled pool, lo, span)``: the pool min-max scaled with the statistics of ``X_init``
+    (constant features get span 1), as the campaign's features.
+
+    Example:
+        >>> U, lo, span = minmax_scale(np.array([[0.0, 5.0], [2.0, 5.0], [4.0, 5.0]]),
+        ...                            np.array([[0.0, 5.0], [2.0, 5.0]]))
+        >>> U.tolist()
+        [[0.0, 0.0], [1.0, 0.0], [2.0, 0.0]]
+    """
+    lo, hi = X_init.min(0), X_init.max(0)
+    span = np.where(hi > lo, hi - lo, 1.0)
+    return torch.as_tensor((pool - lo) / span, dtype=DTYPE), lo, span
+
+
+def _checked_rel_tol(rel_tol: float | None, who: str) -> float | None:
+    """``rel_tol`` as a float (or ``None``: no early stopping); refuses zero, negative, NaN."""
+    if rel_tol is not None and not rel_tol > 0:
+        raise InputDataError(f"{who}: rel_tol must be positive or None, got {rel_tol}")
+    return None if rel_tol is None else float(rel_tol)
+
+
+class ConstantMeanSVGP(gpytorch.models.ApproximateGP):
+    """GPyTorch SVGP with a learned constant mean (the hotspot model of Maddox et al. 2021).
+
+    Args:
+        Z: ``(m, d)`` initial inducing locations (learned during :meth:`fit`).
+        outputscale_prior: put ``Gamma(2, 0.15)`` on the outputscale (Maddox et al.'s script
+            effectively does not).
+
+    Example:
+        >>> from bo_ncgp.likelihoods import Binomial
+        >>> X = torch.rand(20, 2, dtype=torch.float64)
+        >>> y = torch.randint(0, 30, (20,)).double()
+        >>> gp = ConstantMeanSVGP(X)
+        >>> loss = gp.fit(X, y, Binomial(100).double(), steps=5)
+        >>> dual = gp.to_dual(Binomial(100).double(), num_data=20)
+        >>> with torch.no_grad():
+        ...     ref = gp(X).mean
+        >>> bool(torch.allclose(dual.predict_f(X)[0], ref, atol=1e-5))
+        True
+    """
+
+    def __init__(self, Z: Tensor, outputscale_prior: bool = False) -> None:
+        q = gpytorch.variational.CholeskyVariationalDistribution(Z.shape[0])
+        strategy = gpytorch.variational.VariationalStrategy(
+            self, Z.detach().clone(), q, learn_inducing_locations=True
+        )
+        super().__init__(strategy)
+        self.mean_module = gpytorch.means.ConstantMean()
+        self.kernel = ScaleKernel(
+            MaternKernel(nu=1.5, ard_num_dims=Z.shape[-1], lengthscale_prior=GammaPrior(3.0, 6.0)),
+            outputscale_prior=GammaPrior(2.0, 0.15) if outputscale_prior else None,
+        )
+        self.to(Z)
+
+    def forward(self, x: Tensor) -> gpytorch.distributions.MultivariateNormal:
+        return gpytorch.distributions.MultivariateNormal(self.mean_module(x), self.kernel(x))
+
+    def fit(
+        self, X: Tensor, y: Tensor, likelihood: Likelihood, beta: float = 1.0,
+        steps: int = 1000, lr: float = 0.01, rel_tol: float | None = None,
+    ) -> float:  # fmt: skip
+        """Adam on ``-(sum_i E_q log p(y_i|f_i) - beta KL[q(u)||p(u)] + log prior) / n``
+        (the tempered ELBO; ``beta = 1`` is the ELBO); returns the last loss. Ends in eval
+        mode.
+
+        ``rel_tol``: also stop early when BoTorch's
+        :class:`~botorch.optim.stopping.ExpMAStoppingCriterion` (window 10) sees a relative
+        decrease of the smoothed loss below ``rel_tol`` -- the rule of the BoTorch
+        ``fit_gpytorch_torch`` loop Maddox et al.'s script used (``1e-5`` there). ``None``
+        runs all ``steps``. The number of steps taken is kept in ``self.steps_taken``."""
+        if X.shape[0] == 0 or X.shape[0] != y.shape[0]:
+            raise InputDataError(f"fit: need matching non-empty X and y, got {X.shape}, {y.shape}")
+        rel_tol = _checked_rel_tol(rel_tol, "fit")
+        from botorch.optim.stopping import ExpMAStoppingCriterion
+
+        stop = None if rel_tol is None else ExpMAStoppingCriterion(maxiter=steps, rel_tol=rel_tol)
+        self.train()
+        opt = torch.optim.Adam(self.parameters(), lr=lr)
+        loss = torch.zeros(())
+        self.steps_taken = 0
+        for _ in range(int(steps)):
+            opt.zero_grad()
+            q = self(X)
+            elp = likelihood.expected_log_prob(y, q.mean, q.variance).sum()
+            kl = self.variational_strategy.kl_divergence()
+            prior = sum(pr.log_prob(cl(mod)).sum() for _, mod, pr, cl, _ in self.named_priors())
+            loss = -(elp - beta * kl + prior) / X.shape[-2]
+            loss.backward()
+            opt.step()
+            self.steps_taken += 1
+            if stop is not None and stop(loss.detach()):
+                break
+        self.eval()
+        return float(loss.detach())
+
+    def inducing_posterior(self) -> tuple[Tensor, Tensor, Tensor]:
+        """``(Z, m, S)``: inducing inputs and the un-whitened ``q(g(Z)) = N(m, S)``, where
+        ``g = f - constant`` (``m = L m_w``, ``S = L S_w L^T``, ``L L^T = K_zz``)."""
+        vs = self.variational_strategy
+        with torch.no_grad():
+            Z = vs.inducing_points.detach().clone()
+            q = vs.variational_distribution
+            L = stable_cholesky(self.kernel(Z).to_dense(), name="K_zz")
+            return Z, L @ q.mean, L @ q.covariance_matrix @ L.mT
+
+    def to_dual(self, likelihood: Likelihood, num_data: int = 0, **kwargs: Any):
+        """The fitted posterior as a :class:`~bo_ncgp.models.DualSVGP` (a copy of the kernel;
+        see :meth:`~bo_ncgp.models.DualSVGP.from_inducing_posterior`)."""
+        import copy
+
+        from bo_ncgp.models import DualSVGP
+
+        Z, m, S = self.inducing_posterior()
+        return DualSVGP.from_inducing_posterior(
+            copy.deepcopy(self.kernel), likelihood, Z, m, S,
+            mean_constant=float(self.mean_module.constant.detach()), num_data=num_data, **kwargs,
+        )  # fmt: skip
+
+
+class _SVGP(gpytorch.models.ApproximateGP):
+    """Zero-mean SVGP prior on fixed inducing inputs, natural-parameter ``q(u)`` (batched)."""
+
+    def __init__(self, kernel, Z: Tensor, batch_shape: tuple[int, ...] = ()) -> None:
+        dist = gpytorch.variational.NaturalVariationalDistribution(
+            Z.shape[-2], batch_shape=torch.Size(batch_shape)
+        )
+        strategy = gpytorch.variational.VariationalStrategy(
+            self, Z, dist, learn_inducing_locations=False
+        )
+        super().__init__(strategy)
+        self.kernel = kernel
+
+    def forward(self, x: Tensor) -> gpytorch.distributions.MultivariateNormal:
+        K = self.kernel(x)
+        return gpytorch.distributions.MultivariateNormal(x.new_zeros(K.shape[:-1]), K)
+
+
+def _log_prior(module: torch.nn.Module) -> Tensor:
+    total = torch.zeros((), dtype=DTYPE)
+    for _, mod, prior, closure, _ in module.named_priors():
+        total = total + prior.log_prob(closure(mod)).sum()
+    return total
+
+
+@dataclass(frozen=True)
+class RefitGPConfig:
+    """Settings of :class:`RefitVariationalGP` (the ``refit-entropy`` surrogate).
+
+    Attributes:
+        num_steps: joint (NGD on ``q(u)``, Adam on hyperparameters) steps of each fit.
+        lr: Adam learning rate of the hyperparameters.
+        ngd_lr: NGD step size of the joint steps.
+        polish_steps, polish_lr: NGD steps on ``q(u)`` alone after the joint steps.
+        fantasy_steps: NGD steps of each fantasy refit (warm start, hyperparameters fixed;
+            with step size 1, 3-4 steps agree with 20 to about 1% of the entropy change).
+        fantasy_lr: NGD step size of the fantasy refits.
+        batch_limit: fantasy models trained together in one batched GPyTorch model.
+        constant_mean, outputscale_prior: kernel options of :func:`hotspot_kernel`.
+
+    Example:
+        >>> RefitGPConfig().num_steps, RefitGPConfig().fantasy_steps
+        (200, 4)
+    """
+
+    num_steps: int = 200
+    lr: float = 0.05
+    ngd_lr: float = 0.1
+    polish_steps: int = 10
+    polish_lr: float = 0.5
+    fantasy_steps: int = 4
+    fantasy_lr: float = 1.0
+    batch_limit: int = 64
+    constant_mean: bool = False
+    outputscale_prior: bool = True
+
+
+class RefitVariationalGP:
+    """GPyTorch SVGP refitted from scratch; fantasies by batched refitting (module doc).
+
+    Args:
+        likelihood: a :class:`bo_ncgp.likelihoods.Likelihood` (here ``Binomial(100)``).
+        config: the fit settings (:class:`RefitGPConfig`); its step counts and step sizes
+            are kept as attributes (``num_steps``, ``fantasy_steps``, ...).
+
+    Example:
+        >>> from bo_ncgp.likelihoods import Binomial
+        >>> X = torch.rand(12, 2, dtype=DTYPE)
+        >>> y = torch.randint(0, 30, (12,)).to(DTYPE)
+        >>> gp = RefitVariationalGP(Binomial(100).to(DTYPE), RefitGPConfig(num_steps=5))
+        >>> gp.fit(X, y).predict_f(X[:3])[0].shape
+        torch.Size([3])
+    """
+
+    def __init__(self, likelihood: Likelihood, config: RefitGPConfig | None = None) -> None:
+        c = RefitGPConfig() if config is None else config
+        self.likelihood = likelihood
+        self.kernel_options = dict(
+            constant_mean=bool(c.constant_mean), outputscale_prior=bool(c.outputscale_prior)
+        )
+        self.polish_lr = float(c.polish_lr)
+        self.num_steps = int(c.num_steps)
+        self.lr = float(c.lr)
+        self.ngd_lr = float(c.ngd_lr)
+        self.polish_steps = int(c.polish_steps)
+        self.fantasy_steps = int(c.fantasy_steps)
+        self.fantasy_lr = float(c.fantasy_lr)
+        self.batch_limit = int(c.batch_limit)
+        self.gp: _SVGP | None = None
+        self.X = self.y = None
+
+    def _neg_elbo(self, gp: _SVGP, X: Tensor, y: Tensor) -> Tensor:
+        """``-ELBO / n`` per batch element (the scaling GPyTorch's NGD expects)."""
+        q = gp(X)
+        elbo = self.likelihood.expected_log_prob(y, q.mean, q.variance).sum(-1)
+        return -(elbo - gp.variational_strategy.kl_divergence()) / X.shape[-2]
+
+    def _ngd_steps(self, gp: _SVGP, X: Tensor, y: Tensor, steps: int, lr: float) -> None:
+        """Natural-gradient steps on ``q(u)`` only (hyperparameters frozen)."""
+        hypers = list(gp.kernel.parameters())
+        for p in hypers:
+            p.requires_grad_(False)
+        try:
+            ngd = gpytorch.optim.NGD(gp.variational_parameters(), num_data=X.shape[-2], lr=lr)
+            for _ in range(steps):
+                ngd.zero_grad()
+                self._neg_elbo(gp, X, y).sum().backward()
+                ngd.step()
+        finally:
+            for p in hypers:
+                p.requires_grad_(True)
+
+    def fit(self, X: Tensor, y: Tensor) -> RefitVariationalGP:
+        """Fit a new ``q(u)`` (inducing points = ``X``) and the hyperparameters (started from
+        the previous fit's values) on ``(X, y)``."""
+        kernel = hotspot_kernel(X.shape[-1], **self.kernel_options)
+        if self.gp is not None:
+            kernel.load_state_dict(self.gp.kernel.state_dict())
+        gp = _SVGP(kernel, X.detach().clone()).to(DTYPE)
+        gp.train()
+        n = X.shape[0]
+        ngd = gpytorch.optim.NGD(gp.variational_parameters(), num_data=n, lr=self.ngd_lr)
+        adam = torch.optim.Adam(gp.hyperparameters(), lr=self.lr)
+        for _ in range(self.num_steps):
+            ngd.zero_grad()
+            adam.zero_grad()
+            loss = self._neg_elbo(gp, X, y) - _log_prior(gp.kernel) / n
+            if not torch.isfinite(loss):
+                raise FloatingPointError("refit-entropy: non-finite ELBO (lower the step sizes)")
+            loss.backward()
+            ngd.step()
+            adam.step()
+        self._ngd_steps(gp, X, y, self.polish_steps, self.polish_lr)
+        gp.eval()
+        self.gp, self.X, self.y = gp, X, y
+        return self
+
+    @torch.no_grad()
+    def predict_f(self, X: Tensor) -> tuple[Tensor, Tensor]:
+        """Marginals ``(n,)`` of ``q(f)``."""
+        out = self.gp(X)
+        return out.mean, out.variance.clamp_min(0)
+
+    def fantasy_entropies(self, cand: Tensor, Y: Tensor, pool: Tensor, level: float) -> Tensor:
+        """Summed exceedance entropy over ``pool`` after refitting on each fantasy.
+
+        Args:
+            cand: ``(n_c, d)`` candidates; Y: ``(n_c, J)`` fantasised observations.
+            pool: ``(P, d)``; level: latent threshold.
+
+        Returns:
+            ``(n_c, J)`` entropies (nats).
+        """
+        n_c, J = Y.shape
+        Xc = cand.repeat_interleave(J, 0)
+        Yc = Y.reshape(-1)
+        out = []
+        for start in range(0, n_c * J, self.batch_limit):
+            sl = slice(start, start + self.batch_limit)
+            out.append(self._refit_batch(Xc[sl], Yc[sl], pool, level))
+        return torch.cat(out).reshape(n_c, J)
+
+    def _refit_batch(self, xc: Tensor, yc: Tensor, pool: Tensor, level: float) -> Tensor:
+        b, n = xc.shape[0], self.X.shape[0]
+        base = self.gp.variational_strategy._variational_distribution
+        fgp = _SVGP(self.gp.kernel, self.gp.variational_strategy.inducing_points, (b,)).to(DTYPE)
+        dist = fgp.variational_strategy._variational_distribution
+        with torch.no_grad():  # warm start at the fitted q(u)
+            dist.natural_vec.copy_(base.natural_vec.expand(b, -1))
+            dist.natural_mat.copy_(base.natural_mat.expand(b, -1, -1))
+            # or GPyTorch re-initialises q(u) from the prior on the first call
+            fgp.variational_strategy.variational_params_initialized.fill_(1)
+        Xa = torch.cat([self.X.expand(b, n, -1), xc.unsqueeze(-2)], -2)
+        ya = torch.cat([self.y.expand(b, n), yc.unsqueeze(-1)], -1)
+        fgp.train()
+        self._ngd_steps(fgp, Xa, ya, self.fantasy_steps, self.fantasy_lr)
+        fgp.eval()
+        with torch.no_grad():
+            q = fgp(pool.expand(b, *pool.shape))
+            H = exceedance_entropy(q.mean, q.variance.clamp_min(0), level).sum(-1)
+            bad = ~torch.isfinite(H)
+            if bool(bad.any()):  # a diverged refit carries no information: score it as zero
+                warnings.warn(
+                    f"refit-entropy: {int(bad.sum())} fantasy refit(s) diverged; they are "
+                    "scored as no entropy change",
+                    NumericalWarning,
+                    stacklevel=2,
+                )
+                mean, var = self.predict_f(pool)
+                H = torch.where(bad, exceedance_entropy(mean, var, level).sum(), H)
+            return H

@@ -1,0 +1,334 @@
+"""Constrained batch-BO strategies of the lunar-lander problem (Chang et al. 2023, Sec. 4.1),
+composed as reward surrogate x batch rule, with a streaming success classifier.
+
+Every strategy models the landing success with a streaming :class:`~bo_ncgp.models.DualSVGP`
+Bernoulli classifier and maximises ``log EI(reward) + log P(success)`` (EI times the success
+probability, :class:`~bo_ncgp.bo.acquisition.ConstrainedLogExpectedImprovement`) over the unit
+cube. Reward surrogates:
+
+* :class:`StreamingDualReward`: a streaming DualSVGP regression model of the reward whose
+  inducing set grows by pivoted Cholesky (Sec. 3.4) up to ``num_inducing`` points;
+* :class:`ExactGPReward`: BoTorch's exact ``SingleTaskGP``, refitted at every acquisition.
+
+Batch rules (both :func:`~bo_ncgp.bo.build_fantasy_batch` with posterior-mean fantasies):
+
+* :class:`DualFantasyBatch`: both models are conditioned on each fantasy by dual conditioning
+  (the predictive probability as a soft label for the classifier);
+* :class:`KrigingBelieverBatch`: only the reward model is conditioned (Kriging believer); the
+  classifier is left unchanged within a batch, as a classifier without cheap conditioning
+  would be.
+
+Named strategies (registered in :mod:`bo_ncgp.campaigns.strategies.registry`):
+``fantasy-batch`` (ours) = streaming DualSVGP reward x dual fantasy batch; ``sequential`` =
+the same, meant for batches of one; ``kriging-believer`` = exact GP x Kriging believer.
+
+Inputs are scaled from the problem's box to the unit cube; rewards are standardised with the
+mean and standard deviation of the initial design (fixed afterwards, so that the streaming
+model's targets keep one scale). Failed evaluations (NaN reward) are ignored by both models.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from bo_ncgp.campaigns.strategies.base import History, Strategy
+from bo_ncgp.models import DualSVGP
+from bo_ncgp.problems.base import Evaluation
+
+__all__ = [
+    "BatchConfig",
+    "ConstrainedBO",
+    "DualFantasyBatch",
+    "DualModelConfig",
+    "ExactGPReward",
+    "KrigingBelieverBatch",
+    "StreamingDualReward",
+]
+
+DTYPE = torch.float64
+
+
+@dataclass(frozen=True)
+class DualModelConfig:
+    """Settings of the streaming DualSVGP models (the reward model of
+    :class:`StreamingDualReward` and every strategy's success classifier).
+
+    Attributes:
+        num_inducing: the most inducing points (the set grows up to it as data arrives).
+        hyper_steps: Adam steps on the hyperparameters per model update.
+        lr: Adam learning rate.
+
+    Example:
+        >>> DualModelConfig().num_inducing
+        48
+    """
+
+    num_inducing: int = 48
+    hyper_steps: int = 50
+    lr: float = 0.05
+
+
+@dataclass(frozen=True)
+class BatchConfig:
+    """Settings of BoTorch's ``optimize_acqf`` for each point of a batch.
+
+    Example:
+        >>> BatchConfig(num_restarts=2).num_restarts, BatchConfig().raw_samples
+        (2, 512)
+    """
+
+    num_restarts: int = 8
+    raw_samples: int = 512
+
+
+def _dual(config: DualModelConfig, likelihood, Z: torch.Tensor) -> DualSVGP:
+    """A DualSVGP on the first observed points whose inducing set grows (pivoted Cholesky,
+    Sec. 3.4) up to ``num_inducing`` points as data arrives."""
+    from botorch.models.utils.gpytorch_modules import get_covar_module_with_dim_scaled_prior
+    from gpytorch.kernels import ScaleKernel
+
+    kernel = ScaleKernel(get_covar_module_with_dim_scaled_prior(Z.shape[-1])).to(DTYPE)
+    return DualSVGP(
+        kernel,
+        likelihood,
+        Z[: config.num_inducing],
+        max_inducing=config.num_inducing,
+        memory_size=None,
+        num_hyper_steps=config.hyper_steps,
+        lr=config.lr,
+        rho=0.7,
+        num_inner_steps=10,
+    )
+
+
+# ---------------------------------------------------------------------- reward models
+class StreamingDualReward:
+    """Streaming DualSVGP regression of the standardised reward (Gaussian likelihood with a
+    ``LogNormal(-4, 1)`` noise prior).
+
+    Example:
+        >>> StreamingDualReward(DualModelConfig()).model is None
+        True
+    """
+
+    def __init__(self, config: DualModelConfig) -> None:
+        self.config = config
+        self.model: DualSVGP | None = None
+
+    def setup(self, dim: int) -> None:
+        """Forget the model."""
+        self.model = None
+
+    def observe(self, U: torch.Tensor, y: torch.Tensor, ok: torch.Tensor) -> None:
+        """Update with the successful rows ``ok`` of ``(U, y)``."""
+        from gpytorch.priors import LogNormalPrior
+
+        from bo_ncgp.likelihoods import Gaussian
+
+        if ok.any():
+            if self.model is None:
+                noise = Gaussian(noise=math.exp(-4.0), noise_prior=LogNormalPrior(-4.0, 1.0))
+                self.model = _dual(self.config, noise, U[ok])
+            self.model.update(U[ok], y[ok])
+
+    def botorch_model(self):
+        """The model as a BoTorch model."""
+        from bo_ncgp.bo import DualSVGPModel
+
+        return DualSVGPModel(self.model)
+
+
+class ExactGPReward:
+    """BoTorch's exact ``SingleTaskGP`` of the standardised reward, refitted (marginal
+    likelihood) every time :meth:`botorch_model` is called.
+
+    Example:
+        >>> r = ExactGPReward()
+        >>> r.setup(3)
+        >>> tuple(r.U.shape)
+        (0, 3)
+    """
+
+    config = None
+
+    def setup(self, dim: int) -> None:
+        """No data yet."""
+        self.U = torch.zeros(0, dim, dtype=DTYPE)
+        self.Y = torch.zeros(0, dtype=DTYPE)
+
+    def observe(self, U: torch.Tensor, y: torch.Tensor, ok: torch.Tensor) -> None:
+        """Append the successful rows ``ok`` of ``(U, y)``."""
+        self.U = torch.cat([self.U, U[ok]])
+        self.Y = torch.cat([self.Y, y[ok]])
+
+    def botorch_model(self):
+        """A ``SingleTaskGP`` fitted on all data."""
+        from botorch.fit import fit_gpytorch_mll
+        from botorch.models import SingleTaskGP
+        from gpytorch.mlls import ExactMarginalLogLikelihood
+
+        gp = SingleTaskGP(self.U, self.Y.unsqueeze(-1))
+        fit_gpytorch_mll(ExactMarginalLogLikelihood(gp.likelihood, gp))
+        return gp
+
+
+# ------------------------------------------------------------------------ batch rules
+class DualFantasyBatch:
+    """Batches built by dual conditioning of the reward model and the classifier.
+
+    Example:
+        >>> DualFantasyBatch(BatchConfig()).config.raw_samples
+        512
+    """
+
+    def __init__(self, config: BatchConfig) -> None:
+        self.config = config
+
+    def build(self, reward, classifier, acquisition_factory, q: int, bounds: torch.Tensor):
+        """A ``q``-point :class:`~bo_ncgp.bo.fantasy.FantasyBatch`."""
+        from bo_ncgp.bo import DualSVGPModel, build_fantasy_batch
+
+        return build_fantasy_batch(
+            [reward, DualSVGPModel(classifier)],
+            acquisition_factory,
+            q=q,
+            bounds=bounds,
+            fantasy="mean",
+            num_restarts=self.config.num_restarts,
+            raw_samples=self.config.raw_samples,
+        )
+
+
+class KrigingBelieverBatch:
+    """Kriging-believer batches: the reward model conditioned on posterior-mean fantasies,
+    the classifier unchanged.
+
+    Example:
+        >>> KrigingBelieverBatch(BatchConfig()).config.num_restarts
+        8
+    """
+
+    def __init__(self, config: BatchConfig) -> None:
+        self.config = config
+
+    def build(self, reward, classifier, acquisition_factory, q: int, bounds: torch.Tensor):
+        """A ``q``-point :class:`~bo_ncgp.bo.fantasy.FantasyBatch`."""
+        from bo_ncgp.bo import DualSVGPModel
+        from bo_ncgp.bo.fantasy import kriging_believer_batch
+
+        return kriging_believer_batch(
+            [reward, DualSVGPModel(classifier)],
+            acquisition_factory,
+            q=q,
+            conditionable=[True, False],
+            bounds=bounds,
+            num_restarts=self.config.num_restarts,
+            raw_samples=self.config.raw_samples,
+        )
+
+
+# --------------------------------------------------------------------------- strategy
+class ConstrainedBO(Strategy):
+    """Reward surrogate x batch rule, with a streaming DualSVGP success classifier.
+
+    Args:
+        name: the strategy's name.
+        model: settings of the streaming DualSVGP models (the classifier always; the reward
+            model when ``reward`` is a :class:`StreamingDualReward`).
+        reward: :class:`StreamingDualReward` or :class:`ExactGPReward`.
+        batch: :class:`DualFantasyBatch` or :class:`KrigingBelieverBatch`.
+
+    Its configuration (:meth:`config`, checked on resume) is the name and the fields of
+    ``model`` and of the batch rule's config.
+
+    Example:
+        >>> cfg = DualModelConfig(num_inducing=32)
+        >>> s = ConstrainedBO("fantasy-batch", cfg, StreamingDualReward(cfg),
+        ...                   DualFantasyBatch(BatchConfig()))
+        >>> s.config()["num_inducing"], s.config()["raw_samples"]
+        (32, 512)
+    """
+
+    def __init__(
+        self,
+        name: str,
+        model: DualModelConfig,
+        reward: StreamingDualReward | ExactGPReward,
+        batch: DualFantasyBatch | KrigingBelieverBatch,
+    ) -> None:
+        self.name = name
+        self.model_config = model
+        self.reward_model = reward
+        self.batch = batch
+
+    def config(self) -> dict[str, Any]:
+        """``{"name", **model config, **batch config}``."""
+        return {"name": self.name, **asdict(self.model_config), **asdict(self.batch.config)}
+
+    @property
+    def reward(self) -> DualSVGP | None:
+        """The streaming reward model (``None`` for other reward surrogates)."""
+        return getattr(self.reward_model, "model", None)
+
+    def setup(self, problem, seed) -> None:
+        super().setup(problem, seed)
+        self.lo = torch.as_tensor(problem.bounds[0], dtype=DTYPE)
+        self.hi = torch.as_tensor(problem.bounds[1], dtype=DTYPE)
+        self.classifier: DualSVGP | None = None
+        self.y_mean = self.y_std = None
+        self.reward_model.setup(problem.dim)
+
+    def _unit(self, X: np.ndarray) -> torch.Tensor:
+        return (torch.as_tensor(X, dtype=DTYPE) - self.lo) / (self.hi - self.lo)
+
+    def _from_unit(self, U: torch.Tensor) -> np.ndarray:
+        return (self.lo + U.detach() * (self.hi - self.lo)).numpy()
+
+    def _standardise(self, values: np.ndarray) -> torch.Tensor:
+        if self.y_mean is None:  # statistics of the initial design, fixed afterwards
+            v = values[np.isfinite(values)]
+            self.y_mean = float(v.mean()) if v.size else 0.0
+            self.y_std = float(v.std()) if v.size > 1 and v.std() > 0 else 1.0
+        return torch.as_tensor((values - self.y_mean) / self.y_std, dtype=DTYPE)
+
+    def _incumbent(self, history: History) -> float:
+        ok = history.ok
+        succ = ok & (history.success == 1)
+        vals = history.values[succ if succ.any() else ok]
+        return float((vals.max() - self.y_mean) / self.y_std)
+
+    def observe(self, X: np.ndarray, evaluations: list[Evaluation], history: History) -> None:
+        from bo_ncgp.likelihoods import Bernoulli
+
+        U = self._unit(X)
+        vals = np.array([e.value for e in evaluations], dtype=float)
+        y = self._standardise(vals)
+        self.reward_model.observe(U, y, torch.as_tensor(np.isfinite(vals)))
+        ok = [i for i, e in enumerate(evaluations) if e.ok]
+        if not ok:
+            return
+        labels = torch.tensor([float(bool(evaluations[i].success)) for i in ok], dtype=DTYPE)
+        if self.classifier is None:
+            self.classifier = _dual(self.model_config, Bernoulli(), U[ok])
+        self.classifier.update(U[ok], labels)
+
+    def ask(self, history: History, q: int, rng: np.random.Generator) -> np.ndarray:
+        from bo_ncgp.bo.acquisition import ConstrainedLogExpectedImprovement
+
+        reward = self.reward_model.botorch_model()
+        best = self._incumbent(history)
+        d = self.problem.dim
+        bounds = torch.stack([torch.zeros(d, dtype=DTYPE), torch.ones(d, dtype=DTYPE)])
+        batch = self.batch.build(
+            reward,
+            self.classifier,
+            lambda ms: ConstrainedLogExpectedImprovement(ms[0], ms[1], best_f=best),
+            q,
+            bounds,
+        )
+        return self._from_unit(batch.X)

@@ -1,0 +1,113 @@
+"""Command line entry point: ``bo-ncgp <command> ...``.
+
+Commands come from two places:
+
+* the package's own commands, listed in :data:`COMMANDS` (name -> module). Each command module
+  exposes ``HELP`` (one line), ``add_arguments(parser)`` and ``run(args) -> int``; only the
+  module of the command being run is imported;
+* experiment commands, registered by installed distributions in the entry-point group
+  ``bo_ncgp.commands`` (:data:`ENTRY_POINT_GROUP`). An entry point's value is
+  ``"module:main"`` with ``main(argv: list[str] | None) -> int``; ``bo-ncgp NAME ARGS...``
+  passes ``ARGS`` through unchanged (``bo-ncgp NAME --help`` shows the experiment's own help).
+
+``bo-ncgp --help`` lists both, an experiment command with the first line of its module's
+docstring (read from the source file, without importing the module).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import importlib
+import importlib.util
+import sys
+from importlib.metadata import EntryPoint, entry_points
+from types import ModuleType
+
+__all__ = ["COMMANDS", "ENTRY_POINT_GROUP", "experiment_commands", "main"]
+
+#: the package's commands: name -> module exposing ``HELP``, ``add_arguments``, ``run``
+COMMANDS: dict[str, str] = {
+    "compare": "bo_ncgp.cli.compare",
+    "core-demo": "bo_ncgp.cli.core_demo",
+    "demo": "bo_ncgp.cli.demo",
+    "hotspots": "bo_ncgp.cli.hotspots",
+    "lunar-lander": "bo_ncgp.cli.lunar_lander",
+    "plot": "bo_ncgp.cli.plot",
+}
+#: entry-point group through which installed experiment packages add commands
+ENTRY_POINT_GROUP = "bo_ncgp.commands"
+
+
+def experiment_commands() -> dict[str, EntryPoint]:
+    """The experiment commands registered in :data:`ENTRY_POINT_GROUP`, by name (a name
+    that is also a package command is left to the package command).
+
+    Example:
+        >>> cmds = experiment_commands()
+        >>> isinstance(cmds, dict) and not set(cmds) & set(COMMANDS)
+        True
+    """
+    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name not in COMMANDS}
+
+
+def _command_module(name: str) -> ModuleType:
+    return importlib.import_module(COMMANDS[name])
+
+
+def _summary(ep: EntryPoint) -> str:
+    """First line of the entry point's module docstring, read from its source file."""
+    try:
+        spec = importlib.util.find_spec(ep.module)
+        origin = spec.origin if spec is not None else None
+        with open(origin) as fh:  # type: ignore[arg-type]
+            doc = ast.get_docstring(ast.parse(fh.read())) or ""
+    except (ImportError, OSError, SyntaxError, TypeError, ValueError):
+        doc = ""
+    first = " ".join(doc.strip().split("\n\n")[0].split()).rstrip(".")
+    return f"{first} ({ep.value})" if first else ep.value
+
+
+def _run_experiment(ep: EntryPoint, argv: list[str]) -> int:
+    return int(ep.load()(argv) or 0)
+
+
+def _overview() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="bo-ncgp", description="bo_ncgp: BO and active learning with non-conjugate GPs"
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in sorted(COMMANDS):
+        sub.add_parser(name, help=_command_module(name).HELP, add_help=False)
+    for name, ep in sorted(experiment_commands().items()):
+        sub.add_parser(name, help=_summary(ep), add_help=False)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run ``bo-ncgp`` with ``argv`` (default ``sys.argv[1:]``) and return the exit code.
+
+    Example:
+        >>> main(["plot", "/nonexistent"])  # errors are reported, not raised
+        2
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in COMMANDS:
+        name = argv[0]
+        module = _command_module(name)
+        parser = argparse.ArgumentParser(prog=f"bo-ncgp {name}", description=module.HELP)
+        module.add_arguments(parser)
+        return int(module.run(parser.parse_args(argv[1:])) or 0)
+    if argv and not argv[0].startswith("-"):
+        experiments = experiment_commands()
+        if argv[0] in experiments:
+            return _run_experiment(experiments[argv[0]], argv[1:])
+    parser = _overview()
+    args = parser.parse_args(argv)  # --help exits here; an unknown command is an error
+    if args.command is None:
+        parser.print_help()
+    return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,158 @@
+"""``bo-ncgp lunar-lander``: batch BO of the lunar-lander controller (Chang et al. 2023, Sec.
+4.1), one campaign per seed under ``OUT/<strategy>/seed_<k>``, then a summary
+(``OUT/<strategy>/summary.json``), the per-seed archive and the plot ``OUT/best.png``.
+
+The strategies are those registered for ``lunar-lander`` in
+:mod:`bo_ncgp.campaigns.strategies.registry`; their model options default to the values of
+their config dataclasses.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+__all__ = ["HELP", "QUICK", "add_arguments", "run"]
+
+HELP = "batch BO of the lunar-lander controller (Chang et al. Sec. 4.1)"
+#: the ``--quick`` preset: run settings, and model settings used unless given
+QUICK = {"seeds": 2, "evaluations": 15, "initial": 6, "episodes": 3, "heldout_episodes": 10}
+QUICK_MODEL = {"hyper_steps": 20, "num_restarts": 2, "raw_samples": 128}
+#: command-line option -> strategy option (config field)
+MODEL_OPTIONS = {
+    "--num-inducing": ("num_inducing", int, "model inducing points"),
+    "--hyper-steps": ("hyper_steps", int, "Adam steps per model update"),
+    "--num-restarts": ("num_restarts", int, "optimize_acqf restarts"),
+    "--raw-samples": ("raw_samples", int, "optimize_acqf raw samples"),
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``bo-ncgp lunar-lander``.
+
+    Example:
+        >>> p = argparse.ArgumentParser()
+        >>> add_arguments(p)
+        >>> a = p.parse_args(["--strategy", "fantasy-batch"])
+        >>> a.batch_size, a.num_inducing  # None: the strategy config's default
+        (3, None)
+    """
+    from bo_ncgp.campaigns.strategies.registry import get_strategy_spec, strategy_names
+
+    defaults = get_strategy_spec("lunar-lander", "fantasy-batch").defaults()
+    parser.add_argument("--strategy", default="random", choices=strategy_names("lunar-lander"))
+    parser.add_argument("--batch-size", type=int, default=3)
+    parser.add_argument("--evaluations", type=int, default=90, help="total evaluations per seed")
+    parser.add_argument("--initial", type=int, default=24, help="initial random evaluations")
+    parser.add_argument("--seeds", type=int, default=5, help="number of seeds (0..S-1)")
+    parser.add_argument("--first-seed", type=int, default=0)
+    parser.add_argument("--episodes", type=int, default=10, help="episodes per evaluation (K)")
+    parser.add_argument("--heldout-episodes", type=int, default=50)
+    parser.add_argument("--success-fraction", type=float, default=1.0)
+    parser.add_argument("--workers", type=int, default=1, help="evaluation processes")
+    parser.add_argument("--dask-scheduler", default=None, help="address of a dask scheduler")
+    parser.add_argument("--out", type=Path, default=Path("results/lunar"))
+    for flag, (key, cast, help_) in MODEL_OPTIONS.items():
+        parser.add_argument(flag, type=cast, default=None, help=f"{help_} ({defaults[key]})")
+    parser.add_argument(
+        "--threads", type=int, default=1, help="torch threads (1 is fastest for these models)"
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="small preset (2 seeds, 15 evaluations, 3 episodes) finishing in ~2 min",
+    )
+    parser.add_argument("--no-progress", action="store_true")
+
+
+def strategy_options(args: argparse.Namespace) -> dict:
+    """The strategy options given on the command line (or by the quick preset) that the
+    chosen strategy has.
+
+    Example:
+        >>> strategy_options(argparse.Namespace(strategy="random", num_inducing=8,
+        ...                                     hyper_steps=None, num_restarts=None,
+        ...                                     raw_samples=None))
+        {}
+    """
+    from bo_ncgp.campaigns.strategies.registry import get_strategy_spec
+
+    known = get_strategy_spec("lunar-lander", args.strategy).options()
+    options = {key: getattr(args, key, None) for key, _, _ in MODEL_OPTIONS.values()}
+    return {k: v for k, v in options.items() if v is not None and k in known}
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run (or resume) the campaigns, summarise, archive and plot them.
+
+    Example:
+        >>> p = argparse.ArgumentParser()
+        >>> add_arguments(p)
+        >>> run(p.parse_args(["--quick"]))  # doctest: +SKIP
+        0
+    """
+    import torch
+
+    from bo_ncgp.campaigns.archive import write_archive
+    from bo_ncgp.campaigns.plotting import collect, plot_campaigns, summarise
+    from bo_ncgp.campaigns.runner import run_seeds
+    from bo_ncgp.campaigns.stats import mean_se
+    from bo_ncgp.campaigns.storage import write_json
+    from bo_ncgp.campaigns.strategies.registry import build_strategy
+    from bo_ncgp.problems.registry import make_problem
+
+    torch.set_num_threads(args.threads)
+    if args.quick:
+        for key, val in QUICK.items():
+            setattr(args, key, val)
+        for key, val in QUICK_MODEL.items():
+            setattr(args, key, getattr(args, key) or val)
+    options = strategy_options(args)
+    problem_options = dict(
+        episodes=args.episodes,
+        heldout_episodes=args.heldout_episodes,
+        success_fraction=args.success_fraction,
+    )
+    t0 = time.perf_counter()
+    states = run_seeds(
+        lambda: make_problem("lunar-lander", **problem_options),
+        lambda: build_strategy("lunar-lander", args.strategy, **options),
+        range(args.first_seed, args.first_seed + args.seeds),
+        args.out / args.strategy,
+        budget=args.evaluations,
+        batch_size=args.batch_size,
+        num_initial=args.initial,
+        workers=args.workers,
+        dask_scheduler=args.dask_scheduler,
+        progress=not args.no_progress,
+    )
+    wall = time.perf_counter() - t0
+    at = sorted({n for n in (30, 60, 90, args.evaluations) if n <= args.evaluations})
+    groups = collect([args.out / args.strategy])
+    name = states[0]["strategy"]["name"]
+    write_archive(args.out / args.strategy, groups[name])  # per-seed records to commit
+    summ = summarise(groups, at)[name]
+    heldout = [
+        s["recommendation"]["heldout_value"]
+        for s in states
+        if s.get("recommendation") and "heldout_value" in s["recommendation"]
+    ]
+    heldout_mean = mean_se(heldout)[0] if heldout else None
+    summary = {
+        "strategy": args.strategy,
+        "seeds": args.seeds,
+        "best_at": {str(n): {"mean": m, "se": se, "n": k} for n, (m, se, k) in summ.items()},
+        "heldout_mean": heldout_mean,
+        "wall_seconds": wall,
+    }
+    write_json(args.out / args.strategy / "summary.json", summary)
+    print(
+        f"{args.strategy}: "
+        + ", ".join(f"best@{n} = {m:.1f} +- {se:.1f}" for n, (m, se, _) in summ.items())
+    )
+    if heldout:
+        print(f"held-out reward of the final recommendations: {heldout_mean:.1f}")
+    png = plot_campaigns([args.out], args.out / "best.png", title="lunar lander")
+    print(f"results in {args.out} (plot {png})")
+    return 0

@@ -1,0 +1,1 @@
+"""Reproductions of Chang et al. (2023), memory-based dual SVGP."""

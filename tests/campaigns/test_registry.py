@@ -1,0 +1,164 @@
+"""The strategy registry: one table, configs derived from the dataclasses, defaults that
+reproduce the configurations saved by earlier campaigns (so that those campaigns resume)."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+
+import pytest
+
+from bo_ncgp.campaigns.strategies.registry import (
+    STRATEGIES,
+    build_strategy,
+    get_strategy_spec,
+    strategy_names,
+)
+from bo_ncgp.exceptions import InputDataError
+
+#: the configurations campaigns saved with every option at its default
+SAVED_DEFAULTS = {
+    ("hotspots", "entropy"): {
+        "name": "entropy",
+        "model": "DualSVGP",
+        "num_inner_steps": 20,
+        "num_hyper_steps": 5,
+        "lr": 0.01,
+        "init_rounds": 8,
+        "init_hyper_steps": 50,
+        "init_lr": 0.05,
+        "hyper_objective": "elbo",
+        "rho": 0.5,
+        "max_abs_logit": 25.0,
+        "constant_mean": False,
+        "outputscale_prior": True,
+        "num_fantasies": 16,
+        "compute_dtype": "float32",
+        "chunk_size": 16,
+        "criterion": "exceedance",
+        "clamp": False,
+    },
+    ("hotspots", "random"): {
+        "name": "random",
+        "model": "DualSVGP",
+        "num_inner_steps": 20,
+        "num_hyper_steps": 5,
+        "lr": 0.01,
+        "init_rounds": 8,
+        "init_hyper_steps": 50,
+        "init_lr": 0.05,
+        "hyper_objective": "elbo",
+        "rho": 0.5,
+        "max_abs_logit": 25.0,
+        "constant_mean": False,
+        "outputscale_prior": True,
+    },
+    ("hotspots", "refit-entropy"): {
+        "name": "refit-entropy",
+        "model": "GPyTorch SVGP, refitted",
+        "num_candidates": 16,
+        "num_fantasies": 8,
+        "num_steps": 200,
+        "lr": 0.05,
+        "ngd_lr": 0.1,
+        "polish_steps": 10,
+        "polish_lr": 0.5,
+        "fantasy_steps": 4,
+        "fantasy_lr": 1.0,
+        "batch_limit": 64,
+        "constant_mean": False,
+        "outputscale_prior": True,
+    },
+    ("hotspots", "svgp-entropy"): {
+        "name": "svgp-entropy",
+        "model": "GPyTorch SVGP with constant mean, refitted; DualSVGP fantasies",
+        "num_steps": 1000,
+        "lr": 0.01,
+        "beta": 1.0,
+        "rel_tol": 1e-05,
+        "recycle": True,
+        "outputscale_prior": False,
+        "num_fantasies": 16,
+        "compute_dtype": "float32",
+        "chunk_size": 16,
+        "criterion": "exceedance",
+        "clamp": False,
+    },
+    ("hotspots", "svgp-random"): {
+        "name": "svgp-random",
+        "model": "GPyTorch SVGP with constant mean, refitted; random villages",
+        "num_steps": 1000,
+        "lr": 0.01,
+        "beta": 1.0,
+        "rel_tol": 1e-05,
+        "recycle": True,
+        "outputscale_prior": False,
+    },
+    ("lunar-lander", "fantasy-batch"): {
+        "name": "fantasy-batch",
+        "num_inducing": 48,
+        "hyper_steps": 50,
+        "lr": 0.05,
+        "num_restarts": 8,
+        "raw_samples": 512,
+    },
+    ("lunar-lander", "kriging-believer"): {
+        "name": "kriging-believer",
+        "num_inducing": 48,
+        "hyper_steps": 50,
+        "lr": 0.05,
+        "num_restarts": 8,
+        "raw_samples": 512,
+    },
+    ("lunar-lander", "random"): {"name": "random"},
+    ("lunar-lander", "sequential"): {
+        "name": "sequential",
+        "num_inducing": 48,
+        "hyper_steps": 50,
+        "lr": 0.05,
+        "num_restarts": 8,
+        "raw_samples": 512,
+    },
+}
+
+
+@pytest.mark.parametrize("key", sorted(SAVED_DEFAULTS))
+def test_default_configs_equal_the_saved_ones(key):
+    assert build_strategy(*key).config() == SAVED_DEFAULTS[key]
+
+
+@pytest.mark.parametrize("key", sorted(STRATEGIES))
+def test_config_is_the_name_and_the_config_dataclasses(key):
+    spec = STRATEGIES[key]
+    config = spec.make().config()
+    fields = {f.name for cls in spec.configs for f in dataclasses.fields(cls)}
+    assert set(config) - {"name", "model"} == fields
+    assert config["name"] == key[1]
+    assert spec.defaults() == {k: v for k, v in config.items() if k in fields}
+
+
+def test_options_reach_their_config_and_unknown_ones_are_refused():
+    assert (
+        build_strategy("hotspots", "refit-entropy", num_fantasies=3).config()["num_fantasies"] == 3
+    )
+    with pytest.raises(InputDataError, match="no option"):
+        build_strategy("hotspots", "random", num_fantasies=3)  # random has no acquisition
+    with pytest.raises(InputDataError, match="choose from"):
+        get_strategy_spec("hotspots", "nope")
+    assert strategy_names("hotspots") == (
+        "entropy", "random", "refit-entropy", "svgp-entropy", "svgp-random"
+    )  # fmt: skip
+
+
+def test_registry_content_does_not_depend_on_what_was_imported_before():
+    code = "import bo_ncgp.campaigns.strategies.registry as r; print(sorted(r.STRATEGIES))"
+    first = "import bo_ncgp.campaigns.strategies.lunar; import bo_ncgp.cli.hotspots; "
+    outs = [
+        subprocess.run(
+            [sys.executable, "-c", pre + code], capture_output=True, text=True, check=True
+        ).stdout
+        for pre in ("", first)
+    ]
+    last = [out.strip().splitlines()[-1] for out in outs]  # after any library banner
+    assert last[0] == last[1] == str(sorted(STRATEGIES))
