@@ -169,7 +169,7 @@ class LatentGPModel(Model, FantasizeMixin):
         if m == 1 and cov.dim() == mean.dim() + 1:
             cov = cov.squeeze(-3)  # (..., 1, q, q) -> (..., q, q)
         # round-off can leave tiny negative variances near observed points: lift the diagonal
-        # to a floor (a no-op otherwise) instead of letting GPyTorch warn and clamp later
+        # to a floor (a no-op otherwise) instead of letting GPyTorch warn and lift it later
         diag = cov.diagonal(dim1=-2, dim2=-1)
         floor = 1e-10 if cov.dtype == torch.float64 else 1e-6
         cov = cov + torch.diag_embed((floor - diag).clamp_min(0).detach())

@@ -16,7 +16,7 @@ hotspot kernel with its Gamma priors, ``q(u)`` in natural parameters) is
   parameter by about its learning rate and destroy the warm start.)
 
 The acquisition is the same thresholded entropy reduction as ``entropy``
-(:mod:`bo_ncgp.bo.active_learning`: the same QMC predictive-quantile fantasies and exceedance
+(:mod:`bo_ncgp.bo.acquisition`: the same QMC predictive-quantile fantasies and exceedance
 entropies), with the conditioned posteriors coming from the refitted models. Because one
 refit per (candidate, fantasy) is expensive, only the ``num_candidates`` remaining villages
 with the largest current exceedance entropy are scored, with ``num_fantasies`` fantasies each
@@ -36,7 +36,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from bo_ncgp.bo.active_learning import exceedance_entropy, predictive_quantile_fantasies
+from bo_ncgp.bo.acquisition import exceedance_entropy, predictive_quantile_fantasies
 from bo_ncgp.campaigns.hotspot_strategies import DTYPE, HotspotStrategy, hotspot_kernel
 from bo_ncgp.campaigns.strategy import History
 from bo_ncgp.exceptions import NumericalWarning

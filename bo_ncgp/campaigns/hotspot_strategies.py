@@ -5,7 +5,7 @@
   site updates, a few hyperparameter steps, see :class:`DualSVGPHotspotStrategy`); the
   next village maximises the expected reduction of the summed exceedance entropy over the
   remaining pool under QMC fantasies and dual conditioning
-  (:class:`~bo_ncgp.bo.active_learning.ThresholdEntropyReduction`, rank-one fast path).
+  (:class:`~bo_ncgp.bo.acquisition.ThresholdEntropyReduction`, rank-one fast path).
 * ``random``: the same streaming model, villages drawn uniformly from the remaining pool.
 * ``refit-entropy``: the standard route -- a GPyTorch variational GP refitted from scratch after
   every survey, fantasies by refitting (:mod:`bo_ncgp.campaigns.hotspot_refit`).
@@ -389,9 +389,9 @@ class EntropyStrategy(DualSVGPHotspotStrategy):
         criterion: per-village uncertainty summed over the pool: ``"exceedance"`` (default,
             the issue's: entropy of ``P(prevalence > t)``) or ``"spiked"`` (the criterion of
             Maddox et al.'s script, which Chang et al. ran; see
-            :mod:`bo_ncgp.bo.active_learning`).
+            :mod:`bo_ncgp.bo.acquisition`).
         clamp: count only per-village entropy decreases, as Maddox et al.'s script does (see
-            :func:`~bo_ncgp.bo.active_learning.threshold_entropy_reduction`).
+            :func:`~bo_ncgp.bo.acquisition.threshold_entropy_reduction`).
         **kwargs: the DualSVGP settings of :class:`DualSVGPHotspotStrategy`.
 
     Example:
@@ -421,7 +421,7 @@ class EntropyStrategy(DualSVGPHotspotStrategy):
         clamp: bool = False,
         **kwargs: Any,
     ) -> None:
-        from bo_ncgp.bo.active_learning import check_criterion
+        from bo_ncgp.bo.acquisition import check_criterion
 
         super().__init__(**kwargs)
         self.criterion = check_criterion(criterion)
@@ -434,7 +434,7 @@ class EntropyStrategy(DualSVGPHotspotStrategy):
         self.last_scores: Tensor | None = None
 
     def _choose(self, history: History, rng: np.random.Generator) -> int:
-        from bo_ncgp.bo.active_learning import ThresholdEntropyReduction
+        from bo_ncgp.bo.acquisition import ThresholdEntropyReduction
 
         rest = self._remaining(history)
         acq = ThresholdEntropyReduction(

@@ -16,7 +16,7 @@ our streaming ``entropy`` strategy in the model, not in the acquisition:
 * the fitted ``q(u)`` is converted to a :class:`~bo_ncgp.models.DualSVGP` with
   :meth:`~bo_ncgp.models.DualSVGP.from_inducing_posterior` (same predictions, exactly), and
   the next village maximises the same dual-conditioning entropy reduction as ``entropy``
-  (:class:`~bo_ncgp.bo.active_learning.ThresholdEntropyReduction`).
+  (:class:`~bo_ncgp.bo.acquisition.ThresholdEntropyReduction`).
 
 Maddox et al.'s script passes the ``Gamma(2, 0.15)`` outputscale prior to the Matérn kernel,
 which ignores it; ``outputscale_prior=False`` (the default here) reproduces that.

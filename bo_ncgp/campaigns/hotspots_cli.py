@@ -72,7 +72,7 @@ _QUICK = {
 def add_acquisition_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     """``--criterion`` and ``--clamp-per-village`` of ``entropy`` and ``svgp-entropy``
     (shared by ``bo-ncgp hotspots`` and ``experiments/hotspots_timing.py``)."""
-    from bo_ncgp.bo.active_learning import CRITERIA
+    from bo_ncgp.bo.acquisition import CRITERIA
 
     parser.add_argument(
         "--criterion",
