@@ -4,8 +4,8 @@ Thin translations between BoTorch's shapes (``batch x q x d``, ``GPyTorchPosteri
 the methods of :mod:`bo_ncgp.models`:
 
 * :mod:`bo_ncgp.bo.base` -- :class:`LatentGPModel`, the BoTorch ``Model`` of any bo_ncgp model;
-* :mod:`bo_ncgp.bo.models`, :mod:`bo_ncgp.bo.hipgp`, :mod:`bo_ncgp.bo.gam` -- its per-model
-  subclasses where a model needs more than the generic adapter;
+* :mod:`bo_ncgp.bo.models` -- its per-model subclasses where a model needs more than the
+  generic adapter;
 * :mod:`bo_ncgp.bo.acquisition` -- analytic acquisitions and pool-based active learning;
 * :mod:`bo_ncgp.bo.fantasy` -- batches built by fantasies (Kriging believer and friends).
 
@@ -26,8 +26,8 @@ _LAZY = {
     "LatentGPModel": "bo_ncgp.bo.base",
     "DualSVGPModel": "bo_ncgp.bo.models",
     "IterNCGPModel": "bo_ncgp.bo.models",
-    "HIPGPModel": "bo_ncgp.bo.hipgp",
-    "SparseGAMModel": "bo_ncgp.bo.gam",
+    "HIPGPModel": "bo_ncgp.bo.models",
+    "SparseGAMModel": "bo_ncgp.bo.models",
     "FantasyBatch": "bo_ncgp.bo.fantasy",
     "build_fantasy_batch": "bo_ncgp.bo.fantasy",
     "kriging_believer_batch": "bo_ncgp.bo.fantasy",
