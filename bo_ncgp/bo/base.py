@@ -81,6 +81,7 @@ class LatentGPModel(Model, FantasizeMixin):
         self,
         model: Module,
         num_outputs: int | None = None,
+        *,
         input_transform: Module | None = None,
         outcome_transform: Module | None = None,
     ) -> None:
@@ -199,9 +200,9 @@ class LatentGPModel(Model, FantasizeMixin):
         mean, cov = self._latent_mean_cov(X_tf)
         q, m = mean.shape[-2], mean.shape[-1]
         if m != self.num_outputs:
-            raise RuntimeError(
-                f"{type(self).__name__}: _latent_mean_cov returned {m} outputs, "
-                f"expected {self.num_outputs}"
+            raise InputDataError(
+                f"{type(self).__name__}: the wrapped model has {m} latent outputs, but "
+                f"num_outputs={self.num_outputs}"
             )
         if m == 1 and cov.dim() == mean.dim() + 1:
             cov = cov.squeeze(-3)  # (..., 1, q, q) -> (..., q, q)

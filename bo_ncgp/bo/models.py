@@ -40,8 +40,9 @@ class DualSVGPModel(LatentGPModel):
 
     Args:
         model: a fitted ``DualSVGP``.
-        input_transform / outcome_transform: optional BoTorch transforms; the DualSVGP must
-            have been trained on transformed data.
+        num_outputs, input_transform, outcome_transform: as for
+            :class:`~bo_ncgp.bo.base.LatentGPModel`; the DualSVGP must have been trained on
+            transformed data.
 
     Example:
         >>> from gpytorch.kernels import RBFKernel
@@ -53,14 +54,6 @@ class DualSVGPModel(LatentGPModel):
         >>> model.condition_on_observations(X[:2], X[:2, :1]).model.num_data
         14
     """
-
-    def __init__(
-        self,
-        model: Module,
-        input_transform: Module | None = None,
-        outcome_transform: Module | None = None,
-    ) -> None:
-        super().__init__(model, None, input_transform, outcome_transform)
 
     def _context(self) -> contextlib.AbstractContextManager:
         # acquisitions need gradients in X only: keep the base factorisation cached
@@ -77,10 +70,11 @@ class IterNCGPModel(LatentGPModel):
 
     Args:
         model: a fitted ``IterNCGP``.
-        input_transform / outcome_transform: optional BoTorch transforms; the IterNCGP must
-            have been fitted on transformed data.
         condition_iters: solver iterations per Newton step of each conditioning (None: the
             default of :meth:`IterNCGP.condition`).
+        **transforms: ``input_transform`` / ``outcome_transform`` of
+            :class:`~bo_ncgp.bo.base.LatentGPModel`; the IterNCGP must have been fitted on
+            transformed data.
 
     Example:
         >>> from gpytorch.kernels import RBFKernel
@@ -94,13 +88,9 @@ class IterNCGPModel(LatentGPModel):
     """
 
     def __init__(
-        self,
-        model: Module,
-        input_transform: Module | None = None,
-        outcome_transform: Module | None = None,
-        condition_iters: int | None = None,
+        self, model: Module, condition_iters: int | None = None, **transforms: Module
     ) -> None:
-        super().__init__(model, None, input_transform, outcome_transform)
+        super().__init__(model, **transforms)
         self.condition_iters = condition_iters
 
     def _condition_options(self) -> dict[str, Any]:
@@ -114,7 +104,8 @@ class HIPGPModel(LatentGPModel):
         model: the HIP-GP (inputs in the transformed space, if ``input_transform`` is given).
         op: observation operator of the posterior (``"value"``, ``"integral"``,
             ``("derivative", d)``); acquisition functions then see ``L rho``.
-        input_transform, outcome_transform: optional BoTorch transforms.
+        **transforms: ``input_transform`` / ``outcome_transform`` of
+            :class:`~bo_ncgp.bo.base.LatentGPModel`.
 
     Example:
         >>> import gpytorch
@@ -129,14 +120,8 @@ class HIPGPModel(LatentGPModel):
         torch.Size([5, 2, 1])
     """
 
-    def __init__(
-        self,
-        model: Module,
-        op: str | tuple | None = None,
-        input_transform: Module | None = None,
-        outcome_transform: Module | None = None,
-    ) -> None:
-        super().__init__(model, 1, input_transform, outcome_transform)
+    def __init__(self, model: Module, op: str | tuple | None = None, **transforms: Module) -> None:
+        super().__init__(model, 1, **transforms)
         self.op = op
 
     def _predict_options(self) -> dict[str, Any]:
@@ -153,7 +138,8 @@ class SparseGAMModel(LatentGPModel):
         components: indices of the components whose sum the posterior describes (default:
             all, i.e. the full predictor). ``[c]`` exposes one ANOVA term ``f_c`` to an
             acquisition function, e.g. to explore one input group of an additive model.
-        input_transform, outcome_transform: optional BoTorch transforms.
+        **transforms: ``input_transform`` / ``outcome_transform`` of
+            :class:`~bo_ncgp.bo.base.LatentGPModel`.
 
     Conditioning on new observations is not supported (a sparse GAM has no cheap update of
     ``q(U)``; refit instead).
@@ -171,13 +157,9 @@ class SparseGAMModel(LatentGPModel):
     """
 
     def __init__(
-        self,
-        model: Module,
-        components: Sequence[int] | None = None,
-        input_transform: Module | None = None,
-        outcome_transform: Module | None = None,
+        self, model: Module, components: Sequence[int] | None = None, **transforms: Module
     ) -> None:
-        super().__init__(model, 1, input_transform, outcome_transform)
+        super().__init__(model, 1, **transforms)
         self.components = None if components is None else model._check_subset(components)
 
     def _predict_options(self) -> dict[str, Any]:

@@ -172,12 +172,12 @@ def maddox_acquisition(
 
     Example:
         >>> from gpytorch.kernels import RBFKernel
-        >>> from bo_ncgp.likelihoods import Binomial
+        >>> from bo_ncgp.likelihoods import Bernoulli
         >>> from bo_ncgp.models import DualSVGP
-        >>> X, pool = torch.rand(12, 1), torch.linspace(0, 1, 10).unsqueeze(-1)
-        >>> dual = DualSVGP(RBFKernel(), Binomial(10), X[:4], num_hyper_steps=0)
-        >>> dual = dual.update(X, torch.randint(0, 11, (12,)).to(X))
-        >>> scores = maddox_acquisition(dual, pool, 0.3, num_fantasies=4).score_pool()
+        >>> X = torch.rand(10, 1)
+        >>> dual = DualSVGP(RBFKernel(), Bernoulli(), X[:4], num_hyper_steps=0)
+        >>> acq = maddox_acquisition(dual.update(X, (X[:, 0] > 0.3).to(X)), X, 0.3, num_fantasies=4)
+        >>> scores = acq.score_pool()
         >>> scores.shape, bool((scores >= 0).all())  # clamped gains are never negative
         (torch.Size([10]), True)
     """

@@ -108,3 +108,20 @@ def test_slightly_indefinite_joint_covariance_is_repaired_with_a_warning():
     broken = torch.tensor([[1.0, 2.0], [2.0, 1.0]])  # eigenvalue -1: not round-off
     with pytest.raises(NotPSDError, match="not positive definite"):
         _repair_joint_covariance(broken)
+
+
+def test_errors_of_the_generic_adapter():
+    from bo_ncgp.exceptions import InputDataError, UnsupportedError
+
+    model, _, _ = make(m=2)
+    assert model.num_outputs == 2 and LatentGPModel(model.model).num_outputs == 2  # the default
+    with pytest.raises(InputDataError, match="out of range"):
+        model.subset_output([2])
+    with pytest.raises(InputDataError, match=r"Y must have shape \(..., n, 1\)"):
+        make()[0].condition_on_observations(torch.rand(2, 2), torch.rand(2))
+    with pytest.raises(UnsupportedError, match="does not support conditioning"):
+        LatentGPModel(torch.nn.Linear(2, 1), 1).condition_on_observations(
+            torch.rand(2, 2), torch.rand(2, 1)
+        )
+    with pytest.raises(InputDataError, match="fantasy mode"):
+        model.fantasy_targets(torch.rand(2, 2), mode="median")

@@ -12,48 +12,8 @@ Example:
     True
 """
 
-from bo_ncgp.bo.acquisition.analytic import (
-    BALD,
-    BinaryPredictiveEntropy,
-    ConstrainedLogExpectedImprovement,
-    LogProbabilityOfSuccess,
-    ProbabilityOfSuccess,
-    binary_entropy,
-    probit_logit,
-)
-from bo_ncgp.bo.acquisition.pool import (
-    CRITERIA,
-    EntropyFn,
-    GainFn,
-    ThresholdEntropyReduction,
-    check_criterion,
-    exceedance_entropy,
-    exceedance_probability,
-    fantasies_of,
-    latent_model,
-    predictive_quantile_fantasies,
-    register_criterion,
-    threshold_entropy_reduction,
-)
+from bo_ncgp.bo.acquisition import analytic, pool
+from bo_ncgp.bo.acquisition.analytic import *  # noqa: F403
+from bo_ncgp.bo.acquisition.pool import *  # noqa: F403
 
-__all__ = [
-    "BALD",
-    "CRITERIA",
-    "BinaryPredictiveEntropy",
-    "ConstrainedLogExpectedImprovement",
-    "EntropyFn",
-    "GainFn",
-    "LogProbabilityOfSuccess",
-    "ProbabilityOfSuccess",
-    "ThresholdEntropyReduction",
-    "binary_entropy",
-    "check_criterion",
-    "exceedance_entropy",
-    "exceedance_probability",
-    "fantasies_of",
-    "latent_model",
-    "predictive_quantile_fantasies",
-    "probit_logit",
-    "register_criterion",
-    "threshold_entropy_reduction",
-]
+__all__ = [*analytic.__all__, *pool.__all__]

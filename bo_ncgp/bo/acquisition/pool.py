@@ -341,9 +341,9 @@ def threshold_entropy_reduction(
         >>> from gpytorch.kernels import RBFKernel
         >>> from bo_ncgp.likelihoods import Binomial
         >>> from bo_ncgp.models import DualSVGP
-        >>> X, pool = torch.rand(12, 1), torch.linspace(0, 1, 20).unsqueeze(-1)
-        >>> dual = DualSVGP(RBFKernel(), Binomial(10), X[:4], num_hyper_steps=0)
-        >>> fant = fantasies_of(dual.update(X, torch.randint(0, 11, (12,)).to(X)), pool)
+        >>> X, y = torch.rand(12, 1), torch.randint(0, 11, (12,)).double()
+        >>> dual = DualSVGP(RBFKernel(), Binomial(10), X[:4], num_hyper_steps=0).update(X, y)
+        >>> fant = fantasies_of(dual, torch.linspace(0, 1, 20).unsqueeze(-1))  # 20 pool points
         >>> a = threshold_entropy_reduction(fant, torch.arange(20), 0.0, num_fantasies=4)
         >>> Y = predictive_quantile_fantasies(dual.likelihood, fant.mean, fant.var, 4)
         >>> m, v = fant.conditioned(torch.arange(20), Y)  # the same fantasies, (20, 4, 20)
@@ -429,11 +429,11 @@ class ThresholdEntropyReduction(AcquisitionFunction):
         >>> from bo_ncgp.bo import DualSVGPModel
         >>> from bo_ncgp.likelihoods import Bernoulli
         >>> from bo_ncgp.models import DualSVGP
-        >>> X, pool = torch.rand(10, 1), torch.linspace(0, 1, 9).unsqueeze(-1)
+        >>> X = torch.rand(10, 1)
         >>> dual = DualSVGP(RBFKernel(), Bernoulli(), X[:4], num_hyper_steps=0)
-        >>> dual = dual.update(X, (X[:, 0] > 0.5).to(X))
-        >>> acq = ThresholdEntropyReduction(DualSVGPModel(dual), pool, 0.5, num_fantasies=4)
-        >>> acq(pool[:5].unsqueeze(-2)).shape
+        >>> model = DualSVGPModel(dual.update(X, (X[:, 0] > 0.5).to(X)))
+        >>> acq = ThresholdEntropyReduction(model, torch.rand(9, 1), 0.5, num_fantasies=4)
+        >>> acq(torch.rand(5, 1, 1)).shape  # any 5 candidates, (q=1) x d each
         torch.Size([5])
     """
 
