@@ -317,3 +317,26 @@ def test_errors(binomial_model):
     gauss = DualSVGP(kernel(), Gaussian(0.1), torch.rand(4, 2), num_hyper_steps=0)
     with pytest.raises(UnsupportedError, match="finite support"):
         ThresholdEntropyReduction(gauss, pool, 0.2).score_pool()
+
+
+def test_variances_shared_by_the_fantasies_may_come_broadcastable(binomial_model):
+    """Binomial sites have a precision that does not depend on y: a model may return the
+    conditioned variances as (n, 1, P)."""
+
+    class Shared(PoolFantasies):
+        def conditioned(self, index, Y):
+            mean, var = super().conditioned(index, Y)
+            assert torch.allclose(var, var[:, :1].expand_as(var))
+            return mean, var[:, :1]
+
+    pool = torch.rand(25, 2)
+    full = fantasies_of(binomial_model, pool)
+    shared = Shared(binomial_model, pool)
+    for criterion, gain in (("exceedance", None), ("exceedance", lambda h, g: h - g)):
+        a = threshold_entropy_reduction(
+            full, torch.arange(25), LEVEL, 4, criterion=criterion, gain=gain
+        )
+        b = threshold_entropy_reduction(
+            shared, torch.arange(25), LEVEL, 4, criterion=criterion, gain=gain
+        )
+        assert torch.allclose(a, b, atol=1e-12)

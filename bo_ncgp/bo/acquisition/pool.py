@@ -320,7 +320,8 @@ def threshold_entropy_reduction(
 
     Args:
         fantasies: :func:`fantasies_of` the model on the points (pool and candidates).
-        index: ``(n,)`` positions of the candidates in ``fantasies.X``.
+        index: ``(n,)`` positions of the candidates in ``fantasies.X``. The conditioned
+            variances may come shared by the fantasies, as ``(n, 1, P)``.
         level: latent threshold (``logit(t)`` for a prevalence threshold ``t``).
         num_fantasies, shift: see :func:`predictive_quantile_fantasies`.
         chunk_size: candidates per vectorised block (memory ``chunk * J * P``).
@@ -380,8 +381,8 @@ def threshold_entropy_reduction(
             mean, var = fantasies.conditioned(index[sl], Y[sl])  # (b, J, P')
             mean, var = mean[..., :P], var[..., :P]
             if fused:
-                z = ((mean - level) * var.clamp_min(tiny).rsqrt()).to(dtype)
-                H = _summed_entropy(z, wc)  # (b, J)
+                z = (mean - level).mul_(var.clamp_min(tiny).rsqrt_())
+                H = _summed_entropy(z.to(dtype), wc)  # (b, J)
             else:
                 h = entropy_fn(mean.to(dtype), var.clamp_min(0).to(dtype), level)
                 if gain is not None:  # per-point gains, summed, then averaged over fantasies
