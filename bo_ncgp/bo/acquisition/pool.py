@@ -51,6 +51,7 @@ from collections.abc import Callable
 
 import torch
 from botorch.acquisition import AcquisitionFunction
+from botorch.models.model import Model
 from botorch.utils.transforms import t_batch_mode_transform
 from torch import Tensor
 
@@ -242,7 +243,7 @@ def latent_model(model):
         ...
         bo_ncgp.exceptions.UnsupportedError: pool active learning needs a bo_ncgp model ...Linear
     """
-    inner = getattr(model, "model", model)
+    inner = model.model if isinstance(model, Model) else model
     if not callable(getattr(inner, "predict_f", None)) or not hasattr(inner, "likelihood"):
         raise UnsupportedError(
             "pool active learning needs a bo_ncgp model (LatentGP) or its BoTorch adapter, "
