@@ -25,7 +25,7 @@
 # * the `entropy` strategy of `bo_ncgp.campaigns.strategies.registry` — a streaming `DualSVGP`
 #   with the `Binomial(100)` likelihood; the next village maximises the expected reduction of
 #   the summed entropy of the exceedance probabilities `P(theta(x) > 0.1)` over the remaining
-#   villages (`bo_ncgp.bo.active_learning.ThresholdEntropyReduction`, fantasies by dual
+#   villages (`bo_ncgp.bo.acquisition.ThresholdEntropyReduction`, fantasies by dual
 #   conditioning);
 # * the `random` strategy — the same model, villages drawn at random;
 # * `bo_ncgp.campaigns.Campaign` — the ask/tell loop (with checkpoints, as the experiments use).
@@ -47,7 +47,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from bo_ncgp.bo.active_learning import exceedance_probability
+from bo_ncgp.bo.acquisition import exceedance_probability
 from bo_ncgp.campaigns import Campaign
 from bo_ncgp.campaigns.strategies.registry import build_strategy
 from bo_ncgp.data.hotspots import load_hotspots

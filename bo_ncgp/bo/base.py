@@ -1,38 +1,40 @@
-"""Base class of bo_ncgp's BoTorch model adapters.
+"""The BoTorch model of any bo_ncgp model: :class:`LatentGPModel`.
 
-:class:`LatentGPModel` turns any bo_ncgp model that can return the joint Gaussian over its
-latent function(s) at a batch of points into a :class:`botorch.models.model.Model`: it
-handles BoTorch's input shapes (``d``, ``q x d``, ``batch x q x d``), input and outcome
-transforms, ``output_indices``, ``observation_noise`` and ``posterior_transform``, and
-builds the :class:`~botorch.posteriors.gpytorch.GPyTorchPosterior`. It also implements
-:meth:`condition_on_observations` (hence BoTorch's ``fantasize``) on top of the wrapped
-model's own conditioning.
+:class:`LatentGPModel` turns a bo_ncgp model (the contract of
+:class:`bo_ncgp.models.base.LatentGP`: ``predict_f(X, full_cov=True)`` returns the joint
+Gaussian over the latent function(s) at a batch of points, ``condition(X, y)`` conditions on
+new observations) into a :class:`botorch.models.model.Model`: it handles BoTorch's input
+shapes (``d``, ``q x d``, ``batch x q x d``), input and outcome transforms,
+``output_indices``, ``observation_noise`` and ``posterior_transform``, and builds the
+:class:`~botorch.posteriors.gpytorch.GPyTorchPosterior`. It also implements
+:meth:`~LatentGPModel.condition_on_observations` and ``fantasize`` on top of the wrapped
+model's own conditioning (soft targets for non-Gaussian likelihoods, Chang et al. 2023,
+Algorithm 2).
 
-A subclass implements
-
-* :meth:`_latent_mean_cov` -- ``X (..., q, d)`` (already input-transformed) to the latent
-  mean ``(..., q, m)`` and covariance, either ``(..., m, q, q)`` (outputs independent) or
-  ``(..., m q, m q)`` (joint, output-major order);
-* :attr:`batch_shape`;
-* optionally :meth:`_observation_noise` (Gaussian noise variance, for
-  ``observation_noise=True``) and :meth:`_condition` (returns the wrapped model conditioned
-  on transformed ``(X, Y)``).
+Per-model subclasses (:mod:`bo_ncgp.bo.models`) change only what differs: extra arguments of
+``predict_f`` (:meth:`~LatentGPModel._predict_options`) or ``condition``
+(:meth:`~LatentGPModel._condition_options`), or a context every posterior and conditioning
+runs in (:meth:`~LatentGPModel._context`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
-from abc import abstractmethod
 from typing import Any
 
 import torch
 from botorch.acquisition.objective import PosteriorTransform
 from botorch.models.model import FantasizeMixin, Model
 from botorch.posteriors.gpytorch import GPyTorchPosterior
+from botorch.sampling import MCSampler
 from gpytorch.distributions import MultitaskMultivariateNormal, MultivariateNormal
 from torch import Tensor
 from torch.nn import Module
 
+from bo_ncgp.exceptions import InputDataError, UnsupportedError
+from bo_ncgp.likelihoods import Gaussian
+from bo_ncgp.likelihoods.settings import soft_targets
 from bo_ncgp.linalg import psd_jitter
 
 __all__ = ["LatentGPModel"]
@@ -41,9 +43,23 @@ __all__ = ["LatentGPModel"]
 class LatentGPModel(Model, FantasizeMixin):
     """BoTorch ``Model`` around a bo_ncgp model with a Gaussian latent posterior.
 
+    ``posterior(X)`` is the joint Gaussian over the *latent* function(s) at ``X`` (``q x q``
+    covariance per latent; ``C`` independent outputs for a softmax model), differentiable in
+    ``X`` for ``optimize_acqf``. ``observation_noise=True`` adds the noise variance of a
+    Gaussian likelihood; other likelihoods have no additive Gaussian noise on the latent
+    scale, so the latent posterior is returned unchanged (acquisitions that need the
+    observation distribution are in :mod:`bo_ncgp.bo.acquisition`).
+
+    ``fantasize`` for a non-Gaussian likelihood draws latent samples ``f`` with the sampler
+    and conditions on ``E[y | f]`` (``sigmoid(f)`` for Bernoulli, ``N sigmoid(f)`` for
+    Binomial, ``exp(f)`` for Poisson) as relaxed targets (see
+    :func:`bo_ncgp.likelihoods.soft_targets`), or on ``argmax f`` for the softmax; for a
+    Gaussian likelihood it is BoTorch's own ``fantasize``.
+
     Args:
-        model: the wrapped bo_ncgp model (a ``torch.nn.Module``).
-        num_outputs: number of latent outputs ``m`` (``C`` for a softmax classifier).
+        model: the wrapped bo_ncgp model (a ``torch.nn.Module`` with ``predict_f``).
+        num_outputs: number of latent outputs ``m`` (default: the model's ``num_latents``,
+            ``C`` for a softmax classifier).
         input_transform: optional BoTorch input transform (applied in :meth:`posterior`
             and :meth:`condition_on_observations`; the wrapped model lives in the
             transformed space).
@@ -51,17 +67,12 @@ class LatentGPModel(Model, FantasizeMixin):
             the transformed outcome space; posteriors are untransformed).
 
     Example:
-        A prior-only adapter (zero mean, RBF covariance) in a few lines:
-
         >>> from gpytorch.kernels import RBFKernel
-        >>> class PriorModel(LatentGPModel):
-        ...     def _latent_mean_cov(self, X):
-        ...         cov = self.model(X).to_dense().unsqueeze(-3)  # (..., m=1, q, q)
-        ...         return X.new_zeros(*X.shape[:-1], 1), cov
-        ...     @property
-        ...     def batch_shape(self):
-        ...         return torch.Size()
-        >>> post = PriorModel(RBFKernel()).posterior(torch.rand(4, 3, 2))  # batch x q x d
+        >>> from bo_ncgp.likelihoods import Gaussian
+        >>> from bo_ncgp.models import IterNCGP
+        >>> X = torch.rand(10, 2)
+        >>> gp = IterNCGP(RBFKernel(), Gaussian(0.1)).fit(X, X.sum(-1))
+        >>> post = LatentGPModel(gp).posterior(torch.rand(4, 3, 2))  # batch x q x d
         >>> post.mean.shape, post.distribution.covariance_matrix.shape
         (torch.Size([4, 3, 1]), torch.Size([4, 3, 3]))
     """
@@ -69,40 +80,65 @@ class LatentGPModel(Model, FantasizeMixin):
     def __init__(
         self,
         model: Module,
-        num_outputs: int = 1,
+        num_outputs: int | None = None,
+        *,
         input_transform: Module | None = None,
         outcome_transform: Module | None = None,
     ) -> None:
         super().__init__()
         self.model = model
+        if num_outputs is None:
+            lik = getattr(model, "likelihood", None)
+            num_outputs = getattr(model, "num_latents", getattr(lik, "num_latents", 1))
         self._num_outputs = int(num_outputs)
         if input_transform is not None:
             self.input_transform = input_transform
         if outcome_transform is not None:
             self.outcome_transform = outcome_transform
 
-    # ------------------------------------------------------------ to implement
-    @abstractmethod
+    # ---------------------------------------------------------- what subclasses change
+    def _context(self) -> contextlib.AbstractContextManager:
+        """Context every posterior and conditioning of the wrapped model runs in."""
+        return contextlib.nullcontext()
+
+    def _predict_options(self) -> dict[str, Any]:
+        """Extra keyword arguments of the wrapped model's ``predict_f``."""
+        return {}
+
+    def _condition_options(self) -> dict[str, Any]:
+        """Extra keyword arguments of the wrapped model's ``condition``."""
+        return {}
+
     def _latent_mean_cov(self, X: Tensor) -> tuple[Tensor, Tensor]:
         """Latent mean ``(..., q, m)`` and covariance ``(..., m, q, q)`` or
         ``(..., m q, m q)`` at input-transformed ``X`` of shape ``(..., q, d)``."""
+        with self._context():
+            mean, cov = self.model.predict_f(X, full_cov=True, **self._predict_options())
+        if self.num_outputs == 1:
+            return mean.unsqueeze(-1), cov
+        return mean, cov  # (..., q, C), (..., C, q, q)
 
     def _observation_noise(self, X: Tensor) -> Tensor | None:
-        """Observation noise variance, broadcastable to ``(..., q, m)``; ``None`` when the
-        likelihood is not Gaussian (then ``observation_noise=True`` returns the latent).
-
-        The default reads ``self.model.likelihood``: the noise of a
-        :class:`~bo_ncgp.likelihoods.Gaussian`, else ``None``."""
-        from bo_ncgp.likelihoods import Gaussian
-
+        """Observation noise variance, broadcastable to ``(..., q, m)``: the noise of a
+        :class:`~bo_ncgp.likelihoods.Gaussian` likelihood, else ``None`` (then
+        ``observation_noise=True`` returns the latent)."""
         lik = getattr(self.model, "likelihood", None)
         return lik.noise.detach().to(X) if isinstance(lik, Gaussian) else None
 
     def _condition(self, X: Tensor, Y: Tensor, **kwargs: Any) -> Module:
-        """Wrapped model conditioned on transformed ``X (..., n, d)`` and ``Y (..., n, m)``."""
-        raise NotImplementedError(
-            f"{type(self).__name__} does not support condition_on_observations"
-        )
+        """Wrapped model conditioned on transformed ``X (..., n, d)`` and ``Y (..., n, 1)``."""
+        if not callable(getattr(self.model, "condition", None)):
+            raise UnsupportedError(
+                f"{type(self).__name__}: {type(self.model).__name__} does not support "
+                "conditioning (condition_on_observations, fantasize)"
+            )
+        if Y.dim() < 2 or Y.shape[-1] != 1:
+            raise InputDataError(
+                f"{type(self).__name__}: Y must have shape (..., n, 1) (one observation column; "
+                f"class labels for a softmax model), got {tuple(Y.shape)}"
+            )
+        with self._context():
+            return self.model.condition(X, Y[..., 0], **self._condition_options())
 
     # --------------------------------------------------------------- properties
     @property
@@ -124,7 +160,9 @@ class LatentGPModel(Model, FantasizeMixin):
         """A view of this model restricted to the outputs ``idcs`` (posterior only)."""
         idcs = list(idcs)
         if any(not 0 <= i < self.num_outputs for i in idcs):
-            raise ValueError(f"subset_output: indices {idcs} out of range [0, {self.num_outputs})")
+            raise InputDataError(
+                f"subset_output: indices {idcs} out of range [0, {self.num_outputs})"
+            )
         if idcs == list(range(self.num_outputs)):
             return self
         return _OutputSubset(self, idcs)
@@ -162,14 +200,14 @@ class LatentGPModel(Model, FantasizeMixin):
         mean, cov = self._latent_mean_cov(X_tf)
         q, m = mean.shape[-2], mean.shape[-1]
         if m != self.num_outputs:
-            raise RuntimeError(
-                f"{type(self).__name__}: _latent_mean_cov returned {m} outputs, "
-                f"expected {self.num_outputs}"
+            raise InputDataError(
+                f"{type(self).__name__}: the wrapped model has {m} latent outputs, but "
+                f"num_outputs={self.num_outputs}"
             )
         if m == 1 and cov.dim() == mean.dim() + 1:
             cov = cov.squeeze(-3)  # (..., 1, q, q) -> (..., q, q)
         # round-off can leave tiny negative variances near observed points: lift the diagonal
-        # to a floor (a no-op otherwise) instead of letting GPyTorch warn and clamp later
+        # to a floor (a no-op otherwise) instead of letting GPyTorch warn and lift it later
         diag = cov.diagonal(dim1=-2, dim2=-1)
         floor = 1e-10 if cov.dtype == torch.float64 else 1e-6
         cov = cov + torch.diag_embed((floor - diag).clamp_min(0).detach())
@@ -230,11 +268,11 @@ class LatentGPModel(Model, FantasizeMixin):
         ``mode="sample"``: ``f ~ q(f(x))`` then ``y ~ p(y | f)`` (hard labels / counts).
         """
         if mode not in ("mean", "sample"):
-            raise ValueError(f"fantasy mode must be 'mean' or 'sample', got {mode!r}")
+            raise InputDataError(f"fantasy mode must be 'mean' or 'sample', got {mode!r}")
         lik = self.likelihood
         post = self.posterior(X)
         mean, var = post.mean, post.variance
-        if lik is None or type(lik).__name__ == "Gaussian":
+        if lik is None or isinstance(lik, Gaussian):
             if mode == "mean":
                 return mean
             eps = torch.randn(mean.shape, generator=generator, dtype=mean.dtype, device=mean.device)
@@ -264,6 +302,25 @@ class LatentGPModel(Model, FantasizeMixin):
             Y, _ = self.outcome_transform(Y=Y, Yvar=Yvar, X=X_tf)
         new_model = self._condition(X_tf, Y, **kwargs)
         return self._rewrap(new_model)
+
+    def fantasize(
+        self,
+        X: Tensor,
+        sampler: MCSampler,
+        observation_noise: Tensor | None = None,
+        **kwargs: Any,
+    ) -> Model:
+        """Fantasy model conditioned on sampled observations at ``X`` (see the class doc)."""
+        lik = self.likelihood
+        if lik is None or isinstance(lik, Gaussian):
+            return super().fantasize(X, sampler, observation_noise=observation_noise, **kwargs)
+        f = sampler(self.posterior(X))  # sample_shape x batch x n x m
+        if self.num_outputs > 1:
+            Y = f.argmax(-1, keepdim=True).to(f.dtype)
+            return self.condition_on_observations(X, Y.detach())
+        Y = lik.conditional_mean(f[..., 0]).unsqueeze(-1)
+        with soft_targets():
+            return self.condition_on_observations(X, Y.detach())
 
     def _rewrap(self, new_model: Module) -> LatentGPModel:
         """Shallow copy of this adapter around ``new_model`` (transforms copied)."""

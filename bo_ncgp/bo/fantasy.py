@@ -26,6 +26,8 @@ from botorch.optim import optimize_acqf, optimize_acqf_discrete
 from torch import Tensor
 
 from bo_ncgp.bo.base import LatentGPModel
+from bo_ncgp.exceptions import InputDataError
+from bo_ncgp.likelihoods import Gaussian
 from bo_ncgp.likelihoods.settings import soft_targets
 
 __all__ = ["FantasyBatch", "build_fantasy_batch", "fantasy_observation", "kriging_believer_batch"]
@@ -85,7 +87,7 @@ def fantasy_observation(
 
 def _is_soft(model: Model) -> bool:
     lik = getattr(model, "likelihood", None)
-    return isinstance(model, LatentGPModel) and lik is not None and type(lik).__name__ != "Gaussian"
+    return isinstance(model, LatentGPModel) and lik is not None and not isinstance(lik, Gaussian)
 
 
 def build_fantasy_batch(
@@ -145,18 +147,18 @@ def build_fantasy_batch(
     """
     models = [models] if isinstance(models, Model) else list(models)
     if (bounds is None) == (choices is None):
-        raise ValueError("build_fantasy_batch: give exactly one of bounds or choices")
+        raise InputDataError("build_fantasy_batch: give exactly one of bounds or choices")
     if q < 1:
-        raise ValueError(f"build_fantasy_batch: q must be >= 1, got {q}")
+        raise InputDataError(f"build_fantasy_batch: q must be >= 1, got {q}")
     if choices is not None and choices.shape[0] < q:
-        raise ValueError(f"build_fantasy_batch: {choices.shape[0]} choices for a batch of {q}")
+        raise InputDataError(f"build_fantasy_batch: {choices.shape[0]} choices for a batch of {q}")
     if fantasy not in ("mean", "sample"):
-        raise ValueError(
+        raise InputDataError(
             f"build_fantasy_batch: fantasy must be 'mean' or 'sample', got {fantasy!r}"
         )
     condition = [True] * len(models) if condition is None else list(condition)
     if len(condition) != len(models):
-        raise ValueError("build_fantasy_batch: one condition flag per model")
+        raise InputDataError("build_fantasy_batch: one condition flag per model")
     remaining = None if choices is None else torch.arange(choices.shape[0], device=choices.device)
     xs, vals, idxs, t_opt, t_cond = [], [], [], [], []
     for _ in range(q):

@@ -1,156 +1,166 @@
-"""BoTorch ``Model`` adapters for :class:`~bo_ncgp.models.DualSVGP` and
-:class:`~bo_ncgp.models.IterNCGP`.
+"""BoTorch ``Model`` adapters of the bo_ncgp models that need more than
+:class:`~bo_ncgp.bo.base.LatentGPModel`.
 
-Both are :class:`~bo_ncgp.bo.base.LatentGPModel` subclasses: ``posterior(X)`` is the joint
-Gaussian over the *latent* function(s) at ``X`` (``q x q`` covariance per latent; ``C``
-independent outputs for a softmax model), differentiable in ``X`` for ``optimize_acqf``.
+The generic adapter serves every model of the contract; these subclasses change only what
+differs for one model:
 
-``observation_noise=True`` adds the noise variance for a Gaussian likelihood. For the other
-likelihoods there is no additive Gaussian noise on the latent scale, so the latent posterior
-is returned unchanged (acquisitions that need the observation distribution -- probabilities,
-entropies -- are in :mod:`bo_ncgp.bo.acquisition`).
-
-Conditioning and fantasies:
-
-* :class:`DualSVGPModel` conditions through :meth:`DualSVGP.condition` (dual conditioning,
-  Chang et al. 2023, Sec. 3.3: the new sites are added at the current posterior with
-  ``rho = 1``; O(n m^2 + n^3) per batch element, vectorised over fantasies).
-* ``fantasize`` for a non-Gaussian likelihood draws latent samples ``f`` with the sampler and
-  conditions on ``E[y | f]`` (``sigmoid(f)`` for Bernoulli, ``N sigmoid(f)`` for Binomial,
-  ``exp(f)`` for Poisson) as relaxed targets (see :func:`bo_ncgp.likelihoods.soft_targets`),
-  or on ``argmax f`` for the softmax. For a Gaussian likelihood it is BoTorch's own
-  ``fantasize`` (samples with observation noise).
+* :class:`DualSVGPModel` -- posteriors and conditioning inside
+  :func:`~bo_ncgp.models.dual.fixed_hyperparameters` (dual conditioning, Chang et al.
+  2023, Sec. 3.3: the new sites are added at the current posterior with ``rho = 1``;
+  O(n m^2 + n^3) per batch element, vectorised over fantasies);
+* :class:`IterNCGPModel` -- the number of recycled solver iterations of each conditioning;
+* :class:`HIPGPModel` -- the observation operator of the posterior (value, derivative, line
+  integral; Wu et al. 2022);
+* :class:`SparseGAMModel` -- the subset of additive components whose sum is exposed.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Sequence
 from typing import Any
 
-from botorch.models.model import Model
-from botorch.sampling import MCSampler
-from torch import Tensor
+import torch  # noqa: F401  (doctest namespace)
 from torch.nn import Module
 
 from bo_ncgp.bo.base import LatentGPModel
-from bo_ncgp.likelihoods import Gaussian
-from bo_ncgp.likelihoods.settings import soft_targets
 from bo_ncgp.models.dual import fixed_hyperparameters
 
-__all__ = ["DualSVGPModel", "IterNCGPModel"]
+__all__ = ["DualSVGPModel", "HIPGPModel", "IterNCGPModel", "SparseGAMModel"]
 
 
-class _LatentModelAdapter(LatentGPModel):
-    """Shared pieces of the adapters around models with ``predict_f(X, full_cov=True)``."""
-
-    def __init__(
-        self,
-        model: Module,
-        input_transform: Module | None = None,
-        outcome_transform: Module | None = None,
-    ) -> None:
-        num_latents = int(getattr(model, "num_latents", model.likelihood.num_latents))
-        super().__init__(model, num_latents, input_transform, outcome_transform)
-
-    def _latent_mean_cov(self, X: Tensor) -> tuple[Tensor, Tensor]:
-        mean, cov = self.model.predict_f(X, full_cov=True)
-        if self.num_outputs == 1:
-            return mean.unsqueeze(-1), cov
-        return mean, cov  # (..., q, C), (..., C, q, q)
-
-    def _targets(self, Y: Tensor) -> Tensor:
-        if Y.dim() < 2 or Y.shape[-1] != 1:
-            raise ValueError(
-                f"{type(self).__name__}: Y must have shape (..., n, 1) (one observation column; "
-                f"class labels for a softmax model), got {tuple(Y.shape)}"
-            )
-        return Y[..., 0]
-
-    def fantasize(
-        self,
-        X: Tensor,
-        sampler: MCSampler,
-        observation_noise: Tensor | None = None,
-        **kwargs: Any,
-    ) -> Model:
-        """Fantasy model conditioned on sampled observations at ``X`` (see module doc)."""
-        lik = self.model.likelihood
-        if isinstance(lik, Gaussian):
-            return super().fantasize(X, sampler, observation_noise=observation_noise, **kwargs)
-        post = self.posterior(X)  # latent, in the outcome-transformed space's inverse
-        f = sampler(post)  # sample_shape x batch x n x m
-        if self.num_outputs > 1:
-            Y = f.argmax(-1, keepdim=True).to(f.dtype)
-            return self.condition_on_observations(X, Y.detach())
-        Y = lik.conditional_mean(f[..., 0]).unsqueeze(-1)
-        with soft_targets():
-            return self.condition_on_observations(X, Y.detach())
-
-
-class DualSVGPModel(_LatentModelAdapter):
+class DualSVGPModel(LatentGPModel):
     """BoTorch model around a :class:`~bo_ncgp.models.DualSVGP` (Chang et al. 2023).
 
     Posteriors and conditioning run inside
-    :func:`~bo_ncgp.models.dual_svgp.fixed_hyperparameters`: differentiable in ``X`` (and in
+    :func:`~bo_ncgp.models.dual.fixed_hyperparameters`: differentiable in ``X`` (and in
     fantasy inputs), not in the DualSVGP's hyperparameters, so the O(n_M m^2) base
     factorisation is computed once per model instead of once per acquisition evaluation.
     Fit the hyperparameters with :meth:`DualSVGP.update`, not through this adapter.
 
     Args:
         model: a fitted ``DualSVGP``.
-        input_transform / outcome_transform: optional BoTorch transforms; the DualSVGP must
-            have been trained on transformed data.
+        num_outputs, input_transform, outcome_transform: as for
+            :class:`~bo_ncgp.bo.base.LatentGPModel`; the DualSVGP must have been trained on
+            transformed data.
 
     Example:
-        >>> dual = DualSVGP(kernel, Gaussian(0.01), Z).update(X, y)          # doctest: +SKIP
-        >>> model = DualSVGPModel(dual)                                      # doctest: +SKIP
-        >>> cand, _ = optimize_acqf(LogExpectedImprovement(model, best_f=y.max()),
-        ...                         bounds, q=1, num_restarts=8, raw_samples=256)  # doctest: +SKIP
+        >>> from gpytorch.kernels import RBFKernel
+        >>> from bo_ncgp.likelihoods import Gaussian
+        >>> from bo_ncgp.models import DualSVGP
+        >>> X = torch.rand(12, 2)
+        >>> dual = DualSVGP(RBFKernel(), Gaussian(0.01), X[:6], num_hyper_steps=0)
+        >>> model = DualSVGPModel(dual.update(X, X.sum(-1)))
+        >>> model.condition_on_observations(X[:2], X[:2, :1]).model.num_data
+        14
     """
 
-    def _latent_mean_cov(self, X: Tensor) -> tuple[Tensor, Tensor]:
+    def _context(self) -> contextlib.AbstractContextManager:
         # acquisitions need gradients in X only: keep the base factorisation cached
-        with fixed_hyperparameters():
-            return super()._latent_mean_cov(X)
-
-    def _condition(self, X: Tensor, Y: Tensor, **kwargs: Any) -> Module:
-        with fixed_hyperparameters():
-            return self.model.condition(X, self._targets(Y))
+        return fixed_hyperparameters()
 
 
-class IterNCGPModel(_LatentModelAdapter):
+class IterNCGPModel(LatentGPModel):
     """BoTorch model around a fitted :class:`~bo_ncgp.models.IterNCGP` (Tatzel et al.).
 
     The posterior includes IterNCGP's computational uncertainty (the uncertainty from
-    stopping the solver early), so acquisitions see it.
-
-    ``condition_on_observations`` adds the points and runs ``condition_iters`` warm-started,
-    recycled solver iterations (:meth:`IterNCGP.condition`).
+    stopping the solver early), so acquisitions see it. ``condition_on_observations`` adds
+    the points and runs ``condition_iters`` warm-started, recycled solver iterations
+    (:meth:`IterNCGP.condition`).
 
     Args:
         model: a fitted ``IterNCGP``.
-        input_transform / outcome_transform: optional BoTorch transforms; the IterNCGP must
-            have been fitted on transformed data.
         condition_iters: solver iterations per Newton step of each conditioning (None: the
             default of :meth:`IterNCGP.condition`).
+        **transforms: ``input_transform`` / ``outcome_transform`` of
+            :class:`~bo_ncgp.bo.base.LatentGPModel`; the IterNCGP must have been fitted on
+            transformed data.
 
     Example:
-        >>> clf = IterNCGP(kernel, Bernoulli(), max_solver_iters_per_step=5)  # doctest: +SKIP
-        >>> model = IterNCGPModel(clf.fit(X, y), condition_iters=3)          # doctest: +SKIP
-        >>> acq = qNegIntegratedPosteriorVariance(model, mc_points=X_mc)     # doctest: +SKIP
-        >>> cand, _ = optimize_acqf(acq, bounds, q=1, num_restarts=4,
-        ...                         raw_samples=64)                          # doctest: +SKIP
+        >>> from gpytorch.kernels import RBFKernel
+        >>> from bo_ncgp.likelihoods import Bernoulli
+        >>> from bo_ncgp.models import IterNCGP
+        >>> X = torch.rand(12, 2)
+        >>> clf = IterNCGP(RBFKernel(), Bernoulli()).fit(X, (X[:, 0] > 0.5).to(X))
+        >>> model = IterNCGPModel(clf, condition_iters=3)
+        >>> model.condition_on_observations(X[:2], torch.ones(2, 1)).posterior(X).mean.shape
+        torch.Size([12, 1])
     """
 
     def __init__(
-        self,
-        model: Module,
-        input_transform: Module | None = None,
-        outcome_transform: Module | None = None,
-        condition_iters: int | None = None,
+        self, model: Module, condition_iters: int | None = None, **transforms: Module
     ) -> None:
-        super().__init__(model, input_transform, outcome_transform)
+        super().__init__(model, **transforms)
         self.condition_iters = condition_iters
 
-    def _condition(self, X: Tensor, Y: Tensor, **kwargs: Any) -> Module:
-        extra = {} if self.condition_iters is None else {"num_iters": self.condition_iters}
-        return self.model.condition(X, self._targets(Y), **extra)
+    def _condition_options(self) -> dict[str, Any]:
+        return {} if self.condition_iters is None else {"num_iters": self.condition_iters}
+
+
+class HIPGPModel(LatentGPModel):
+    """BoTorch ``Model`` around a fitted :class:`~bo_ncgp.models.HIPGP` (Wu et al. 2022).
+
+    Args:
+        model: the HIP-GP (inputs in the transformed space, if ``input_transform`` is given).
+        op: observation operator of the posterior (``"value"``, ``"integral"``,
+            ``("derivative", d)``); acquisition functions then see ``L rho``.
+        **transforms: ``input_transform`` / ``outcome_transform`` of
+            :class:`~bo_ncgp.bo.base.LatentGPModel`.
+
+    Example:
+        >>> import gpytorch
+        >>> from bo_ncgp.models import HIPGP
+        >>> from bo_ncgp.models.hipgp import Grid
+        >>> k = gpytorch.kernels.MaternKernel(nu=2.5)
+        >>> k.lengthscale = 0.2  # well inside the grid's domain: no circulant clamping
+        >>> hip = HIPGP(k, Grid([0.0], [1.0], (32,)))
+        >>> _ = hip.fit(torch.rand(20, 1), torch.rand(20))
+        >>> post = HIPGPModel(hip).posterior(torch.rand(5, 2, 1))
+        >>> post.mean.shape
+        torch.Size([5, 2, 1])
+    """
+
+    def __init__(self, model: Module, op: str | tuple | None = None, **transforms: Module) -> None:
+        super().__init__(model, 1, **transforms)
+        self.op = op
+
+    def _predict_options(self) -> dict[str, Any]:
+        return {"op": self.op}
+
+
+class SparseGAMModel(LatentGPModel):
+    """BoTorch ``Model`` around a fitted :class:`~bo_ncgp.models.SparseGAM` (Adam, Durrande
+    & John): the posterior of the additive predictor ``rho = sum_c f_c`` or of a partial sum.
+
+    Args:
+        model: the sparse GAM (inputs in the transformed space, if ``input_transform`` is
+            given; outcomes in the transformed space, if ``outcome_transform`` is given).
+        components: indices of the components whose sum the posterior describes (default:
+            all, i.e. the full predictor). ``[c]`` exposes one ANOVA term ``f_c`` to an
+            acquisition function, e.g. to explore one input group of an additive model.
+        **transforms: ``input_transform`` / ``outcome_transform`` of
+            :class:`~bo_ncgp.bo.base.LatentGPModel`.
+
+    Conditioning on new observations is not supported (a sparse GAM has no cheap update of
+    ``q(U)``; refit instead).
+
+    Example:
+        >>> from gpytorch.kernels import RBFKernel, ScaleKernel
+        >>> from bo_ncgp.likelihoods import Gaussian
+        >>> from bo_ncgp.models import SparseGAM
+        >>> Z = torch.linspace(0, 1, 6)
+        >>> gam = SparseGAM([(ScaleKernel(RBFKernel()), [i], Z) for i in range(2)], Gaussian(0.1))
+        >>> X = torch.rand(30, 2)
+        >>> _ = gam.fit(X, X.sin().sum(-1), num_steps=10)
+        >>> SparseGAMModel(gam, components=[1]).posterior(torch.rand(4, 3, 2)).mean.shape
+        torch.Size([4, 3, 1])
+    """
+
+    def __init__(
+        self, model: Module, components: Sequence[int] | None = None, **transforms: Module
+    ) -> None:
+        super().__init__(model, 1, **transforms)
+        self.components = None if components is None else model._check_subset(components)
+
+    def _predict_options(self) -> dict[str, Any]:
+        return {"components": self.components}

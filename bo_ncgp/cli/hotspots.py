@@ -131,7 +131,7 @@ def _options():
     """Command-line options of the strategies: ``(flag, dest, [(config, field)], argparse
     keywords, help)``. Each reaches the config fields listed (of the strategy chosen) and
     defaults to those fields' defaults (``None`` in the parsed arguments: not given)."""
-    from bo_ncgp.bo.active_learning import CRITERIA
+    from bo_ncgp.bo.acquisition import CRITERIA
     from bo_ncgp.campaigns.strategies import hotspot_models as hm
     from bo_ncgp.campaigns.strategies import hotspots as hs
 

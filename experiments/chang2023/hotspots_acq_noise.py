@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def spiked_mc(mean: Tensor, var: Tensor, eps: Tensor, level: float) -> Tensor:
     """Monte Carlo ``E[h(sigmoid f) 1(f > level)]``, ``f = mean + sd eps_s``, averaged over
     the leading dimension ``S`` of ``eps (S, P)``; ``mean, var (..., P)`` -> ``(..., P)``."""
-    from bo_ncgp.bo.active_learning import _bernoulli_entropy_of_logit
+    from bo_ncgp.bo.acquisition import _bernoulli_entropy_of_logit
 
     f = mean.unsqueeze(-2) + var.clamp_min(0).sqrt().unsqueeze(-2) * eps  # (..., S, P)
     h = torch.where(f > level, _bernoulli_entropy_of_logit(f), torch.zeros_like(f))
@@ -59,7 +59,7 @@ def sobol_normal(n: int, dim: int, generator: torch.Generator, like: Tensor) -> 
 def mc_scores(acq, num_fantasies: int, samples: int, block: int, generator) -> Tensor:
     """Maddox et al.'s estimator of the clamped spiked entropy reduction (module docstring)
     for every pool member of ``acq``, with our fantasies and dual conditioning."""
-    from bo_ncgp.bo.active_learning import (
+    from bo_ncgp.bo.acquisition import (
         conditioned_pool_marginals,
         predictive_quantile_fantasies,
     )
@@ -90,7 +90,7 @@ def _fitted_strategy(pool, surveyed: np.ndarray, counts: np.ndarray, num_initial
 
 
 def analyse(strat, rest: np.ndarray, args, generator) -> dict:
-    from bo_ncgp.bo.active_learning import ThresholdEntropyReduction
+    from bo_ncgp.bo.acquisition import ThresholdEntropyReduction
 
     acq = ThresholdEntropyReduction(
         strat.model, strat.U[torch.as_tensor(rest)], strat.threshold,

@@ -91,7 +91,7 @@ def _time_strategy(strategy, problem, args) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from bo_ncgp.bo.active_learning import CRITERIA
+    from bo_ncgp.bo.acquisition import CRITERIA
 
     p = argparse.ArgumentParser(
         prog="bo-ncgp hotspots-timing", description=__doc__.split("\n\n")[0]

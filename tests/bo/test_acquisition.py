@@ -12,13 +12,14 @@ from bo_ncgp.bo.acquisition import (
     LogProbabilityOfSuccess,
     ProbabilityOfSuccess,
 )
-from tests.bo.toy_models import ExactGP, ToyModel
+from bo_ncgp.bo.base import LatentGPModel
+from tests.bo.toy_models import ExactGP
 
 
 def classifier(scale=3.0):
     X = torch.rand(15, 2)
     Y = scale * torch.sin(6 * X[:, :1]) - 0.5
-    return ToyModel(ExactGP(X, Y, noise=0.3))
+    return LatentGPModel(ExactGP(X, Y, noise=0.3))
 
 
 def mc_moments(model, X, S=400_000):
@@ -57,7 +58,7 @@ def test_bald_matches_monte_carlo_mutual_information():
 
 
 def test_constrained_log_ei_is_sum_and_optimizable():
-    reg = ToyModel(ExactGP(torch.rand(10, 2), torch.rand(10, 1)))
+    reg = LatentGPModel(ExactGP(torch.rand(10, 2), torch.rand(10, 1)))
     clf = classifier()
     acq = ConstrainedLogExpectedImprovement(reg, clf, best_f=0.8)
     X = torch.rand(7, 1, 2, requires_grad=True)

@@ -6,25 +6,21 @@ from botorch.acquisition.objective import ScalarizedPosteriorTransform
 from botorch.models.transforms import Normalize, Standardize
 from botorch.sampling import SobolQMCNormalSampler
 
-from tests.bo.toy_models import ExactGP, ToyModel
+from bo_ncgp.bo.base import LatentGPModel
+from tests.bo.toy_models import ExactGP, check_posterior
 
 
 def make(m=1, **kw):
     X = torch.rand(12, 2)
     Y = torch.stack([torch.sin(5 * X[:, 0] + i) for i in range(m)], -1)
-    return ToyModel(ExactGP(X, Y), num_outputs=m, **kw), X, Y
+    return LatentGPModel(ExactGP(X, Y), num_outputs=m, **kw), X, Y
 
 
 @pytest.mark.parametrize("shape", [(2,), (4, 2), (3, 4, 2)])
 def test_posterior_shapes_and_values(shape):
     model, _, _ = make()
     X = torch.rand(*shape)
-    post = model.posterior(X)
-    Xb = X.unsqueeze(0) if X.dim() == 1 else X
-    mean, cov = model.model.predict(Xb)
-    assert post.mean.shape == (*Xb.shape[:-1], 1)
-    torch.testing.assert_close(post.mean, mean)
-    torch.testing.assert_close(post.distribution.covariance_matrix, cov[..., 0, :, :])
+    check_posterior(model, X, noise=0.01)
 
 
 def test_observation_noise_and_gradients():
@@ -63,7 +59,7 @@ def test_input_and_outcome_transforms():
     Y_tf, _ = st(Y)
     st.eval()
     inner = ExactGP(X, Y_tf)
-    model = ToyModel(inner, input_transform=Normalize(2, bounds=bounds), outcome_transform=st)
+    model = LatentGPModel(inner, input_transform=Normalize(2, bounds=bounds), outcome_transform=st)
     Xt = torch.rand(4, 2)
     post = model.posterior(Xt * 10)
     mean, _ = inner.predict(Xt)
@@ -84,7 +80,7 @@ def test_condition_and_fantasize():
 
 
 def test_tiny_negative_variances_are_lifted_to_a_floor():
-    class Neg(ToyModel):
+    class Neg(LatentGPModel):
         def _latent_mean_cov(self, X):
             q = X.shape[-2]
             diag = torch.full((q,), 0.3)
@@ -112,3 +108,20 @@ def test_slightly_indefinite_joint_covariance_is_repaired_with_a_warning():
     broken = torch.tensor([[1.0, 2.0], [2.0, 1.0]])  # eigenvalue -1: not round-off
     with pytest.raises(NotPSDError, match="not positive definite"):
         _repair_joint_covariance(broken)
+
+
+def test_errors_of_the_generic_adapter():
+    from bo_ncgp.exceptions import InputDataError, UnsupportedError
+
+    model, _, _ = make(m=2)
+    assert model.num_outputs == 2 and LatentGPModel(model.model).num_outputs == 2  # the default
+    with pytest.raises(InputDataError, match="out of range"):
+        model.subset_output([2])
+    with pytest.raises(InputDataError, match=r"Y must have shape \(..., n, 1\)"):
+        make()[0].condition_on_observations(torch.rand(2, 2), torch.rand(2))
+    with pytest.raises(UnsupportedError, match="does not support conditioning"):
+        LatentGPModel(torch.nn.Linear(2, 1), 1).condition_on_observations(
+            torch.rand(2, 2), torch.rand(2, 1)
+        )
+    with pytest.raises(InputDataError, match="fantasy mode"):
+        model.fantasy_targets(torch.rand(2, 2), mode="median")

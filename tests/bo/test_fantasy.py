@@ -5,15 +5,16 @@ from botorch.acquisition.analytic import PosteriorStandardDeviation
 from botorch.models import SingleTaskGP
 from botorch.optim import optimize_acqf, optimize_acqf_discrete
 
+from bo_ncgp.bo.base import LatentGPModel
 from bo_ncgp.bo.fantasy import build_fantasy_batch, kriging_believer_batch
-from tests.bo.toy_models import ExactGP, ToyModel
+from tests.bo.toy_models import ExactGP, distinct_batch
 
 BOUNDS = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=torch.float64)
 
 
 def toy():
     X = torch.rand(8, 2)
-    return ToyModel(ExactGP(X, torch.sin(6 * X[:, :1])))
+    return LatentGPModel(ExactGP(X, torch.sin(6 * X[:, :1])))
 
 
 def ucb(models):
@@ -34,16 +35,7 @@ def test_batch_points_distinct_and_models_conditioned():
     model = toy()
     # pure exploration: after conditioning on a fantasy, its variance collapses, so the
     # next point must be elsewhere
-    batch = build_fantasy_batch(
-        model,
-        lambda ms: PosteriorStandardDeviation(ms[0]),
-        q=3,
-        bounds=BOUNDS,
-        num_restarts=4,
-        raw_samples=64,
-    )
-    assert batch.X.shape == (3, 2)
-    assert torch.cdist(batch.X, batch.X).add(torch.eye(3)).min() > 1e-3
+    batch = distinct_batch(model, lambda ms: PosteriorStandardDeviation(ms[0]))
     assert len(batch.optimize_seconds) == len(batch.condition_seconds) == 3
     final = batch.models[0]
     var_before = model.posterior(batch.X).variance

@@ -1,4 +1,4 @@
-"""Tests of the BoTorch adapter bo_ncgp.bo.gam.SparseGAMModel."""
+"""Tests of the BoTorch adapter bo_ncgp.bo.models.SparseGAMModel."""
 
 from __future__ import annotations
 
@@ -13,9 +13,11 @@ from gpytorch.kernels import ScaleKernel
 
 from bo_ncgp.bo import SparseGAMModel
 from bo_ncgp.bo.base import LatentGPModel
+from bo_ncgp.exceptions import UnsupportedError
 from bo_ncgp.likelihoods import Bernoulli, Gaussian
 from bo_ncgp.models import SparseGAM
 from bo_ncgp.models.anova_kernel import ANOVAKernel
+from tests.bo.toy_models import check_posterior
 
 
 def make_gam(lik=None, posterior="coupled_precision"):
@@ -46,16 +48,8 @@ def test_is_latent_gp_model_and_matches_predict_f(gam):
     model = SparseGAMModel(gam)
     assert isinstance(model, LatentGPModel)
     assert model.num_outputs == 1 and model.batch_shape == torch.Size()
-    X = torch.rand(4, 3, 2)
-    post = model.posterior(X)
-    assert post.mean.shape == (4, 3, 1) and post.variance.shape == (4, 3, 1)
-    mean, cov = gam.predict_f(X, full_cov=True)
-    torch.testing.assert_close(post.mean[..., 0], mean)
-    torch.testing.assert_close(post.mvn.covariance_matrix, cov)
-    assert model.posterior(torch.rand(2)).mean.shape == (1, 1)  # a single d-vector
-    noisy = model.posterior(X, observation_noise=True)
-    noise = gam.likelihood.noise.detach()
-    torch.testing.assert_close(noisy.variance - post.variance, noise.expand_as(post.variance))
+    check_posterior(model, torch.rand(4, 3, 2), noise=gam.likelihood.noise.detach())
+    check_posterior(model, torch.rand(2))  # a single d-vector
 
 
 def test_component_posterior(gam):
@@ -114,7 +108,7 @@ def test_bernoulli_latent_posterior_and_no_noise():
 
 def test_conditioning_not_supported(gam):
     model = SparseGAMModel(gam)
-    with pytest.raises(NotImplementedError):
+    with pytest.raises(UnsupportedError, match="does not support conditioning"):
         model.condition_on_observations(torch.rand(2, 2), torch.rand(2, 1))
 
 

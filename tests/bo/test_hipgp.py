@@ -1,4 +1,4 @@
-"""Tests of the BoTorch adapter bo_ncgp.bo.hipgp.HIPGPModel."""
+"""Tests of the BoTorch adapter bo_ncgp.bo.models.HIPGPModel."""
 
 import gpytorch
 import pytest
@@ -9,6 +9,7 @@ from botorch.optim import optimize_acqf
 from bo_ncgp.bo import HIPGPModel
 from bo_ncgp.likelihoods import Gaussian
 from bo_ncgp.models.hipgp import HIPGP, Grid
+from tests.bo.toy_models import check_posterior
 
 
 @pytest.fixture
@@ -31,13 +32,7 @@ def hip():
 def test_posterior_matches_predict_f_shapes_and_noise(hip):
     model = HIPGPModel(hip)
     X = torch.rand(4, 3, 2)
-    post = model.posterior(X)
-    assert post.mean.shape == (4, 3, 1) and post.variance.shape == (4, 3, 1)
-    mean, cov = hip.predict_f(X, full_cov=True)
-    torch.testing.assert_close(post.mean[..., 0], mean)
-    torch.testing.assert_close(post.mvn.covariance_matrix, cov)
-    noisy = model.posterior(X, observation_noise=True)
-    torch.testing.assert_close(noisy.variance - post.variance, torch.full_like(post.variance, 0.01))
+    check_posterior(model, X, noise=0.01)
     # a transformed-domain posterior: the derivative along x_0
     d = HIPGPModel(hip, op=("derivative", 0)).posterior(X[0])
     dm, dv = hip.predict_f(X[0], op=("derivative", 0))

@@ -12,10 +12,11 @@ from botorch.acquisition import (
 from botorch.optim import optimize_acqf
 from botorch.sampling import SobolQMCNormalSampler
 
-from bo_ncgp.bo import DualSVGPModel, IterNCGPModel, build_fantasy_batch
+from bo_ncgp.bo import DualSVGPModel, IterNCGPModel
 from bo_ncgp.bo.acquisition import ConstrainedLogExpectedImprovement
 from bo_ncgp.likelihoods import Bernoulli, Gaussian, Poisson, Softmax, soft_targets
 from bo_ncgp.models import DualSVGP, IterNCGP
+from tests.bo.toy_models import check_posterior, distinct_batch
 
 BOUNDS = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=torch.float64)
 
@@ -59,19 +60,10 @@ def classifier():
 def test_posterior_equals_predict_f(shape):
     model, _, _ = regression()
     X = torch.rand(*shape)
-    post = model.posterior(X)
-    Xb = X.unsqueeze(0) if X.dim() == 1 else X
-    mean, cov = model.model.predict_f(Xb, full_cov=True)
-    _, var = model.model.predict_f(Xb)
-    torch.testing.assert_close(post.mean[..., 0], mean)
+    post = check_posterior(model, X, noise=0.01, rtol=1e-6, atol=1e-8)
+    _, var = model.model.predict_f(X.unsqueeze(0) if X.dim() == 1 else X)
     torch.testing.assert_close(post.variance[..., 0], var)
-    C = post.distribution.covariance_matrix
-    torch.testing.assert_close(C, cov)
-    assert torch.linalg.eigvalsh(C).min() > -1e-9  # joint covariance PSD
-    noisy = model.posterior(X, observation_noise=True)
-    torch.testing.assert_close(
-        noisy.variance - post.variance, torch.full_like(post.variance, 0.01), rtol=1e-6, atol=1e-8
-    )
+    assert torch.linalg.eigvalsh(post.distribution.covariance_matrix).min() > -1e-9  # PSD
 
 
 def test_softmax_multi_output_shapes():
@@ -151,16 +143,12 @@ def test_qnipv_on_classifier():
 def test_fantasy_batch_through_classifier_soft_labels():
     reg, _, f = regression()
     clf, _ = classifier()
-    batch = build_fantasy_batch(
+    batch = distinct_batch(
         [reg, clf],
         lambda ms: ConstrainedLogExpectedImprovement(ms[0], ms[1], best_f=f.max()),
-        q=3,
-        bounds=BOUNDS,
         num_restarts=3,
-        raw_samples=64,
+        min_distance=1e-4,
     )
-    assert batch.X.shape == (3, 2)
-    assert torch.cdist(batch.X, batch.X).add(torch.eye(3)).min() > 1e-4
     final_clf = batch.models[1].model
     assert final_clf.num_data == 33  # conditioned on three soft labels
 

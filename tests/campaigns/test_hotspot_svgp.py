@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from bo_ncgp.bo.active_learning import ThresholdEntropyReduction
+from bo_ncgp.bo.acquisition import ThresholdEntropyReduction
 from bo_ncgp.campaigns import Campaign
 from bo_ncgp.campaigns.strategies.hotspot_models import ConstantMeanSVGP
 from bo_ncgp.campaigns.strategies.hotspots import RandomVillage, RefittedSVGP

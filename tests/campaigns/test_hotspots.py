@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from bo_ncgp.bo.active_learning import ThresholdEntropyReduction
+from bo_ncgp.bo.acquisition import ThresholdEntropyReduction
 from bo_ncgp.campaigns import Campaign
 from bo_ncgp.campaigns.strategies.base import History
 from bo_ncgp.campaigns.strategies.registry import build_strategy
@@ -135,7 +135,7 @@ def test_spiked_criterion_reaches_the_acquisition_and_the_config():
     assert hotspot_strategy(args.strategy, **strategy_options(args)).config()["criterion"] == (
         "exceedance"
     )
-    from bo_ncgp.bo.active_learning import CRITERIA
+    from bo_ncgp.bo.acquisition import CRITERIA
 
     choices = next(x.choices for x in parser._actions if x.dest == "criterion")
     assert tuple(choices) == CRITERIA  # the CLI offers exactly the library's criteria
@@ -270,7 +270,7 @@ def test_timing_script_quick(data_root, tmp_path):
 
 
 def test_refit_fantasies_warm_start_at_the_fitted_posterior():
-    from bo_ncgp.bo.active_learning import exceedance_entropy
+    from bo_ncgp.bo.acquisition import exceedance_entropy
     from bo_ncgp.campaigns.strategies.hotspot_models import RefitGPConfig, RefitVariationalGP
     from bo_ncgp.likelihoods import Binomial
 

@@ -28,7 +28,7 @@ from gpytorch.kernels import ConstantKernel, Kernel, MaternKernel, ScaleKernel
 from gpytorch.priors import GammaPrior
 from torch import Tensor
 
-from bo_ncgp.bo.active_learning import exceedance_entropy
+from bo_ncgp.bo.acquisition import exceedance_entropy
 from bo_ncgp.exceptions import InputDataError, NumericalWarning
 from bo_ncgp.likelihoods import Likelihood
 from bo_ncgp.linalg import stable_cholesky

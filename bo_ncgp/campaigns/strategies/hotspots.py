@@ -25,7 +25,7 @@ Acquisitions (which remaining village to survey next):
 
 * :class:`DualEntropy` (:class:`EntropyConfig`): the expected reduction of the summed
   exceedance entropy over the remaining pool under QMC fantasies and dual conditioning
-  (:class:`~bo_ncgp.bo.active_learning.ThresholdEntropyReduction`, rank-one fast path);
+  (:class:`~bo_ncgp.bo.acquisition.ThresholdEntropyReduction`, rank-one fast path);
 * :class:`RandomVillage`: a uniformly random remaining village (one ``rng.choice`` over the
   remaining pool, so every random strategy of a seed surveys the same villages);
 * :class:`RefitEntropy` (:class:`RefitEntropyConfig`): the same entropy reduction with the
@@ -173,7 +173,7 @@ class EntropyConfig:
         chunk_size: candidates per vectorised block.
         criterion: per-village uncertainty summed over the pool: ``"exceedance"`` (entropy of
             ``P(prevalence > t)``) or ``"spiked"`` (the criterion of Maddox et al.'s script),
-            see :mod:`bo_ncgp.bo.active_learning`.
+            see :mod:`bo_ncgp.bo.acquisition`.
         clamp: count only per-village entropy decreases, as Maddox et al.'s script does.
 
     Example:
@@ -192,7 +192,7 @@ class EntropyConfig:
     clamp: bool = False
 
     def __post_init__(self) -> None:
-        from bo_ncgp.bo.active_learning import check_criterion
+        from bo_ncgp.bo.acquisition import check_criterion
 
         check_criterion(self.criterion)
         if self.compute_dtype not in _DTYPES:
@@ -389,7 +389,7 @@ class DualEntropy:
 
     def choose(self, strategy: HotspotStrategy, history: History, rng: np.random.Generator) -> int:
         """The remaining village of largest expected entropy reduction."""
-        from bo_ncgp.bo.active_learning import ThresholdEntropyReduction
+        from bo_ncgp.bo.acquisition import ThresholdEntropyReduction
 
         c = self.config
         rest = strategy.remaining(history)
@@ -437,7 +437,7 @@ class RefitEntropy:
 
     def choose(self, strategy: HotspotStrategy, history: History, rng: np.random.Generator) -> int:
         """The best of the top-entropy candidates under refitted fantasies."""
-        from bo_ncgp.bo.active_learning import exceedance_entropy, predictive_quantile_fantasies
+        from bo_ncgp.bo.acquisition import exceedance_entropy, predictive_quantile_fantasies
 
         model = strategy.surrogate.model
         rest = strategy.remaining(history)

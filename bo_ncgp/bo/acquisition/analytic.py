@@ -18,6 +18,17 @@ for the predictive probability of a Bernoulli (logit-link) classifier.
   ``H[E sigmoid(f)] - E[H(sigmoid(f))]`` with both expectations by Gauss–Hermite quadrature
   (accurate for the logistic link, unlike the closed form of Houlsby et al., Eq. 5, which
   assumes a probit link).
+
+Example:
+    >>> from gpytorch.kernels import RBFKernel
+    >>> from bo_ncgp.bo import DualSVGPModel
+    >>> from bo_ncgp.likelihoods import Bernoulli
+    >>> from bo_ncgp.models import DualSVGP
+    >>> X = torch.rand(20, 2)
+    >>> clf = DualSVGP(RBFKernel(), Bernoulli(), X[:8], num_hyper_steps=0)
+    >>> clf = DualSVGPModel(clf.update(X, (X.sum(-1) > 1.0).to(X)))  # success: x1 + x2 > 1
+    >>> ProbabilityOfSuccess(clf)(torch.rand(5, 1, 2)).shape  # 5 candidates x (q=1) x d
+    torch.Size([5])
 """
 
 from __future__ import annotations
@@ -75,15 +86,10 @@ class ProbabilityOfSuccess(AnalyticAcquisitionFunction):
     """Predictive probability ``P(y = 1 | x)`` of a latent binary classifier (probit approx.).
 
     Example:
-        >>> from gpytorch.kernels import RBFKernel
-        >>> from bo_ncgp.bo import DualSVGPModel
-        >>> from bo_ncgp.likelihoods import Bernoulli
-        >>> from bo_ncgp.models import DualSVGP
-        >>> X = torch.rand(20, 2)
-        >>> y = (X.sum(-1) > 1.0).to(X)  # success where x1 + x2 > 1
-        >>> clf = DualSVGP(RBFKernel(), Bernoulli(), X[:8], num_hyper_steps=0)
-        >>> _ = clf.update(X, y)
-        >>> p = ProbabilityOfSuccess(DualSVGPModel(clf))(torch.rand(5, 1, 2))  # 5 x (q=1) x d
+        >>> from botorch.models import SingleTaskGP
+        >>> X, x = torch.rand(20, 2), torch.rand(5, 1, 2)  # 5 candidates x (q=1) x d
+        >>> latent = SingleTaskGP(X, X.sum(-1, keepdim=True) - 1.0)  # success where f > 0
+        >>> p = ProbabilityOfSuccess(latent)(x)
         >>> p.shape, bool(((p > 0) & (p < 1)).all())
         (torch.Size([5]), True)
     """
@@ -104,18 +110,11 @@ class LogProbabilityOfSuccess(ProbabilityOfSuccess):
     """``log P(y = 1 | x)``, computed as ``logsigmoid`` of the probit-approximated logit.
 
     Example:
-        >>> from gpytorch.kernels import RBFKernel
-        >>> from bo_ncgp.bo import DualSVGPModel
-        >>> from bo_ncgp.likelihoods import Bernoulli
-        >>> from bo_ncgp.models import DualSVGP
-        >>> X = torch.rand(20, 2)
-        >>> y = (X.sum(-1) > 1.0).to(X)  # success where x1 + x2 > 1
-        >>> clf = DualSVGP(RBFKernel(), Bernoulli(), X[:8], num_hyper_steps=0)
-        >>> _ = clf.update(X, y)
-        >>> model = DualSVGPModel(clf)
-        >>> x = torch.rand(5, 1, 2)
-        >>> lp = LogProbabilityOfSuccess(model)(x)
-        >>> torch.allclose(lp.exp(), ProbabilityOfSuccess(model)(x))
+        >>> from botorch.models import SingleTaskGP
+        >>> X, x = torch.rand(20, 2), torch.rand(5, 1, 2)  # 5 candidates x (q=1) x d
+        >>> latent = SingleTaskGP(X, X.sum(-1, keepdim=True) - 1.0)  # success where f > 0
+        >>> log_p = LogProbabilityOfSuccess(latent)(x)
+        >>> torch.allclose(log_p.exp(), ProbabilityOfSuccess(latent)(x))
         True
     """
 
@@ -130,15 +129,10 @@ class BinaryPredictiveEntropy(ProbabilityOfSuccess):
     """Predictive entropy ``H[y | x]`` in nats (uncertainty sampling for classifiers).
 
     Example:
-        >>> from gpytorch.kernels import RBFKernel
-        >>> from bo_ncgp.bo import DualSVGPModel
-        >>> from bo_ncgp.likelihoods import Bernoulli
-        >>> from bo_ncgp.models import DualSVGP
-        >>> X = torch.rand(20, 2)
-        >>> y = (X.sum(-1) > 1.0).to(X)  # success where x1 + x2 > 1
-        >>> clf = DualSVGP(RBFKernel(), Bernoulli(), X[:8], num_hyper_steps=0)
-        >>> _ = clf.update(X, y)
-        >>> H = BinaryPredictiveEntropy(DualSVGPModel(clf))(torch.rand(5, 1, 2))
+        >>> from botorch.models import SingleTaskGP
+        >>> X, x = torch.rand(20, 2), torch.rand(5, 1, 2)  # 5 candidates x (q=1) x d
+        >>> latent = SingleTaskGP(X, X.sum(-1, keepdim=True) - 1.0)  # success where f > 0
+        >>> H = BinaryPredictiveEntropy(latent)(x)
         >>> bool(((H >= 0) & (H <= math.log(2))).all())  # at most log 2 nats
         True
     """
@@ -154,18 +148,11 @@ class BALD(AnalyticAcquisitionFunction):
     expectations by ``num_points``-node Gauss–Hermite quadrature.
 
     Example:
-        >>> from gpytorch.kernels import RBFKernel
-        >>> from bo_ncgp.bo import DualSVGPModel
-        >>> from bo_ncgp.likelihoods import Bernoulli
-        >>> from bo_ncgp.models import DualSVGP
-        >>> X = torch.rand(20, 2)
-        >>> y = (X.sum(-1) > 1.0).to(X)  # success where x1 + x2 > 1
-        >>> clf = DualSVGP(RBFKernel(), Bernoulli(), X[:8], num_hyper_steps=0)
-        >>> _ = clf.update(X, y)
-        >>> model = DualSVGPModel(clf)
-        >>> x = torch.rand(5, 1, 2)
-        >>> bald = BALD(model)(x)
-        >>> bool(((bald >= 0) & (bald <= BinaryPredictiveEntropy(model)(x) + 1e-3)).all())
+        >>> from botorch.models import SingleTaskGP
+        >>> X, x = torch.rand(20, 2), torch.rand(5, 1, 2)  # 5 candidates x (q=1) x d
+        >>> latent = SingleTaskGP(X, X.sum(-1, keepdim=True) - 1.0)  # success where f > 0
+        >>> bald = BALD(latent)(x)
+        >>> bool(((bald >= 0) & (bald <= BinaryPredictiveEntropy(latent)(x) + 1e-3)).all())
         True
     """
 
@@ -199,20 +186,11 @@ class ConstrainedLogExpectedImprovement(AcquisitionFunction):
         maximize: maximise (default) or minimise the objective.
 
     Example:
-        >>> from gpytorch.kernels import RBFKernel
-        >>> from bo_ncgp.bo import DualSVGPModel
-        >>> from bo_ncgp.likelihoods import Bernoulli
-        >>> from bo_ncgp.models import DualSVGP
-        >>> X = torch.rand(20, 2)
-        >>> y = (X.sum(-1) > 1.0).to(X)  # success where x1 + x2 > 1
-        >>> clf = DualSVGP(RBFKernel(), Bernoulli(), X[:8], num_hyper_steps=0)
-        >>> _ = clf.update(X, y)
-        >>> from bo_ncgp.likelihoods import Gaussian
-        >>> reg = DualSVGP(RBFKernel(), Gaussian(0.01), X[:8], num_hyper_steps=0)
-        >>> _ = reg.update(X, torch.sin(3 * X[:, 0]))
-        >>> acq = ConstrainedLogExpectedImprovement(
-        ...     DualSVGPModel(reg), DualSVGPModel(clf), best_f=0.5)
-        >>> acq(torch.rand(5, 1, 2)).shape
+        >>> from botorch.models import SingleTaskGP
+        >>> X, x = torch.rand(20, 2), torch.rand(5, 1, 2)  # 5 candidates x (q=1) x d
+        >>> latent = SingleTaskGP(X, X.sum(-1, keepdim=True) - 1.0)  # success where f > 0
+        >>> reg = SingleTaskGP(X, torch.sin(3 * X[:, :1]))  # the objective
+        >>> ConstrainedLogExpectedImprovement(reg, latent, best_f=0.5)(x).shape
         torch.Size([5])
     """
 
