@@ -1,6 +1,6 @@
-"""Time of DualSVGP.update and DualSVGP.condition against an offline refit (issue 3).
+"""Time of DualSVGP.update and DualSVGP.condition against an offline refit.
 
-Setting: the streaming banana model of ``experiments/dual_svgp_banana.py`` (Bernoulli,
+Setting: the streaming banana model of ``experiments/chang2023/banana.py`` (Bernoulli,
 m = 25 inducing points, 5 BLS memory points per batch, 20 damped inner steps, 2 rounds of 50
 Adam steps) after three batches of 100 sorted points. Measured in one process, as medians over
 repetitions:
@@ -26,7 +26,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
 from pathlib import Path
@@ -34,6 +33,7 @@ from pathlib import Path
 import gpytorch
 import torch
 
+from bo_ncgp.campaigns.storage import write_json
 from bo_ncgp.data import load_banana
 from bo_ncgp.likelihoods import Bernoulli
 from bo_ncgp.models import DualSVGP
@@ -147,8 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_default_dtype(torch.float64)
     torch.manual_seed(0)
     out = run(QUICK if args.quick else DEFAULT, root=args.root)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(out, indent=1))
+    write_json(args.out, out)
     print(table(out))
     return 0
 

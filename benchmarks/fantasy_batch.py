@@ -1,4 +1,4 @@
-"""Fantasy batches by dual conditioning against refitting (issue 5, Chang et al. Alg. 2).
+"""Fantasy batches by dual conditioning against refitting (Chang et al. 2023, Alg. 2).
 
 6-D Hartmann (BoTorch), 500 noisy observations, a DualSVGP regression model with m = 100
 inducing points (pivoted Cholesky) whose hyperparameters are fitted once. Batches of q = 3 and
@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
 import sys
 import time
 from pathlib import Path
@@ -40,6 +39,7 @@ from botorch.optim import optimize_acqf
 from botorch.test_functions import Hartmann
 
 from bo_ncgp.bo import DualSVGPModel, build_fantasy_batch
+from bo_ncgp.campaigns.storage import write_json
 from bo_ncgp.likelihoods import Gaussian
 from bo_ncgp.models import DualSVGP
 
@@ -181,8 +181,7 @@ def main(argv=None) -> int:
             )
         print(f"q={q} done", file=sys.stderr)
     res = {"date": time.strftime("%Y-%m-%d"), "n": n, "m": m, "rows": rows}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(res, indent=1))
+    write_json(args.out, res)
     print(table(res))
     return 0
 
@@ -205,4 +204,4 @@ def table(res) -> str:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

@@ -1,0 +1,191 @@
+"""Large-scale GP multi-class classification on a Gaussian mixture (Tatzel et al., Sec. 5.2,
+Fig. 6; App. C.3 / workshop App. D.3).
+
+Data: C = 10 Gaussians in 3-D (means uniform in [-1, 1]^3; covariances U diag(lambda) U^T with
+U the eigenvectors of A A^T, A uniform in [0, 1]^{3x3}, lambda uniform in [0.001, 0.1]); the
+mixture is fixed (seed 0), the samples are re-drawn per run seed. Model: softmax likelihood,
+C independent zero-mean GPs sharing a Matern-3/2 kernel, lengthscale 0.05, outputscale 0.05
+(fixed). Methods (wall-clock per method capped by ``--budget``):
+
+* IterNCGP-CG, recycling, at most 5 solver iterations per Newton step, R in {inf, 10};
+* subset of data (SoD): exact Laplace on a random subset with Newton + Cholesky;
+* GPyTorch SVGP (grid over the learning rate and the number of inducing points per class).
+
+Metrics (accuracy, NLL, ECE of probit-approximated probabilities, App. C.3) on the test set
+and a training subset, against wall-clock time (metric evaluation excluded), and the peak
+resident memory of each method (fresh process per method).
+
+This CPU (2 cores shared by 4 engineers) runs N = 10,000 by default; ``--large`` is the paper's
+N = 100,000 / 10,000 test setting for a machine with a GPU (``--device cuda``).
+
+Usage::
+
+    bo-ncgp iterncgp-gmm                 # N = 10,000 (default budgets)
+    bo-ncgp iterncgp-gmm --large --device cuda --budget 10000
+    bo-ncgp iterncgp-gmm --quick         # tiny configuration (CI)
+
+Results: ``experiments/tatzel/results/gmm[_quick|_large].json`` and ``.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import gpytorch
+import torch
+
+from experiments.harness import results_dir, write_json
+from experiments.tatzel.baselines import (
+    fit_iterncgp_tracked,
+    fit_sod_tracked,
+    mark_baseline,
+    plot_curves,
+    run_methods,
+    run_svgp,
+    svgp_jobs,
+)
+
+OUT = results_dir(__file__)
+C = 10
+
+
+# --------------------------------------------------------------------------- data
+def make_gmm(n_per_class: int, seed: int, dtype=torch.float64) -> tuple[torch.Tensor, torch.Tensor]:
+    """Samples of the fixed 10-class mixture in 3-D (App. C.3)."""
+    g = torch.Generator().manual_seed(0)  # the mixture itself
+    means = 2 * torch.rand(C, 3, generator=g, dtype=torch.float64) - 1
+    covs = []
+    for _ in range(C):
+        A = torch.rand(3, 3, generator=g, dtype=torch.float64)
+        _, U = torch.linalg.eigh(A @ A.T)
+        lam = 0.001 + (0.1 - 0.001) * torch.rand(3, generator=g, dtype=torch.float64)
+        covs.append(U @ torch.diag(lam) @ U.T)
+    gs = torch.Generator().manual_seed(1000 + seed)  # the samples
+    X, y = [], []
+    for c in range(C):
+        L = torch.linalg.cholesky(covs[c])
+        X.append(means[c] + torch.randn(n_per_class, 3, generator=gs, dtype=torch.float64) @ L.T)
+        y.append(torch.full((n_per_class,), c))
+    X, y = torch.cat(X), torch.cat(y)
+    perm = torch.randperm(len(y), generator=gs)
+    return X[perm].to(dtype), y[perm]
+
+
+def make_kernel(batch: int | None = None) -> gpytorch.kernels.Kernel:
+    bs = torch.Size([batch]) if batch else torch.Size()
+    k = gpytorch.kernels.ScaleKernel(
+        gpytorch.kernels.MaternKernel(nu=1.5, batch_shape=bs), batch_shape=bs
+    )
+    k.base_kernel.lengthscale = 0.05
+    k.outputscale = 0.05
+    return k.double()
+
+
+def data(cfg: dict) -> dict:
+    X, y = make_gmm(cfg["n_train"] // C, cfg["seed"])
+    Xt, yt = make_gmm(cfg["n_test"] // C, cfg["seed"] + 500)
+    g = torch.Generator().manual_seed(cfg["seed"])
+    sub = torch.randperm(len(y), generator=g)[: cfg["n_eval_train"]]
+    dev = torch.device(cfg["device"])
+    return {
+        "X": X.to(dev),
+        "y": y.to(dev),
+        "evals": {"test": (Xt.to(dev), yt.to(dev)), "train": (X[sub].to(dev), y[sub].to(dev))},
+    }
+
+
+# ---------------------------------------------------------------------- methods
+def run_iterncgp(cfg: dict) -> dict:
+    torch.manual_seed(cfg["seed"])
+    d = data(cfg)
+    return fit_iterncgp_tracked(d, make_kernel().to(d["X"].device), C, cfg)
+
+
+def run_sod(cfg: dict) -> dict:
+    torch.manual_seed(cfg["seed"])
+    d = data(cfg)
+    return fit_sod_tracked(d, make_kernel().to(d["X"].device), C, cfg)
+
+
+def run_svgp_cfg(cfg: dict) -> dict:
+    torch.manual_seed(cfg["seed"])
+    d = data(cfg)
+    mark_baseline()
+    return run_svgp(
+        make_kernel,
+        d["X"],
+        d["y"],
+        d["evals"],
+        C,
+        cfg["num_inducing"],
+        cfg["lr"],
+        time_budget=cfg["budget"],
+        eval_every=cfg["eval_every"],
+        seed=cfg["seed"],
+    )
+
+
+# -------------------------------------------------------------------------- main
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="tiny configuration for CI")
+    p.add_argument("--large", action="store_true", help="paper setting N = 100,000 (GPU)")
+    p.add_argument("--n-train", type=int, default=10_000)
+    p.add_argument("--n-test", type=int, default=2_000)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--budget", type=float, default=900.0, help="seconds per method")
+    p.add_argument("--svgp-budget", type=float, default=300.0)
+    p.add_argument("--svgp-inducing", type=int, nargs="+", default=[100, 250])
+    p.add_argument("--svgp-lr", type=float, nargs="+", default=[0.01, 0.05])
+    p.add_argument("--sod", type=int, nargs="+", default=[250, 500, 1000, 2000])
+    p.add_argument("--ranks", type=str, nargs="+", default=["inf", "10"])
+    p.add_argument("--newton-steps", type=int, default=30)
+    p.add_argument("--methods", nargs="+", default=["iterncgp", "sod", "svgp"])
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--inline", action="store_true", help="no subprocess / memory figure (CI)")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--out", type=Path, default=None)
+    p.add_argument("--tag", default=None, help="output file name (default gmm[_quick|_large])")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.n_train, args.n_test, args.budget, args.svgp_budget = 200, 100, 30.0, 1.0
+        args.svgp_inducing, args.svgp_lr, args.sod = [10], [0.05], [50]
+        args.newton_steps = 3
+    if args.large:
+        args.n_train, args.n_test = 100_000, 10_000
+        args.svgp_inducing = [1000, 2500, 5000, 10000]
+        args.svgp_lr = [0.001, 0.01, 0.05]
+    tag = args.tag or ("gmm_quick" if args.quick else ("gmm_large" if args.large else "gmm"))
+    out_dir = args.out or OUT
+    base = {
+        "n_train": args.n_train,
+        "n_test": args.n_test,
+        "n_eval_train": min(2000, args.n_train),
+        "seed": args.seed,
+        "device": args.device,
+        "tol": 1e-2,
+        "newton_steps": args.newton_steps,
+    }
+    jobs = []
+    if "iterncgp" in args.methods:
+        for r in args.ranks:
+            rank = None if r == "inf" else int(r)
+            cfg = dict(base, rank=rank, iters_per_step=5, budget=args.budget, backend="auto")
+            jobs.append((f"IterNCGP-CG R={r}", run_iterncgp, cfg))
+    if "sod" in args.methods:
+        for n_sub in args.sod:
+            jobs.append((f"SoD N_sub={n_sub}", run_sod, dict(base, n_sub=n_sub)))
+    if "svgp" in args.methods:
+        jobs += svgp_jobs(base, args, run_svgp_cfg)
+    result = run_methods(jobs, args)
+    runs = result["runs"]
+    write_json(out_dir / f"{tag}.json", result)
+    plot_curves(
+        runs, out_dir / f"{tag}.png", f"GMM, N={args.n_train}, C=10 (solid: test, dashed: train)"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,154 @@
+"""GP multi-class classification on MNIST (Tatzel et al., Sec. 5.2 "Extension to MNIST", Fig. 7,
+App. C.4).
+
+Data: the 10,000 real MNIST images available offline (``mnist/t10k-*.gz`` of the shared data;
+the paper uses 20,000 training and 10,000 test images of the 70,000), split at random into
+8,000 training and 2,000 test images; pixels scaled to [0, 1] and flattened (d = 784). Model:
+softmax likelihood, C = 10 independent zero-mean GPs sharing a Matern-3/2 kernel with the
+paper's SVGP-fitted hyperparameters (lengthscale 1.550934, outputscale 0.451591), fixed. As in
+the paper (KeOps scales poorly with d = 784) products with K use GPyTorch's dense kernel
+matrix (8,000^2 entries).
+
+Methods: IterNCGP-CG with recycling, no compression, at most 1 or 5 solver iterations per
+Newton step; GPyTorch SVGP (grid over the learning rate and inducing points per class, 200 s
+per run in the paper); subset of data (extra, not in the paper's figure). Metrics as in the
+GMM experiment (probit-approximated probabilities; accuracy, NLL, ECE on test and a training
+subset), wall-clock per method capped by ``--budget``, peak resident memory per method.
+
+Usage::
+
+    bo-ncgp iterncgp-mnist           # 8,000 / 2,000
+    bo-ncgp iterncgp-mnist --quick   # tiny configuration (CI)
+
+Results: ``experiments/tatzel/results/mnist[_quick].json`` and ``.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import gpytorch
+import torch
+
+from experiments.harness import results_dir, write_json
+from experiments.tatzel.baselines import (
+    fit_iterncgp_tracked,
+    fit_sod_tracked,
+    mark_baseline,
+    plot_curves,
+    run_methods,
+    run_svgp,
+    svgp_jobs,
+)
+
+OUT = results_dir(__file__)
+C = 10
+LENGTHSCALE, OUTPUTSCALE = 1.550934, 0.451591  # App. C.4 (fitted by SVGP in the paper)
+
+
+def make_kernel(batch: int | None = None) -> gpytorch.kernels.Kernel:
+    bs = torch.Size([batch]) if batch else torch.Size()
+    k = gpytorch.kernels.ScaleKernel(
+        gpytorch.kernels.MaternKernel(nu=1.5, batch_shape=bs), batch_shape=bs
+    )
+    k.base_kernel.lengthscale = LENGTHSCALE
+    k.outputscale = OUTPUTSCALE
+    return k.double()
+
+
+def data(cfg: dict) -> dict:
+    from bo_ncgp.data import load_mnist
+    from bo_ncgp.data.mnist import to_features
+
+    split = load_mnist(root=cfg["root"], split="test")
+    X, y = to_features(split.images, torch.float64), split.labels
+    g = torch.Generator().manual_seed(cfg["seed"])
+    perm = torch.randperm(X.shape[0], generator=g)
+    tr, te = perm[: cfg["n_train"]], perm[cfg["n_train"] : cfg["n_train"] + cfg["n_test"]]
+    sub = tr[: cfg["n_eval_train"]]
+    return {"X": X[tr], "y": y[tr], "evals": {"test": (X[te], y[te]), "train": (X[sub], y[sub])}}
+
+
+def run_iterncgp(cfg: dict) -> dict:
+    torch.manual_seed(cfg["seed"])
+    return fit_iterncgp_tracked(data(cfg), make_kernel(), C, cfg)
+
+
+def run_sod(cfg: dict) -> dict:
+    torch.manual_seed(cfg["seed"])
+    return fit_sod_tracked(data(cfg), make_kernel(), C, cfg)
+
+
+def run_svgp_cfg(cfg: dict) -> dict:
+    torch.manual_seed(cfg["seed"])
+    d = data(cfg)
+    mark_baseline()
+    return run_svgp(
+        make_kernel,
+        d["X"],
+        d["y"],
+        d["evals"],
+        C,
+        cfg["num_inducing"],
+        cfg["lr"],
+        time_budget=cfg["budget"],
+        eval_every=cfg["eval_every"],
+        seed=cfg["seed"],
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="tiny configuration for CI")
+    p.add_argument("--root", default=None, help="data root (default: BO_NCGP_DATA / shared)")
+    p.add_argument("--n-train", type=int, default=8000)
+    p.add_argument("--n-test", type=int, default=2000)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--budget", type=float, default=900.0, help="seconds per IterNCGP run")
+    p.add_argument("--svgp-budget", type=float, default=200.0)
+    p.add_argument("--svgp-inducing", type=int, nargs="+", default=[100, 250])
+    p.add_argument("--svgp-lr", type=float, nargs="+", default=[0.01, 0.05])
+    p.add_argument("--sod", type=int, nargs="+", default=[1000, 2000])
+    p.add_argument("--iters", type=int, nargs="+", default=[1, 5])
+    p.add_argument("--newton-steps", type=int, default=30)
+    p.add_argument("--methods", nargs="+", default=["iterncgp", "sod", "svgp"])
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--inline", action="store_true", help="no subprocess / memory figure (CI)")
+    p.add_argument("--out", type=Path, default=None)
+    p.add_argument("--tag", default=None, help="output file name (default mnist[_quick])")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.n_train, args.n_test, args.budget, args.svgp_budget = 200, 100, 30.0, 1.0
+        args.svgp_inducing, args.svgp_lr, args.sod, args.iters = [10], [0.05], [50], [5]
+        args.newton_steps = 2
+    tag = args.tag or ("mnist_quick" if args.quick else "mnist")
+    base = {
+        "root": args.root,
+        "n_train": args.n_train,
+        "n_test": args.n_test,
+        "n_eval_train": min(2000, args.n_train),
+        "seed": args.seed,
+        "tol": 1e-2,
+        "newton_steps": args.newton_steps,
+    }
+    jobs = []
+    if "iterncgp" in args.methods:
+        for j in args.iters:
+            cfg = dict(base, rank=None, iters_per_step=j, budget=args.budget, backend="dense")
+            jobs.append((f"IterNCGP-CG j<={j}", run_iterncgp, cfg))
+    if "sod" in args.methods:
+        for n_sub in args.sod:
+            jobs.append((f"SoD N_sub={n_sub}", run_sod, dict(base, n_sub=n_sub)))
+    if "svgp" in args.methods:
+        jobs += svgp_jobs(base, args, run_svgp_cfg)
+    result = run_methods(jobs, args)
+    runs = result["runs"]
+    out = args.out or OUT
+    write_json(out / f"{tag}.json", result)
+    plot_curves(runs, out / f"{tag}.png", f"MNIST {args.n_train}/{args.n_test}, C=10")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
