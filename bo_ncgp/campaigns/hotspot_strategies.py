@@ -223,7 +223,7 @@ class DualSVGPHotspotStrategy(HotspotStrategy):
             hyperparameters from the first fit towards the ELBO's optimum (larger outputscale,
             shorter lengthscales): on civ that is the better hotspot classifier inside the
             entropy loop, while ``0`` (keep the first fit's) gives the lower prevalence MSE
-            (experiments/RESULTS.md, issue 7, "hyperparameter drift").
+            (experiments/chang2023/RESULTS.md, hotspot active learning).
         lr: Adam learning rate of the per-survey hyperparameter steps.
         init_rounds, init_hyper_steps, init_lr: rounds of (inner steps, hyperparameter steps)
             and the learning rate of the first fit on the initial villages.
