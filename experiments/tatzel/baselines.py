@@ -13,8 +13,10 @@
 * :func:`run_isolated` -- run a method in a fresh process and report its peak resident
   memory above the process's baseline (``ru_maxrss``), the CPU counterpart of the paper's
   GPU memory;
-* :func:`svgp_jobs`, :func:`run_methods` -- the SVGP grid of a run, and running a list of
-  methods into one result record;
+* :func:`classification_parser`, :func:`baseline_jobs`, :func:`run_iterncgp`, :func:`run_sod`,
+  :func:`run_svgp_baseline`, :func:`run_methods` -- the options, the method grid and the runs
+  of a classification experiment (the problem is the module named by ``cfg["problem"]``:
+  its ``data``, ``make_kernel`` and ``C``), collected into one result record;
 * :func:`plot_curves` -- accuracy / NLL / ECE against wall-clock time.
 
 Wall-clock times exclude the evaluation of the metrics (as in the paper).
@@ -22,6 +24,7 @@ Wall-clock times exclude the evaluation of the metrics (as in the paper).
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import math
 import multiprocessing as mp
@@ -40,18 +43,23 @@ from bo_ncgp.linalg import stable_cholesky
 __all__ = [
     "CrossCache",
     "SoDLaplace",
+    "baseline_jobs",
     "classification_metrics",
+    "classification_parser",
     "ece",
     "fit_iterncgp_tracked",
     "fit_sod_tracked",
     "mark_baseline",
+    "matern32",
     "plot_curves",
     "probit_softmax",
     "run_isolated",
+    "run_iterncgp",
     "run_methods",
+    "run_sod",
     "run_svgp",
+    "run_svgp_baseline",
     "summarise",
-    "svgp_jobs",
 ]
 
 
@@ -324,21 +332,107 @@ def run_isolated(
 
 
 # ------------------------------------------------------------------------ output
-def svgp_jobs(base: dict, args, run_fn: Callable[[dict], dict]) -> list[tuple[str, Callable, dict]]:
-    """``(name, run_fn, cfg)`` of the SVGP baselines: every pair of ``args.svgp_inducing``
-    inducing points per class and ``args.svgp_lr`` learning rate, ``args.svgp_budget`` seconds,
-    15 evaluations."""
+# ------------------------------------------------------------- classification runs
+def matern32(
+    lengthscale: float, outputscale: float, batch: int | None = None
+) -> gpytorch.kernels.Kernel:
+    """``ScaleKernel(Matern-3/2)`` at fixed hyperparameters (float64), with ``batch`` kernels
+    when given (the SVGP baseline's one kernel per class)."""
+    bs = torch.Size([batch]) if batch else torch.Size()
+    k = gpytorch.kernels.ScaleKernel(
+        gpytorch.kernels.MaternKernel(nu=1.5, batch_shape=bs), batch_shape=bs
+    )
+    k.base_kernel.lengthscale = lengthscale
+    k.outputscale = outputscale
+    return k.double()
+
+
+def _problem(cfg: dict):
+    """The experiment module named by ``cfg["problem"]``: its ``data(cfg)``,
+    ``make_kernel(batch)`` and number of classes ``C``."""
+    import importlib
+
+    return importlib.import_module(cfg["problem"])
+
+
+def run_iterncgp(cfg: dict) -> dict:
+    """IterNCGP-CG on the problem of ``cfg`` (:func:`fit_iterncgp_tracked`)."""
+    problem = _problem(cfg)
+    torch.manual_seed(cfg["seed"])
+    d = problem.data(cfg)
+    return fit_iterncgp_tracked(d, problem.make_kernel().to(d["X"].device), problem.C, cfg)
+
+
+def run_sod(cfg: dict) -> dict:
+    """Subset-of-data Laplace on the problem of ``cfg`` (:func:`fit_sod_tracked`)."""
+    problem = _problem(cfg)
+    torch.manual_seed(cfg["seed"])
+    d = problem.data(cfg)
+    return fit_sod_tracked(d, problem.make_kernel().to(d["X"].device), problem.C, cfg)
+
+
+def run_svgp_baseline(cfg: dict) -> dict:
+    """The GPyTorch SVGP baseline on the problem of ``cfg`` (:func:`run_svgp`)."""
+    problem = _problem(cfg)
+    torch.manual_seed(cfg["seed"])
+    d = problem.data(cfg)
+    mark_baseline()
+    return run_svgp(
+        problem.make_kernel,
+        d["X"],
+        d["y"],
+        d["evals"],
+        problem.C,
+        cfg["num_inducing"],
+        cfg["lr"],
+        time_budget=cfg["budget"],
+        eval_every=cfg["eval_every"],
+        seed=cfg["seed"],
+    )
+
+
+def classification_parser(
+    doc: str, *, n_train: int, svgp_budget: float, sod: list[int], budget_help: str
+) -> argparse.ArgumentParser:
+    """The options shared by the classification experiments (sizes, budgets, method grids,
+    threads, isolation, output)."""
+    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="tiny configuration for CI")
+    p.add_argument("--n-train", type=int, default=n_train)
+    p.add_argument("--n-test", type=int, default=2_000)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--budget", type=float, default=900.0, help=budget_help)
+    p.add_argument("--svgp-budget", type=float, default=svgp_budget)
+    p.add_argument("--svgp-inducing", type=int, nargs="+", default=[100, 250])
+    p.add_argument("--svgp-lr", type=float, nargs="+", default=[0.01, 0.05])
+    p.add_argument("--sod", type=int, nargs="+", default=sod)
+    p.add_argument("--newton-steps", type=int, default=30)
+    p.add_argument("--methods", nargs="+", default=["iterncgp", "sod", "svgp"])
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--inline", action="store_true", help="no subprocess / memory figure (CI)")
+    p.add_argument("--out", type=Path, default=None)
+    return p
+
+
+def baseline_jobs(base: dict, args) -> list[tuple[str, Callable, dict]]:
+    """``(name, fn, cfg)`` of the baselines ``args.methods`` asks for: SoD on every subset size
+    of ``args.sod``; SVGP on every pair of ``args.svgp_inducing`` inducing points per class and
+    ``args.svgp_lr`` learning rate, ``args.svgp_budget`` seconds, 15 evaluations."""
     jobs = []
-    for U in args.svgp_inducing:
-        for lr in args.svgp_lr:
-            cfg = dict(
-                base,
-                num_inducing=U,
-                lr=lr,
-                budget=args.svgp_budget,
-                eval_every=max(1.0, args.svgp_budget / 15),
-            )
-            jobs.append((f"SVGP U={U}/class lr={lr}", run_fn, cfg))
+    if "sod" in args.methods:
+        for n_sub in args.sod:
+            jobs.append((f"SoD N_sub={n_sub}", run_sod, dict(base, n_sub=n_sub)))
+    if "svgp" in args.methods:
+        for U in args.svgp_inducing:
+            for lr in args.svgp_lr:
+                cfg = dict(
+                    base,
+                    num_inducing=U,
+                    lr=lr,
+                    budget=args.svgp_budget,
+                    eval_every=max(1.0, args.svgp_budget / 15),
+                )
+                jobs.append((f"SVGP U={U}/class lr={lr}", run_svgp_baseline, cfg))
     return jobs
 
 

@@ -29,21 +29,17 @@ Results: ``experiments/tatzel/results/gmm[_quick|_large].json`` and ``.png``.
 
 from __future__ import annotations
 
-import argparse
-from pathlib import Path
-
 import gpytorch
 import torch
 
 from experiments.harness import results_dir, write_json
 from experiments.tatzel.baselines import (
-    fit_iterncgp_tracked,
-    fit_sod_tracked,
-    mark_baseline,
+    baseline_jobs,
+    classification_parser,
+    matern32,
     plot_curves,
+    run_iterncgp,
     run_methods,
-    run_svgp,
-    svgp_jobs,
 )
 
 OUT = results_dir(__file__)
@@ -73,13 +69,8 @@ def make_gmm(n_per_class: int, seed: int, dtype=torch.float64) -> tuple[torch.Te
 
 
 def make_kernel(batch: int | None = None) -> gpytorch.kernels.Kernel:
-    bs = torch.Size([batch]) if batch else torch.Size()
-    k = gpytorch.kernels.ScaleKernel(
-        gpytorch.kernels.MaternKernel(nu=1.5, batch_shape=bs), batch_shape=bs
-    )
-    k.base_kernel.lengthscale = 0.05
-    k.outputscale = 0.05
-    return k.double()
+    """The model's kernel: Matern-3/2, lengthscale 0.05, outputscale 0.05 (fixed)."""
+    return matern32(0.05, 0.05, batch)
 
 
 def data(cfg: dict) -> dict:
@@ -95,57 +86,15 @@ def data(cfg: dict) -> dict:
     }
 
 
-# ---------------------------------------------------------------------- methods
-def run_iterncgp(cfg: dict) -> dict:
-    torch.manual_seed(cfg["seed"])
-    d = data(cfg)
-    return fit_iterncgp_tracked(d, make_kernel().to(d["X"].device), C, cfg)
-
-
-def run_sod(cfg: dict) -> dict:
-    torch.manual_seed(cfg["seed"])
-    d = data(cfg)
-    return fit_sod_tracked(d, make_kernel().to(d["X"].device), C, cfg)
-
-
-def run_svgp_cfg(cfg: dict) -> dict:
-    torch.manual_seed(cfg["seed"])
-    d = data(cfg)
-    mark_baseline()
-    return run_svgp(
-        make_kernel,
-        d["X"],
-        d["y"],
-        d["evals"],
-        C,
-        cfg["num_inducing"],
-        cfg["lr"],
-        time_budget=cfg["budget"],
-        eval_every=cfg["eval_every"],
-        seed=cfg["seed"],
-    )
-
-
 # -------------------------------------------------------------------------- main
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--quick", action="store_true", help="tiny configuration for CI")
+    p = classification_parser(
+        __doc__, n_train=10_000, svgp_budget=300.0, sod=[250, 500, 1000, 2000],
+        budget_help="seconds per method",
+    )  # fmt: skip
     p.add_argument("--large", action="store_true", help="paper setting N = 100,000 (GPU)")
-    p.add_argument("--n-train", type=int, default=10_000)
-    p.add_argument("--n-test", type=int, default=2_000)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--budget", type=float, default=900.0, help="seconds per method")
-    p.add_argument("--svgp-budget", type=float, default=300.0)
-    p.add_argument("--svgp-inducing", type=int, nargs="+", default=[100, 250])
-    p.add_argument("--svgp-lr", type=float, nargs="+", default=[0.01, 0.05])
-    p.add_argument("--sod", type=int, nargs="+", default=[250, 500, 1000, 2000])
     p.add_argument("--ranks", type=str, nargs="+", default=["inf", "10"])
-    p.add_argument("--newton-steps", type=int, default=30)
-    p.add_argument("--methods", nargs="+", default=["iterncgp", "sod", "svgp"])
-    p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--inline", action="store_true", help="no subprocess / memory figure (CI)")
     p.add_argument("--device", default="cpu")
-    p.add_argument("--out", type=Path, default=None)
     p.add_argument("--tag", default=None, help="output file name (default gmm[_quick|_large])")
     args = p.parse_args(argv)
     if args.quick:
@@ -159,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     tag = args.tag or ("gmm_quick" if args.quick else ("gmm_large" if args.large else "gmm"))
     out_dir = args.out or OUT
     base = {
+        "problem": "experiments.tatzel.gmm",
         "n_train": args.n_train,
         "n_test": args.n_test,
         "n_eval_train": min(2000, args.n_train),
@@ -173,11 +123,7 @@ def main(argv: list[str] | None = None) -> int:
             rank = None if r == "inf" else int(r)
             cfg = dict(base, rank=rank, iters_per_step=5, budget=args.budget, backend="auto")
             jobs.append((f"IterNCGP-CG R={r}", run_iterncgp, cfg))
-    if "sod" in args.methods:
-        for n_sub in args.sod:
-            jobs.append((f"SoD N_sub={n_sub}", run_sod, dict(base, n_sub=n_sub)))
-    if "svgp" in args.methods:
-        jobs += svgp_jobs(base, args, run_svgp_cfg)
+    jobs += baseline_jobs(base, args)
     result = run_methods(jobs, args)
     runs = result["runs"]
     write_json(out_dir / f"{tag}.json", result)

@@ -25,21 +25,17 @@ Results: ``experiments/tatzel/results/mnist[_quick].json`` and ``.png``.
 
 from __future__ import annotations
 
-import argparse
-from pathlib import Path
-
 import gpytorch
 import torch
 
 from experiments.harness import results_dir, write_json
 from experiments.tatzel.baselines import (
-    fit_iterncgp_tracked,
-    fit_sod_tracked,
-    mark_baseline,
+    baseline_jobs,
+    classification_parser,
+    matern32,
     plot_curves,
+    run_iterncgp,
     run_methods,
-    run_svgp,
-    svgp_jobs,
 )
 
 OUT = results_dir(__file__)
@@ -48,13 +44,8 @@ LENGTHSCALE, OUTPUTSCALE = 1.550934, 0.451591  # App. C.4 (fitted by SVGP in the
 
 
 def make_kernel(batch: int | None = None) -> gpytorch.kernels.Kernel:
-    bs = torch.Size([batch]) if batch else torch.Size()
-    k = gpytorch.kernels.ScaleKernel(
-        gpytorch.kernels.MaternKernel(nu=1.5, batch_shape=bs), batch_shape=bs
-    )
-    k.base_kernel.lengthscale = LENGTHSCALE
-    k.outputscale = OUTPUTSCALE
-    return k.double()
+    """The model's kernel: Matern-3/2 with the paper's hyperparameters (fixed)."""
+    return matern32(LENGTHSCALE, OUTPUTSCALE, batch)
 
 
 def data(cfg: dict) -> dict:
@@ -70,52 +61,11 @@ def data(cfg: dict) -> dict:
     return {"X": X[tr], "y": y[tr], "evals": {"test": (X[te], y[te]), "train": (X[sub], y[sub])}}
 
 
-def run_iterncgp(cfg: dict) -> dict:
-    torch.manual_seed(cfg["seed"])
-    return fit_iterncgp_tracked(data(cfg), make_kernel(), C, cfg)
-
-
-def run_sod(cfg: dict) -> dict:
-    torch.manual_seed(cfg["seed"])
-    return fit_sod_tracked(data(cfg), make_kernel(), C, cfg)
-
-
-def run_svgp_cfg(cfg: dict) -> dict:
-    torch.manual_seed(cfg["seed"])
-    d = data(cfg)
-    mark_baseline()
-    return run_svgp(
-        make_kernel,
-        d["X"],
-        d["y"],
-        d["evals"],
-        C,
-        cfg["num_inducing"],
-        cfg["lr"],
-        time_budget=cfg["budget"],
-        eval_every=cfg["eval_every"],
-        seed=cfg["seed"],
-    )
-
-
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--quick", action="store_true", help="tiny configuration for CI")
+    p = classification_parser(__doc__, n_train=8000, svgp_budget=200.0, sod=[1000, 2000],
+                              budget_help="seconds per IterNCGP run")  # fmt: skip
     p.add_argument("--root", default=None, help="data root (default: BO_NCGP_DATA / shared)")
-    p.add_argument("--n-train", type=int, default=8000)
-    p.add_argument("--n-test", type=int, default=2000)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--budget", type=float, default=900.0, help="seconds per IterNCGP run")
-    p.add_argument("--svgp-budget", type=float, default=200.0)
-    p.add_argument("--svgp-inducing", type=int, nargs="+", default=[100, 250])
-    p.add_argument("--svgp-lr", type=float, nargs="+", default=[0.01, 0.05])
-    p.add_argument("--sod", type=int, nargs="+", default=[1000, 2000])
     p.add_argument("--iters", type=int, nargs="+", default=[1, 5])
-    p.add_argument("--newton-steps", type=int, default=30)
-    p.add_argument("--methods", nargs="+", default=["iterncgp", "sod", "svgp"])
-    p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--inline", action="store_true", help="no subprocess / memory figure (CI)")
-    p.add_argument("--out", type=Path, default=None)
     p.add_argument("--tag", default=None, help="output file name (default mnist[_quick])")
     args = p.parse_args(argv)
     if args.quick:
@@ -124,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         args.newton_steps = 2
     tag = args.tag or ("mnist_quick" if args.quick else "mnist")
     base = {
+        "problem": "experiments.tatzel.mnist",
         "root": args.root,
         "n_train": args.n_train,
         "n_test": args.n_test,
@@ -137,11 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         for j in args.iters:
             cfg = dict(base, rank=None, iters_per_step=j, budget=args.budget, backend="dense")
             jobs.append((f"IterNCGP-CG j<={j}", run_iterncgp, cfg))
-    if "sod" in args.methods:
-        for n_sub in args.sod:
-            jobs.append((f"SoD N_sub={n_sub}", run_sod, dict(base, n_sub=n_sub)))
-    if "svgp" in args.methods:
-        jobs += svgp_jobs(base, args, run_svgp_cfg)
+    jobs += baseline_jobs(base, args)
     result = run_methods(jobs, args)
     runs = result["runs"]
     out = args.out or OUT
