@@ -39,6 +39,7 @@ import torch
 from torch import Tensor
 
 from bo_ncgp.linalg import stable_cholesky
+from experiments.harness import write_json
 
 __all__ = [
     "CrossCache",
@@ -436,9 +437,10 @@ def baseline_jobs(base: dict, args) -> list[tuple[str, Callable, dict]]:
     return jobs
 
 
-def run_methods(jobs: list[tuple[str, Callable, dict]], args) -> dict:
+def run_methods(jobs: list[tuple[str, Callable, dict]], args, stem: Path, title: str) -> dict:
     """Run every ``(name, fn, cfg)`` job through :func:`run_isolated` (``args.threads``,
-    ``args.inline``) and return the result record: setting, date, per-method summary and runs."""
+    ``args.inline``); write the result record (setting, date, per-method summary and runs) to
+    ``stem.json`` and the curves (:func:`plot_curves`, titled ``title``) to ``stem.png``."""
     from tqdm import tqdm
 
     runs: dict[str, dict] = {}
@@ -451,13 +453,16 @@ def run_methods(jobs: list[tuple[str, Callable, dict]], args) -> dict:
         )
         runs[name] = run
         tqdm.write(f"{name}: {summarise(run)}")
-    return {
+    result = {
         "setting": vars(args) | {"out": str(args.out)},
         "date": time.strftime("%Y-%m-%d"),
         "torch_threads": args.threads,
         "summary": {name: summarise(run) for name, run in runs.items()},
         "runs": runs,
     }
+    write_json(stem.parent / f"{stem.name}.json", result)
+    plot_curves(runs, stem.parent / f"{stem.name}.png", title)
+    return result
 
 
 def plot_curves(runs: dict[str, dict], path: Path, title: str) -> None:

@@ -32,12 +32,11 @@ from __future__ import annotations
 import gpytorch
 import torch
 
-from experiments.harness import results_dir, write_json
+from experiments.harness import results_dir
 from experiments.tatzel.baselines import (
     baseline_jobs,
     classification_parser,
     matern32,
-    plot_curves,
     run_iterncgp,
     run_methods,
 )
@@ -124,12 +123,8 @@ def main(argv: list[str] | None = None) -> int:
             cfg = dict(base, rank=rank, iters_per_step=5, budget=args.budget, backend="auto")
             jobs.append((f"IterNCGP-CG R={r}", run_iterncgp, cfg))
     jobs += baseline_jobs(base, args)
-    result = run_methods(jobs, args)
-    runs = result["runs"]
-    write_json(out_dir / f"{tag}.json", result)
-    plot_curves(
-        runs, out_dir / f"{tag}.png", f"GMM, N={args.n_train}, C=10 (solid: test, dashed: train)"
-    )
+    title = f"GMM, N={args.n_train}, C=10 (solid: test, dashed: train)"
+    run_methods(jobs, args, out_dir / tag, title)
     return 0
 
 

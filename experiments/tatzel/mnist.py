@@ -28,12 +28,11 @@ from __future__ import annotations
 import gpytorch
 import torch
 
-from experiments.harness import results_dir, write_json
+from experiments.harness import results_dir
 from experiments.tatzel.baselines import (
     baseline_jobs,
     classification_parser,
     matern32,
-    plot_curves,
     run_iterncgp,
     run_methods,
 )
@@ -89,11 +88,7 @@ def main(argv: list[str] | None = None) -> int:
             cfg = dict(base, rank=None, iters_per_step=j, budget=args.budget, backend="dense")
             jobs.append((f"IterNCGP-CG j<={j}", run_iterncgp, cfg))
     jobs += baseline_jobs(base, args)
-    result = run_methods(jobs, args)
-    runs = result["runs"]
-    out = args.out or OUT
-    write_json(out / f"{tag}.json", result)
-    plot_curves(runs, out / f"{tag}.png", f"MNIST {args.n_train}/{args.n_test}, C=10")
+    run_methods(jobs, args, (args.out or OUT) / tag, f"MNIST {args.n_train}/{args.n_test}, C=10")
     return 0
 
 
