@@ -37,6 +37,7 @@ from bo_ncgp.campaigns.storage import write_json
 from bo_ncgp.data import load_banana
 from bo_ncgp.likelihoods import Bernoulli
 from bo_ncgp.models import DualSVGP
+from experiments.harness import markdown_table
 
 OUT = Path(__file__).resolve().parent / "results"
 
@@ -119,16 +120,14 @@ def run(cfg: dict, root=None) -> dict:
 
 
 def table(out: dict) -> str:
-    lines = [
-        "| operation | median s | min s | median / offline refit | min / offline refit |",
-        "|---|---|---|---|---|",
-    ]
-    for k, v in out["seconds_median"].items():
-        lines.append(
-            f"| {k} | {v:.4g} | {out['seconds_min'][k]:.4g} | "
-            f"{out['ratio_to_offline_refit'][k]:.3g} | {out['ratio_to_offline_refit_min'][k]:.3g} |"
-        )
-    return "\n".join(lines)
+    """Markdown table of the medians, minima and their ratios to the offline refit."""
+    header = ["operation", "median s", "min s", "median / offline refit", "min / offline refit"]
+    rows = [
+        [k, f"{v:.4g}", f"{out['seconds_min'][k]:.4g}", f"{out['ratio_to_offline_refit'][k]:.3g}",
+         f"{out['ratio_to_offline_refit_min'][k]:.3g}"]
+        for k, v in out["seconds_median"].items()
+    ]  # fmt: skip
+    return markdown_table(header, rows)
 
 
 DEFAULT = {"n": 400, "m": 25, "memory_size": 5, "inner_steps": 20, "hyper_steps": 50,

@@ -153,21 +153,21 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def table(result: dict) -> str:
-    # an RBF evaluation plus multiply-add costs roughly (3 D + 10) + 2 k flops
-    lines = [
+    """The machine's matmul peak and a markdown table of the rows (KeOps against chunked)."""
+    from experiments.harness import markdown_table  # not at the top: workers stay lean
+
+    head = (
         f"peak matmul: float32 {result['peak_matmul_flops']['float32'] / 1e9:.1f} GFLOP/s, "
-        f"float64 {result['peak_matmul_flops']['float64'] / 1e9:.1f} GFLOP/s",
-        "",
-        "| N | dtype | k | backend | s / MVM | kernel evals/s | peak MB | keops / chunked |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
+        f"float64 {result['peak_matmul_flops']['float64'] / 1e9:.1f} GFLOP/s\n\n"
+    )
+    header = ["N", "dtype", "k", "backend", "s / MVM", "kernel evals/s", "peak MB",
+              "keops / chunked"]  # fmt: skip
     rows = result["rows"]
+    cells = []
     for r in rows:
         if "seconds" not in r:
-            lines.append(
-                f"| {r['n']} | {r['dtype']} | {r['k']} | {r['backend']} | "
-                f"{r.get('skipped', 'error')} | | | |"
-            )
+            cells.append([r["n"], r["dtype"], r["k"], r["backend"], r.get("skipped", "error"),
+                          "", "", ""])  # fmt: skip
             continue
         ratio = ""
         if r["backend"] == "keops":
@@ -182,11 +182,10 @@ def table(result: dict) -> str:
             ]
             if ch:
                 ratio = f"{r['kernel_evals_per_s'] / ch[0]['kernel_evals_per_s']:.2f}x"
-        lines.append(
-            f"| {r['n']} | {r['dtype']} | {r['k']} | {r['backend']} | {r['seconds']:.3f} | "
-            f"{r['kernel_evals_per_s']:.3g} | {r['peak_mb_above_inputs']:.0f} | {ratio} |"
-        )
-    return "\n".join(lines)
+        cells.append([r["n"], r["dtype"], r["k"], r["backend"], f"{r['seconds']:.3f}",
+                      f"{r['kernel_evals_per_s']:.3g}", f"{r['peak_mb_above_inputs']:.0f}",
+                      ratio])  # fmt: skip
+    return head + markdown_table(header, cells)
 
 
 if __name__ == "__main__":

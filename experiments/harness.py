@@ -10,7 +10,7 @@ per-unit resume, seed summaries and figures.
 * :class:`Store` -- one JSON file per unit of work (seed, fold, configuration), so an
   interrupted run resumes where it stopped;
 * :func:`summary`, :func:`fmt` -- mean and standard deviation over seeds, as a table cell;
-* :func:`save_png`, :func:`log`, :func:`exit_code`.
+* :func:`markdown_table`, :func:`save_png`, :func:`log`, :func:`exit_code`.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ __all__ = [
     "exit_code",
     "fmt",
     "log",
+    "markdown_table",
     "parser",
     "preset",
     "results_dir",
@@ -114,6 +115,21 @@ def preset(default: dict, quick: dict, args: argparse.Namespace, **overrides) ->
         cfg["seeds"] = args.seeds
     cfg.update({k: v for k, v in overrides.items() if v is not None})
     return cfg
+
+
+def markdown_table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
+    """A markdown table: one ``| a | b |`` line per row under ``header`` and its rule.
+
+    Example:
+        >>> print(markdown_table(["q", "s"], [[1, "0.5"], [3, ""]]))
+        | q | s |
+        |---|---|
+        | 1 | 0.5 |
+        | 3 |  |
+    """
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
 
 
 def exit_code(values: Iterable[float]) -> int:
