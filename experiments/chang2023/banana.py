@@ -35,7 +35,16 @@ from tqdm import tqdm
 from bo_ncgp.data import load_banana
 from bo_ncgp.likelihoods import Bernoulli
 from bo_ncgp.models import DualSVGP
-from experiments.harness import exit_code, parser, preset, results_dir, setup, summary, write_json
+from experiments.harness import (
+    exit_code,
+    markdown_table,
+    parser,
+    preset,
+    results_dir,
+    setup,
+    summary,
+    write_json,
+)
 
 OUT = results_dir(__file__, "banana")
 
@@ -199,18 +208,15 @@ def run(cfg: dict, root=None, out: Path = OUT, progress: bool = True) -> dict:
 def table(results: dict) -> str:
     """Markdown table of the per-batch accuracy / NLPD (mean ± std over seeds)."""
     nb = results["config"]["num_batches"]
-    head = "| variant | " + " | ".join(f"batch {b}" for b in range(1, nb + 1)) + " |"
-    lines = [head, "|" + "---|" * (nb + 1)]
-    for name, s in results["summary"].items():
-        cells = [
-            f"{a['mean']:.3f}±{a['std']:.3f} / {n['mean']:.3f}±{n['std']:.3f}"
-            for a, n in zip(s["accuracy"], s["nlpd"], strict=True)
-        ]
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    rows = [
+        [name] + [f"{a['mean']:.3f}±{a['std']:.3f} / {n['mean']:.3f}±{n['std']:.3f}"
+                  for a, n in zip(s["accuracy"], s["nlpd"], strict=True)]
+        for name, s in results["summary"].items()
+    ]  # fmt: skip
     o = results["offline"]
-    lines.append(f"| offline (all {results['config']['num_train']}) | " + " | ".join(
-        [""] * (nb - 1) + [f"{o['accuracy']:.3f} / {o['nlpd']:.3f}"]) + " |")  # fmt: skip
-    return "\n".join(lines)
+    rows.append([f"offline (all {results['config']['num_train']})"] + [""] * (nb - 1)
+                + [f"{o['accuracy']:.3f} / {o['nlpd']:.3f}"])  # fmt: skip
+    return markdown_table(["variant"] + [f"batch {b}" for b in range(1, nb + 1)], rows)
 
 
 DEFAULT = {

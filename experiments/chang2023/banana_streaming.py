@@ -38,6 +38,7 @@ from experiments.chang2023 import banana
 from experiments.chang2023.continual import evaluate
 from experiments.harness import (
     fmt,
+    markdown_table,
     parser,
     preset,
     results_dir,
@@ -159,16 +160,14 @@ def compact(results: dict) -> dict:
 
 
 def table(results: dict) -> str:
+    """Markdown table of the per-batch accuracy / NLPD, mean (std) over seeds."""
     nb = results["config"]["num_batches"]
-    lines = ["| method | " + " | ".join(f"batch {b + 1}" for b in range(nb)) + " |",
-             "|---" * (nb + 1) + "|"]  # fmt: skip
-    for m, rows in results["summary"].items():
-        cells = [f"{fmt(r['accuracy'])} / {fmt(r['nlpd'])}" for r in rows]
-        lines.append(f"| {m} | " + " | ".join(cells) + " |")
+    rows = [[m] + [f"{fmt(r['accuracy'])} / {fmt(r['nlpd'])}" for r in per_batch]
+            for m, per_batch in results["summary"].items()]  # fmt: skip
     o = results["offline"]
-    lines.append("| offline SVGP (all points) | " + " | ".join([""] * (nb - 1))
-                 + f" | {o['accuracy']:.3f} / {o['nlpd']:.3f} |")  # fmt: skip
-    return "\n".join(lines)
+    rows.append(["offline SVGP (all points)"] + [""] * (nb - 1)
+                + [f"{o['accuracy']:.3f} / {o['nlpd']:.3f}"])  # fmt: skip
+    return markdown_table(["method"] + [f"batch {b + 1}" for b in range(nb)], rows)
 
 
 def main(argv: list[str] | None = None) -> int:

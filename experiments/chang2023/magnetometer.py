@@ -38,7 +38,16 @@ from tqdm import tqdm
 from bo_ncgp.data import load_magnetometer
 from bo_ncgp.likelihoods import Gaussian
 from experiments.chang2023.continual import evaluate, make_bui, make_dual, matern, timed_update
-from experiments.harness import log, parser, preset, results_dir, save_png, setup, write_json
+from experiments.harness import (
+    log,
+    markdown_table,
+    parser,
+    preset,
+    results_dir,
+    save_png,
+    setup,
+    write_json,
+)
 
 OUT = results_dir(__file__, "magnetometer")
 PAPER_EXP2 = {5: (7.79, 8.31), 10: (7.75, 10.9), 15: (7.40, 9.90), 20: (7.38, 9.79)}
@@ -281,28 +290,29 @@ def compact(res: dict) -> dict:
 
 
 def tables(results: dict) -> str:
-    lines = []
+    """Markdown tables of experiments #1 (per path) and #2 (per exploration step)."""
+    out = []
     if "exp1" in results:
-        lines += ["| after path | ours RMSE / NLPD | Bui et al. RMSE / NLPD | ours hypers |",
-                  "|---|---|---|---|"]  # fmt: skip
+        rows = []
         for o, b in zip(results["exp1"]["methods"]["ours"], results["exp1"]["methods"]["bui"],
                         strict=True):  # fmt: skip
             h = o["hypers"]
-            lines.append(f"| {o['path']} | {o['rmse']:.2f} / {o['nlpd']:.2f} | {b['rmse']:.2f} / "
-                         f"{b['nlpd']:.2f} | l={h['lengthscale']:.2f}, s2={h['outputscale']:.0f},"
-                         f" s0^2={h['constant']:.1f}, sn^2={h['noise']:.2f} |")  # fmt: skip
-        lines.append("")
+            rows.append([o["path"], f"{o['rmse']:.2f} / {o['nlpd']:.2f}",
+                         f"{b['rmse']:.2f} / {b['nlpd']:.2f}",
+                         f"l={h['lengthscale']:.2f}, s2={h['outputscale']:.0f}, "
+                         f"s0^2={h['constant']:.1f}, sn^2={h['noise']:.2f}"])  # fmt: skip
+        header = ["after path", "ours RMSE / NLPD", "Bui et al. RMSE / NLPD", "ours hypers"]
+        out.append(markdown_table(header, rows) + "\n")
     if "exp2" in results:
-        lines += [
-            "| step | ours RMSE | Bui et al. RMSE | paper (ours vs Bui) |",
-            "|---|---|---|---|",
-        ]
+        rows = []
         for o, b in zip(results["exp2"]["methods"]["ours"], results["exp2"]["methods"]["bui"],
                         strict=True):  # fmt: skip
             pv = PAPER_EXP2.get(o["step"])
-            pv = f"{pv[0]} vs {pv[1]}" if pv else ""
-            lines.append(f"| {o['step']} | {o['rmse']:.2f} | {b['rmse']:.2f} | {pv} |")
-    return "\n".join(lines)
+            rows.append([o["step"], f"{o['rmse']:.2f}", f"{b['rmse']:.2f}",
+                         f"{pv[0]} vs {pv[1]}" if pv else ""])  # fmt: skip
+        header = ["step", "ours RMSE", "Bui et al. RMSE", "paper (ours vs Bui)"]
+        out.append(markdown_table(header, rows))
+    return "\n".join(out)
 
 
 def main(argv: list[str] | None = None) -> int:

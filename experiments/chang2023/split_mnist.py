@@ -67,6 +67,7 @@ from experiments.harness import (
     Store,
     fmt,
     log,
+    markdown_table,
     parser,
     preset,
     results_dir,
@@ -379,15 +380,16 @@ def summarise_main(runs: dict) -> dict:
 
 
 def table3_md(s: dict) -> str:
-    lines = ["| method | accuracy (ours) | NLPD (ours) | paper accuracy | paper NLPD | seeds | "
-             "seconds |", "|---|---|---|---|---|---|---|"]  # fmt: skip
+    """Markdown Table 3: final accuracy / NLPD per method beside the paper's."""
+    rows = []
     for method, row in s["table3"].items():
         pa, pn = PAPER_TABLE3.get(method, (None, None))
-        pa = "--" if pa is None else f"{pa:.3f}"
-        pn = "--" if pn is None else f"{pn:.3f}"
-        lines.append(f"| {method} | {fmt(row['accuracy'])} | {fmt(row['nlpd'])} | {pa} | {pn} | "
-                     f"{row['accuracy']['n']} | {row['seconds']['mean']:.0f} |")  # fmt: skip
-    return "\n".join(lines)
+        rows.append([method, fmt(row["accuracy"]), fmt(row["nlpd"]),
+                     "--" if pa is None else f"{pa:.3f}", "--" if pn is None else f"{pn:.3f}",
+                     row["accuracy"]["n"], f"{row['seconds']['mean']:.0f}"])  # fmt: skip
+    header = ["method", "accuracy (ours)", "NLPD (ours)", "paper accuracy", "paper NLPD", "seeds",
+              "seconds"]  # fmt: skip
+    return markdown_table(header, rows)
 
 
 def table2_md(s: dict, method: str = "ours") -> str:
@@ -396,12 +398,9 @@ def table2_md(s: dict, method: str = "ours") -> str:
         rows = s.get("table2")
     if not rows:
         return ""
-    head = "| after task | " + " | ".join(f"{a}, {b}" for a, b in PAIRS) + " |"
-    lines = [head, "|---" * 6 + "|"]
-    for t, row in enumerate(rows):
-        cells = [fmt(c, 2) for c in row] + [""] * (5 - len(row))
-        lines.append(f"| #{t + 1} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    cells = [[f"#{t + 1}"] + [fmt(c, 2) for c in row] + [""] * (5 - len(row))
+             for t, row in enumerate(rows)]  # fmt: skip
+    return markdown_table(["after task"] + [f"{a}, {b}" for a, b in PAIRS], cells)
 
 
 def plot_main(runs: dict, path: Path) -> None:

@@ -34,7 +34,7 @@ from bo_ncgp.likelihoods import Bernoulli
 from experiments.chang2023.continual import evaluate, fit_offline, make_bui, make_dual, timed_update
 from experiments.chang2023.uci import DEFAULT as UCI_DEFAULT
 from experiments.chang2023.uci import folds, kernel
-from experiments.harness import log, parser, preset, results_dir, setup, write_json
+from experiments.harness import log, markdown_table, parser, preset, results_dir, setup, write_json
 
 OUT = results_dir(__file__, "streaming_timing")
 
@@ -137,11 +137,11 @@ def plot(results: dict, path: Path) -> None:
 
 
 def table(results: dict) -> str:
-    lines = ["| method | steps per set | total seconds | test NLPD |", "|---|---|---|---|"]
-    for r in results["runs"]:
-        lines.append(f"| {r['method']} | {r['budget']} | {r['seconds']:.2f} | {r['nlpd']:.4f} |")
-    lines.append(f"| offline SVGP | | | {results['offline']['nlpd']:.4f} |")
-    return "\n".join(lines)
+    """Markdown table of the total update time and final NLPD per method and budget."""
+    rows = [[r["method"], r["budget"], f"{r['seconds']:.2f}", f"{r['nlpd']:.4f}"]
+            for r in results["runs"]]  # fmt: skip
+    rows.append(["offline SVGP", "", "", f"{results['offline']['nlpd']:.4f}"])
+    return markdown_table(["method", "steps per set", "total seconds", "test NLPD"], rows)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -44,6 +44,7 @@ from experiments.harness import (
     Store,
     fmt,
     log,
+    markdown_table,
     parser,
     preset,
     results_dir,
@@ -201,8 +202,8 @@ def plot(results: dict, path: Path) -> None:
 
 
 def table_md(results: dict) -> str:
-    lines = ["| data set | method | NLPD (ours) | paper NLPD | accuracy | folds | seconds/fold |",
-             "|---|---|---|---|---|---|---|"]  # fmt: skip
+    """Markdown Table 1: test NLPD per data set and method beside the paper's."""
+    cells = []
     paper_idx = {"offline": 0, "ours": 1, "bui": 2}
     for name, rows in results["table"].items():
         for m, row in rows.items():
@@ -211,9 +212,11 @@ def table_md(results: dict) -> str:
             if paper and m in paper_idx:
                 mean, std = paper[paper_idx[m]]
                 pv = f"{mean:.2f} ({std:.2f})"
-            lines.append(f"| {name} | {m} | {fmt(row['nlpd'])} | {pv} | {fmt(row['accuracy'])} "
-                         f"| {row['nlpd']['n']} | {row['seconds']['mean']:.1f} |")  # fmt: skip
-    return "\n".join(lines)
+            cells.append([name, m, fmt(row["nlpd"]), pv, fmt(row["accuracy"]), row["nlpd"]["n"],
+                          f"{row['seconds']['mean']:.1f}"])  # fmt: skip
+    header = ["data set", "method", "NLPD (ours)", "paper NLPD", "accuracy", "folds",
+              "seconds/fold"]  # fmt: skip
+    return markdown_table(header, cells)
 
 
 def main(argv: list[str] | None = None) -> int:
