@@ -42,6 +42,7 @@ from bo_ncgp.campaigns.storage import write_json
 from bo_ncgp.likelihoods import Gaussian
 from bo_ncgp.linalg.toeplitz import CirculantEmbedding
 from bo_ncgp.models.hipgp import HIPGP, Grid
+from experiments.harness import markdown_table
 
 OUT = Path(__file__).resolve().parent / "results" / "hipgp_step.json"
 # the magnetometer experiment's learned hyperparameters (experiments/wu2022/RESULTS.md)
@@ -176,14 +177,12 @@ def main(argv: list[str] | None = None) -> int:
     rows = [bench(s, X, y, reps) for s in sides]
     res = {"data": source, "threads": args.threads, "reps": reps, "rows": rows}
     write_json(args.out, res)
-    print("| G x G (M) | step legacy (s) | step (s) | speed-up | SVGP step (s) | step / SVGP |")
-    print("|---|---|---|---|---|---|")
-    for r in rows:
-        print(
-            f"| {r['side']}x{r['side']} ({r['M']}) | {r['step_legacy_s']:.3f} | "
-            f"{r['step_s']:.3f} | {r['step_speedup']:.1f} | {r['svgp_step_s']:.3f} | "
-            f"{r['step_over_svgp']:.1f} |"
-        )
+    header = ["G x G (M)", "step legacy (s)", "step (s)", "speed-up", "SVGP step (s)",
+              "step / SVGP"]  # fmt: skip
+    cells = [[f"{r['side']}x{r['side']} ({r['M']})", f"{r['step_legacy_s']:.3f}",
+              f"{r['step_s']:.3f}", f"{r['step_speedup']:.1f}", f"{r['svgp_step_s']:.3f}",
+              f"{r['step_over_svgp']:.1f}"] for r in rows]  # fmt: skip
+    print(markdown_table(header, cells))
     return 0
 
 

@@ -31,7 +31,7 @@ def test_timing_benchmark_quick(data_root):
     json.dumps(out)  # serialisable
 
 
-def test_step_benchmark_quick_legacy_and_fixed_products_agree(tmp_path):
+def test_step_benchmark_quick_pruned_and_whole_embedding_products_agree(tmp_path):
     mod = load_script("benchmarks/hipgp_step.py")
     out = tmp_path / "step.json"
     assert mod.main(["--quick", "--out", str(out)]) == 0
