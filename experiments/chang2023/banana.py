@@ -35,18 +35,9 @@ from tqdm import tqdm
 from bo_ncgp.data import load_banana
 from bo_ncgp.likelihoods import Bernoulli
 from bo_ncgp.models import DualSVGP
-from experiments.harness import (
-    exit_code,
-    markdown_table,
-    parser,
-    preset,
-    results_dir,
-    setup,
-    summary,
-    write_json,
-)
+from experiments import harness
 
-OUT = results_dir(__file__, "banana")
+OUT = harness.results_dir(__file__, "banana")
 
 
 def make_kernel(cfg: dict) -> gpytorch.kernels.Kernel:
@@ -125,9 +116,8 @@ def offline(data, cfg: dict) -> dict:
 
 def per_batch_summary(runs: list[dict], key: str) -> list[dict]:
     """:func:`~experiments.harness.summary` over ``runs`` of ``key`` after every batch."""
-    return [
-        summary([r["per_batch"][b][key] for r in runs]) for b in range(len(runs[0]["per_batch"]))
-    ]
+    per_batch = [[r["per_batch"][b][key] for r in runs] for b in range(len(runs[0]["per_batch"]))]
+    return [harness.summary(values) for values in per_batch]
 
 
 def plot(results: dict, models: dict, data, path: Path) -> None:
@@ -200,7 +190,7 @@ def run(cfg: dict, root=None, out: Path = OUT, progress: bool = True) -> dict:
             for name, r in runs.items()
         },
     }
-    write_json(out / "results.json", results)
+    harness.write_json(out / "results.json", results)
     plot(results, models, data, out / "banana.png")
     return results
 
@@ -216,7 +206,7 @@ def table(results: dict) -> str:
     o = results["offline"]
     rows.append([f"offline (all {results['config']['num_train']})"] + [""] * (nb - 1)
                 + [f"{o['accuracy']:.3f} / {o['nlpd']:.3f}"])  # fmt: skip
-    return markdown_table(["variant"] + [f"batch {b}" for b in range(1, nb + 1)], rows)
+    return harness.markdown_table(["variant"] + [f"batch {b}" for b in range(1, nb + 1)], rows)
 
 
 DEFAULT = {
@@ -242,13 +232,13 @@ QUICK = dict(
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser(__doc__, OUT, seeds=True, root=True).parse_args(argv)
-    setup(args.threads)
-    results = run(preset(DEFAULT, QUICK, args), root=args.root, out=args.out)
+    args = harness.parser(__doc__, OUT, seeds=True, root=True).parse_args(argv)
+    harness.setup(args.threads)
+    results = run(harness.preset(DEFAULT, QUICK, args), root=args.root, out=args.out)
     print(table(results))
     print(f"results written to {args.out}", file=sys.stderr)
     nlpd = [r["mean"] for s in results["summary"].values() for r in s["nlpd"]]
-    return exit_code([*nlpd, results["offline"]["nlpd"]])
+    return harness.exit_code([*nlpd, results["offline"]["nlpd"]])
 
 
 if __name__ == "__main__":

@@ -34,21 +34,11 @@ from tqdm import tqdm
 
 from bo_ncgp.likelihoods import Bernoulli
 from bo_ncgp.models.streaming import BuiStreamingSVGP, OfflineSVGP
+from experiments import harness
 from experiments.chang2023 import banana
 from experiments.chang2023.continual import evaluate
-from experiments.harness import (
-    fmt,
-    markdown_table,
-    parser,
-    preset,
-    results_dir,
-    save_png,
-    setup,
-    summary,
-    write_json,
-)
 
-OUT = results_dir(__file__, "banana_streaming")
+OUT = harness.results_dir(__file__, "banana_streaming")
 GRID = 80
 
 DEFAULT = dict(
@@ -120,7 +110,7 @@ def plot(results: dict, data, path: Path) -> None:
             ax.set_title(f"{name}, batch {b + 1}: acc {row['accuracy']:.2f}, NLPD "
                          f"{row['nlpd']:.2f}", fontsize=8)  # fmt: skip
     fig.tight_layout()
-    save_png(fig, path, dpi=100)
+    harness.save_png(fig, path, dpi=100)
     plt.close(fig)
 
 
@@ -135,7 +125,7 @@ def run(cfg: dict, root=None, out: Path = OUT, progress: bool = True) -> dict:
     off.fit(data.X_train, data.y_train, num_steps=cfg["offline_steps"], lr=cfg["offline_lr"])
     offline = {"seconds": time.perf_counter() - t0, **evaluate(off, data.X_test, data.y_test)}
     summ = {
-        m: [{k: summary([r["per_batch"][b][k] for r in rs]) for k in ("accuracy", "nlpd")}
+        m: [{k: harness.summary([r["per_batch"][b][k] for r in rs]) for k in ("accuracy", "nlpd")}
             for b in range(cfg["num_batches"])] for m, rs in runs.items()
     }  # fmt: skip
     results = {"experiment": "banana_streaming", "paper": "Chang et al. 2023, Fig. 1 top",
@@ -143,7 +133,7 @@ def run(cfg: dict, root=None, out: Path = OUT, progress: bool = True) -> dict:
                "summary": summ, "runs": runs}  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
     plot(results, data, out / "banana_streaming.png")
-    write_json(out / "results.json", compact(results))
+    harness.write_json(out / "results.json", compact(results))
     return results
 
 
@@ -162,18 +152,18 @@ def compact(results: dict) -> dict:
 def table(results: dict) -> str:
     """Markdown table of the per-batch accuracy / NLPD, mean (std) over seeds."""
     nb = results["config"]["num_batches"]
-    rows = [[m] + [f"{fmt(r['accuracy'])} / {fmt(r['nlpd'])}" for r in per_batch]
+    rows = [[m] + [f"{harness.fmt(r['accuracy'])} / {harness.fmt(r['nlpd'])}" for r in per_batch]
             for m, per_batch in results["summary"].items()]  # fmt: skip
     o = results["offline"]
     rows.append(["offline SVGP (all points)"] + [""] * (nb - 1)
                 + [f"{o['accuracy']:.3f} / {o['nlpd']:.3f}"])  # fmt: skip
-    return markdown_table(["method"] + [f"batch {b + 1}" for b in range(nb)], rows)
+    return harness.markdown_table(["method"] + [f"batch {b + 1}" for b in range(nb)], rows)
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser(__doc__, OUT, seeds=True, root=True).parse_args(argv)
-    setup(args.threads)
-    res = run(preset(DEFAULT, QUICK, args), args.root, args.out)
+    args = harness.parser(__doc__, OUT, seeds=True, root=True).parse_args(argv)
+    harness.setup(args.threads)
+    res = run(harness.preset(DEFAULT, QUICK, args), args.root, args.out)
     print(table(res))
     print(f"results written to {args.out}", file=sys.stderr)
     return 0

@@ -37,19 +37,10 @@ from tqdm import tqdm
 
 from bo_ncgp.data import load_magnetometer
 from bo_ncgp.likelihoods import Gaussian
+from experiments import harness
 from experiments.chang2023.continual import evaluate, make_bui, make_dual, matern, timed_update
-from experiments.harness import (
-    log,
-    markdown_table,
-    parser,
-    preset,
-    results_dir,
-    save_png,
-    setup,
-    write_json,
-)
 
-OUT = results_dir(__file__, "magnetometer")
+OUT = harness.results_dir(__file__, "magnetometer")
 PAPER_EXP2 = {5: (7.79, 8.31), 10: (7.75, 10.9), 15: (7.40, 9.90), 20: (7.38, 9.79)}
 GRID = 60
 
@@ -141,8 +132,8 @@ def experiment1(cfg: dict, root=None, progress: bool = True) -> dict:
             rows.append({"path": p, "seconds": secs, **ev, "hypers": hypers(model),
                          "Z": model.Z.tolist(), "memory": mem,
                          "grid": grid_prediction(model, lo, hi)})  # fmt: skip
-            log(f"exp1 {method} after path {p}: RMSE {ev['rmse']:.2f}, NLPD {ev['nlpd']:.2f}, "
-                f"{hypers(model)}")  # fmt: skip
+            harness.log(f"exp1 {method} after path {p}: RMSE {ev['rmse']:.2f}, "
+                        f"NLPD {ev['nlpd']:.2f}, {hypers(model)}")  # fmt: skip
         out["methods"][method] = rows
     out["paths_xy"] = [d["X"][:: cfg["thin_a"]].tolist() for d in train]
     return out
@@ -175,7 +166,7 @@ def experiment2(cfg: dict, root=None, progress: bool = True) -> dict:
                 row["grid"] = grid_prediction(model, lo, hi)
             rows.append(row)
         out["methods"][method] = rows
-        log(f"exp2 {method}: RMSE per step " + ", ".join(f"{r['rmse']:.2f}" for r in rows))
+        harness.log(f"exp2 {method}: RMSE per step " + ", ".join(f"{r['rmse']:.2f}" for r in rows))
     return out
 
 
@@ -219,7 +210,7 @@ def plot1(res: dict, path: Path) -> None:
                 ax.scatter(M[:, 0], M[:, 1], facecolors="none", edgecolors="k", s=12, lw=0.6)
             ax.set_title(f"{name}, after path {row['path']}: RMSE {row['rmse']:.2f}", fontsize=8)
     fig.tight_layout()
-    save_png(fig, path, dpi=100)
+    harness.save_png(fig, path, dpi=100)
     plt.close(fig)
 
 
@@ -256,7 +247,7 @@ def plot2(res: dict, path: Path) -> None:
     ax.set_ylabel("RMSE (µT), explored region")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    save_png(fig, path, dpi=100)
+    harness.save_png(fig, path, dpi=100)
     plt.close(fig)
 
 
@@ -268,12 +259,12 @@ def run(cfg: dict, experiments=(1, 2), root=None, out: Path = OUT, progress=True
     if 1 in experiments:
         res = {**meta, **experiment1(cfg, root, progress)}
         plot1(res, out / "fig5a.png")
-        write_json(out / "exp1.json", compact(res))
+        harness.write_json(out / "exp1.json", compact(res))
         results["exp1"] = res
     if 2 in experiments:
         res = {**meta, **experiment2(cfg, root, progress)}
         plot2(res, out / "fig5b.png")
-        write_json(out / "exp2.json", compact(res))
+        harness.write_json(out / "exp2.json", compact(res))
         results["exp2"] = res
     return results
 
@@ -302,7 +293,7 @@ def tables(results: dict) -> str:
                          f"l={h['lengthscale']:.2f}, s2={h['outputscale']:.0f}, "
                          f"s0^2={h['constant']:.1f}, sn^2={h['noise']:.2f}"])  # fmt: skip
         header = ["after path", "ours RMSE / NLPD", "Bui et al. RMSE / NLPD", "ours hypers"]
-        out.append(markdown_table(header, rows) + "\n")
+        out.append(harness.markdown_table(header, rows) + "\n")
     if "exp2" in results:
         rows = []
         for o, b in zip(results["exp2"]["methods"]["ours"], results["exp2"]["methods"]["bui"],
@@ -311,16 +302,16 @@ def tables(results: dict) -> str:
             rows.append([o["step"], f"{o['rmse']:.2f}", f"{b['rmse']:.2f}",
                          f"{pv[0]} vs {pv[1]}" if pv else ""])  # fmt: skip
         header = ["step", "ours RMSE", "Bui et al. RMSE", "paper (ours vs Bui)"]
-        out.append(markdown_table(header, rows))
+        out.append(harness.markdown_table(header, rows))
     return "\n".join(out)
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = parser(__doc__, OUT, root=True)
+    p = harness.parser(__doc__, OUT, root=True)
     p.add_argument("--experiments", nargs="+", type=int, default=[1, 2], choices=(1, 2))
     args = p.parse_args(argv)
-    setup(args.threads)
-    cfg = preset(DEFAULT, QUICK, args)
+    harness.setup(args.threads)
+    cfg = harness.preset(DEFAULT, QUICK, args)
     res = run(cfg, tuple(args.experiments), args.root, args.out)
     print(tables(res))
     return 0

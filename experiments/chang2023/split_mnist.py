@@ -53,6 +53,7 @@ from tqdm import tqdm
 
 from bo_ncgp.data.mnist import load_mnist, split_tasks, to_features
 from bo_ncgp.likelihoods import Softmax
+from experiments import harness
 from experiments.chang2023.continual import (
     fit_offline,
     kernel_hypers,
@@ -63,20 +64,8 @@ from experiments.chang2023.continual import (
     pointwise,
     timed_update,
 )
-from experiments.harness import (
-    Store,
-    fmt,
-    log,
-    markdown_table,
-    parser,
-    preset,
-    results_dir,
-    setup,
-    summary,
-    write_json,
-)
 
-OUT = results_dir(__file__, "split_mnist")
+OUT = harness.results_dir(__file__, "split_mnist")
 FASHION_DIR = Path("/usr/share/datasets/fashion-mnist")
 PAIRS = ((0, 1), (2, 3), (4, 5), (6, 7), (8, 9))
 METHODS = ("ours", "ours_random", "ours_no_memory", "bui", "offline")
@@ -258,7 +247,7 @@ def _cfg_key(cfg: dict, drop=("seeds", "memory_fracs", "move_fracs")) -> dict:
     return {k: v for k, v in cfg.items() if k not in drop}
 
 
-def study_main(cfg, store: Store, methods, root, progress, force, compute=True) -> dict:
+def study_main(cfg, store: harness.Store, methods, root, progress, force, compute=True) -> dict:
     runs: dict[str, list[dict]] = {m: [] for m in methods}
     for seed in range(cfg["seeds"]):
         data = None
@@ -269,18 +258,18 @@ def study_main(cfg, store: Store, methods, root, progress, force, compute=True) 
                 continue  # summary only: use the stored units
             if res is None:
                 data = data or load_tasks(cfg, seed, root)
-                log(f"split-mnist [{cfg['dataset']}] {method} seed {seed}")
+                harness.log(f"split-mnist [{cfg['dataset']}] {method} seed {seed}")
                 if method == "offline":
                     res = run_offline(*data, cfg, seed, progress)
                 else:
                     res = run_stream(method, *data, cfg, seed, progress=progress)
                 store.put(key, res, ckey)
-                log(f"  final {res['final']}  ({res['seconds']:.0f} s)")
+                harness.log(f"  final {res['final']}  ({res['seconds']:.0f} s)")
             runs[method].append(res)
     return runs
 
 
-def study_memory_sweep(cfg, store: Store, root, progress, force, compute=True) -> dict:
+def study_memory_sweep(cfg, store: harness.Store, root, progress, force, compute=True) -> dict:
     out: dict[str, list[dict]] = {}
     for seed in range(cfg["seeds"]):
         data = None
@@ -295,7 +284,7 @@ def study_memory_sweep(cfg, store: Store, root, progress, force, compute=True) -
                 continue
             if res is None:
                 data = data or load_tasks(cfg, seed, root)
-                log(f"split-mnist memory sweep: fraction {frac:g}, seed {seed}")
+                harness.log(f"split-mnist memory sweep: fraction {frac:g}, seed {seed}")
                 res = run_stream("ours", *data, cfg, seed, memory_frac=frac, progress=progress)
                 res["memory_frac"] = frac
                 store.put(key, res, ckey)
@@ -321,7 +310,7 @@ def _move(train, test, scores, frac: float, how: str, seed: int):
     return new_train, new_test
 
 
-def study_move_to_test(cfg, store: Store, root, progress, force, compute=True) -> dict:
+def study_move_to_test(cfg, store: harness.Store, root, progress, force, compute=True) -> dict:
     out: dict[str, list[dict]] = {}
     for seed in range(cfg["seeds"]):
         key, ckey = f"move_ref_seed{seed}", _cfg_key(cfg)
@@ -331,7 +320,7 @@ def study_move_to_test(cfg, store: Store, root, progress, force, compute=True) -
         data = None  # loaded only when something is computed (summaries need no data)
         if ref is None:
             data = load_tasks(cfg, seed, root)
-            log(f"split-mnist move-to-test: reference run, seed {seed}")
+            harness.log(f"split-mnist move-to-test: reference run, seed {seed}")
             ref = run_stream("ours", *data, cfg, seed, progress=progress, keep_model=True)
             model = ref.pop("model")
             X = torch.cat([x for x, _ in data[0]])
@@ -348,7 +337,7 @@ def study_move_to_test(cfg, store: Store, root, progress, force, compute=True) -
                     continue
                 if res is None:
                     data = data or load_tasks(cfg, seed, root)
-                    log(f"split-mnist move-to-test: {how} {frac:g}, seed {seed}")
+                    harness.log(f"split-mnist move-to-test: {how} {frac:g}, seed {seed}")
                     tr, te = _move(*data, ref["bls"], frac, how, seed)
                     res = run_stream("ours", tr, te, cfg, seed, progress=progress)
                     res.update(how=how, frac=frac)
@@ -361,7 +350,7 @@ def study_move_to_test(cfg, store: Store, root, progress, force, compute=True) -
 def _per_task_table(rs: list[dict]) -> list[list[dict]]:
     """Table 2 rows: after task ``t``, mean (std) accuracy on each task seen so far."""
     return [
-        [summary([r["per_task"][t]["task_accuracy"][j] for r in rs]) for j in range(t + 1)]
+        [harness.summary([r["per_task"][t]["task_accuracy"][j] for r in rs]) for j in range(t + 1)]
         for t in range(len(rs[0]["per_task"]))
     ]
 
@@ -371,9 +360,9 @@ def summarise_main(runs: dict) -> dict:
     for method, rs in runs.items():
         if not rs:
             continue
-        table3[method] = {key: summary([r["final"][key] for r in rs])
+        table3[method] = {key: harness.summary([r["final"][key] for r in rs])
                           for key in ("accuracy", "nlpd")}  # fmt: skip
-        table3[method]["seconds"] = summary([r["seconds"] for r in rs])
+        table3[method]["seconds"] = harness.summary([r["seconds"] for r in rs])
         table3[method]["seeds"] = sorted(r["seed"] for r in rs)
     per_task = {m: _per_task_table(rs) for m, rs in runs.items() if rs and m != "offline"}
     return {"table3": table3, "table2": per_task.get("ours"), "table2_all": per_task}
@@ -384,12 +373,12 @@ def table3_md(s: dict) -> str:
     rows = []
     for method, row in s["table3"].items():
         pa, pn = PAPER_TABLE3.get(method, (None, None))
-        rows.append([method, fmt(row["accuracy"]), fmt(row["nlpd"]),
+        rows.append([method, harness.fmt(row["accuracy"]), harness.fmt(row["nlpd"]),
                      "--" if pa is None else f"{pa:.3f}", "--" if pn is None else f"{pn:.3f}",
                      row["accuracy"]["n"], f"{row['seconds']['mean']:.0f}"])  # fmt: skip
     header = ["method", "accuracy (ours)", "NLPD (ours)", "paper accuracy", "paper NLPD", "seeds",
               "seconds"]  # fmt: skip
-    return markdown_table(header, rows)
+    return harness.markdown_table(header, rows)
 
 
 def table2_md(s: dict, method: str = "ours") -> str:
@@ -398,9 +387,9 @@ def table2_md(s: dict, method: str = "ours") -> str:
         rows = s.get("table2")
     if not rows:
         return ""
-    cells = [[f"#{t + 1}"] + [fmt(c, 2) for c in row] + [""] * (5 - len(row))
+    cells = [[f"#{t + 1}"] + [harness.fmt(c, 2) for c in row] + [""] * (5 - len(row))
              for t, row in enumerate(rows)]  # fmt: skip
-    return markdown_table(["after task"] + [f"{a}, {b}" for a, b in PAIRS], cells)
+    return harness.markdown_table(["after task"] + [f"{a}, {b}" for a, b in PAIRS], cells)
 
 
 def plot_main(runs: dict, path: Path) -> None:
@@ -426,8 +415,8 @@ def plot_main(runs: dict, path: Path) -> None:
         if tasks[i] != tasks[i - 1]:
             ax.axvline(i + 0.5, color="grey", lw=0.5)
     if runs.get("offline"):
-        ax.axhline(summary([r["final"]["accuracy"] for r in runs["offline"]])["mean"], color="k",
-                   lw=1, label="offline (all tasks)")  # fmt: skip
+        offline = harness.summary([r["final"]["accuracy"] for r in runs["offline"]])
+        ax.axhline(offline["mean"], color="k", lw=1, label="offline (all tasks)")
     ax.set_xlabel("minibatch (vertical lines: new task)")
     ax.set_ylabel("test accuracy, classes seen so far")
     ax.set_ylim(0, 1.02)
@@ -437,7 +426,7 @@ def plot_main(runs: dict, path: Path) -> None:
     plt.close(fig)
 
 
-def bls_extremes(cfg: dict, store: Store, root, k: int = 8, seed: int = 0) -> Tensor | None:
+def bls_extremes(cfg: dict, store: harness.Store, root, k: int = 8, seed: int = 0) -> Tensor | None:
     """Fig. 2b: the ``k`` training images of lowest and highest Bayesian leverage score (Eq. 31)
     in the move-to-test reference run of ``seed``, as a ``(2, k, 28, 28)`` tensor, or ``None``
     when that run is not stored or the images are not available."""
@@ -467,7 +456,7 @@ def plot_studies(
             ys = []
             for f in fracs:
                 rs = [r for r in move[f"{f:g}"] if r.get("how") in (how, "both")]
-                ys.append(summary([r["final"]["accuracy"] for r in rs])["mean"])
+                ys.append(harness.summary([r["final"]["accuracy"] for r in rs])["mean"])
             axes[0].plot([100 * f for f in fracs], ys, style, label=how.upper())
         axes[0].set_xlabel("training data moved to the test set (%)")
         axes[0].set_ylabel("test accuracy")
@@ -477,7 +466,7 @@ def plot_studies(
         axes[0].axis("off")  # study not run
     if sweep:
         fracs = sorted(float(f) for f in sweep)
-        ys = [summary([r["final"]["accuracy"] for r in sweep[f"{f:g}"]]) for f in fracs]
+        ys = [harness.summary([r["final"]["accuracy"] for r in sweep[f"{f:g}"]]) for f in fracs]
         axes[1].errorbar([100 * f for f in fracs], [s["mean"] for s in ys],
                          yerr=[s["std"] for s in ys], fmt="o-")  # fmt: skip
         axes[1].set_xlabel("memory size (% of each minibatch)")
@@ -500,7 +489,7 @@ def run(cfg: dict, studies=("main",), methods=METHODS, root=None, out: Path = OU
     """Run (or, with ``compute=False``, only summarise the stored units of) the studies;
     writes ``results*.json`` and the plots under ``out/<dataset>/``."""
     folder = out / cfg["dataset"]
-    store = Store(folder / "runs")
+    store = harness.Store(folder / "runs")
     results = {"experiment": "split_mnist", "paper": "Chang et al. 2023, Sec. 4.3",
                "config": cfg, "date": time.strftime("%Y-%m-%d")}  # fmt: skip
     if "main" in studies:
@@ -512,12 +501,13 @@ def run(cfg: dict, studies=("main",), methods=METHODS, root=None, out: Path = OU
     sweep = move = None
     if "memory-sweep" in studies:
         sweep = study_memory_sweep(cfg, store, root, progress, force, compute)
-        results["memory_sweep"] = {f: summary([r["final"]["accuracy"] for r in rs])
+        results["memory_sweep"] = {f: harness.summary([r["final"]["accuracy"] for r in rs])
                                    for f, rs in sweep.items()}  # fmt: skip
     if "move-to-test" in studies:
         move = study_move_to_test(cfg, store, root, progress, force, compute)
         results["move_to_test"] = {
-            f: {how: summary([r["final"]["accuracy"] for r in rs if r.get("how") in (how, "both")])
+            f: {how: harness.summary([r["final"]["accuracy"] for r in rs
+                                      if r.get("how") in (how, "both")])
                 for how in ("bls", "random")} for f, rs in move.items()
         }  # fmt: skip
     if sweep or move:  # the plot shows every stored study, not only the ones run now
@@ -528,12 +518,12 @@ def run(cfg: dict, studies=("main",), methods=METHODS, root=None, out: Path = OU
         digits = bls_extremes(cfg, store, root)
         plot_studies(sweep, move, folder / "split_mnist_studies.png", digits)
     name = "results.json" if set(studies) == {"main"} else f"results_{'_'.join(studies)}.json"
-    write_json(folder / name, results)
+    harness.write_json(folder / name, results)
     return results
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = parser(__doc__, OUT, seeds=True, root=True, resume="results.json and plots")
+    p = harness.parser(__doc__, OUT, seeds=True, root=True, resume="results.json and plots")
     p.add_argument("--paper", action="store_true", help="the paper's setting (300 inducing "
                    "points, 50 Adam steps per minibatch, 5 seeds; slow)")  # fmt: skip
     p.add_argument("--dataset", choices=("mnist", "fashion"), default=None)
@@ -546,8 +536,8 @@ def main(argv: list[str] | None = None) -> int:
                       ("max-test-per-task", int)):  # fmt: skip
         p.add_argument(f"--{name}", type=typ, default=None)
     args = p.parse_args(argv)
-    setup(args.threads)
-    cfg = preset(PAPER if args.paper else DEFAULT, QUICK, args, dataset=args.dataset)
+    harness.setup(args.threads)
+    cfg = harness.preset(PAPER if args.paper else DEFAULT, QUICK, args, dataset=args.dataset)
     overrides = (
         "m",
         "batch_size",

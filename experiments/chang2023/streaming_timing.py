@@ -31,12 +31,12 @@ from tqdm import tqdm
 
 from bo_ncgp.data import load_uci
 from bo_ncgp.likelihoods import Bernoulli
+from experiments import harness
 from experiments.chang2023.continual import evaluate, fit_offline, make_bui, make_dual, timed_update
 from experiments.chang2023.uci import DEFAULT as UCI_DEFAULT
 from experiments.chang2023.uci import folds, kernel
-from experiments.harness import log, markdown_table, parser, preset, results_dir, setup, write_json
 
-OUT = results_dir(__file__, "streaming_timing")
+OUT = harness.results_dir(__file__, "streaming_timing")
 
 DEFAULT = dict(
     UCI_DEFAULT,
@@ -86,8 +86,8 @@ def stream(method: str, budget: int, k_fixed, Xtr, ytr, Xte, yte, cfg: dict) -> 
 
 def run(cfg: dict, root=None, out: Path = OUT, progress: bool = True) -> dict:
     Xtr, ytr, Xte, yte = data(cfg, root)
-    log(f"streaming timing on {cfg['dataset']}: {Xtr.shape[0]} training points, fixed "
-        "hyperparameters from an offline SVGP fit")  # fmt: skip
+    harness.log(f"streaming timing on {cfg['dataset']}: {Xtr.shape[0]} training points, "
+                "fixed hyperparameters from an offline SVGP fit")  # fmt: skip
     off = fit_offline(kernel(cfg, Xtr.shape[1]), Bernoulli(), Xtr, ytr, cfg, seed=0)
     k_fixed = copy.deepcopy(off.kernel)
     for p in k_fixed.parameters():
@@ -98,13 +98,13 @@ def run(cfg: dict, root=None, out: Path = OUT, progress: bool = True) -> dict:
     rows = []
     for method, budget in tqdm(jobs, desc="timing", disable=not progress):
         r = stream(method, budget, k_fixed, Xtr, ytr, Xte, yte, cfg)
-        log(f"{method} budget {budget}: {r['seconds']:.2f} s, NLPD {r['nlpd']:.4f}")
+        harness.log(f"{method} budget {budget}: {r['seconds']:.2f} s, NLPD {r['nlpd']:.4f}")
         rows.append(r)
     results = {"experiment": "streaming_timing", "paper": "Chang et al. 2023, Sec. 4.4, Fig. 7",
                "config": cfg, "date": time.strftime("%Y-%m-%d"), "offline": offline,
                "runs": rows}  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
-    write_json(out / "results.json", results)
+    harness.write_json(out / "results.json", results)
     plot(results, out / "fig7.png")
     return results
 
@@ -141,15 +141,15 @@ def table(results: dict) -> str:
     rows = [[r["method"], r["budget"], f"{r['seconds']:.2f}", f"{r['nlpd']:.4f}"]
             for r in results["runs"]]  # fmt: skip
     rows.append(["offline SVGP", "", "", f"{results['offline']['nlpd']:.4f}"])
-    return markdown_table(["method", "steps per set", "total seconds", "test NLPD"], rows)
+    return harness.markdown_table(["method", "steps per set", "total seconds", "test NLPD"], rows)
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = parser(__doc__, OUT, root=True)
+    p = harness.parser(__doc__, OUT, root=True)
     p.add_argument("--dataset", choices=("bank", "mammographic"), default=None)
     args = p.parse_args(argv)
-    setup(args.threads)
-    cfg = preset(DEFAULT, QUICK, args, dataset=args.dataset)
+    harness.setup(args.threads)
+    cfg = harness.preset(DEFAULT, QUICK, args, dataset=args.dataset)
     print(table(run(cfg, args.root, args.out)))
     return 0
 

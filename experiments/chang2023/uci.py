@@ -32,6 +32,7 @@ from tqdm import tqdm
 
 from bo_ncgp.data import load_uci
 from bo_ncgp.likelihoods import Bernoulli
+from experiments import harness
 from experiments.chang2023.continual import (
     evaluate,
     fit_offline,
@@ -40,20 +41,8 @@ from experiments.chang2023.continual import (
     matern,
     timed_update,
 )
-from experiments.harness import (
-    Store,
-    fmt,
-    log,
-    markdown_table,
-    parser,
-    preset,
-    results_dir,
-    setup,
-    summary,
-    write_json,
-)
 
-OUT = results_dir(__file__, "uci")
+OUT = harness.results_dir(__file__, "uci")
 METHODS = ("offline", "ours", "ours_random", "bui")
 PAPER_TABLE1 = {  # NLPD mean (std): offline, ours, Bui et al.
     "bank": ((0.25, 0.03), (0.26, 0.03), (0.28, 0.04)),
@@ -139,7 +128,7 @@ def run(cfg: dict, methods=METHODS, root=None, out: Path = OUT, progress: bool =
         force: bool = False, compute: bool = True) -> dict:  # fmt: skip
     """Run the missing (data set, fold, method) units (``compute=False``: none, summarise the
     stored ones), then write ``results.json`` and ``streaming_uci.png`` under ``out``."""
-    store = Store(out / "runs")
+    store = harness.Store(out / "runs")
     table: dict = {}
     raw: dict = {}
     for name in cfg["datasets"]:
@@ -160,16 +149,17 @@ def run(cfg: dict, methods=METHODS, root=None, out: Path = OUT, progress: bool =
             if r is None:
                 r = run_unit(method, X, y, tests[f], cfg, f)
                 store.put(key, r, ckey)
-                log(f"{name} fold {f} {method}: NLPD {r['nlpd']:.3f}, acc {r['accuracy']:.3f} "
-                    f"({r['seconds']:.1f} s)")  # fmt: skip
+                harness.log(f"{name} fold {f} {method}: NLPD {r['nlpd']:.3f}, "
+                            f"acc {r['accuracy']:.3f} ({r['seconds']:.1f} s)")  # fmt: skip
             res[method].append(dict(r, fold=f))
         raw[name] = res
-        table[name] = {m: {k: summary([r[k] for r in rs]) for k in ("nlpd", "accuracy", "seconds")}
+        table[name] = {m: {k: harness.summary([r[k] for r in rs])
+                           for k in ("nlpd", "accuracy", "seconds")}
                        for m, rs in res.items() if rs}  # fmt: skip
     results = {"experiment": "streaming_uci", "paper": "Chang et al. 2023, Sec. 4.2, Table 1",
                "config": cfg, "date": time.strftime("%Y-%m-%d"), "table": table,
                "runs": raw}  # fmt: skip
-    write_json(out / "results.json", results)
+    harness.write_json(out / "results.json", results)
     plot(results, out / "streaming_uci.png")
     return results
 
@@ -212,15 +202,15 @@ def table_md(results: dict) -> str:
             if paper and m in paper_idx:
                 mean, std = paper[paper_idx[m]]
                 pv = f"{mean:.2f} ({std:.2f})"
-            cells.append([name, m, fmt(row["nlpd"]), pv, fmt(row["accuracy"]), row["nlpd"]["n"],
-                          f"{row['seconds']['mean']:.1f}"])  # fmt: skip
+            cells.append([name, m, harness.fmt(row["nlpd"]), pv, harness.fmt(row["accuracy"]),
+                          row["nlpd"]["n"], f"{row['seconds']['mean']:.1f}"])  # fmt: skip
     header = ["data set", "method", "NLPD (ours)", "paper NLPD", "accuracy", "folds",
               "seconds/fold"]  # fmt: skip
-    return markdown_table(header, cells)
+    return harness.markdown_table(header, cells)
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = parser(__doc__, OUT, root=True, resume="results.json and the plot")
+    p = harness.parser(__doc__, OUT, root=True, resume="results.json and the plot")
     p.add_argument("--datasets", nargs="+", default=None, choices=("bank", "mammographic"))
     p.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
     p.add_argument("--folds", type=int, default=None, help="number of CV folds (default 10)")
@@ -231,9 +221,9 @@ def main(argv: list[str] | None = None) -> int:
         help="run only the first k of the folds (time budget)",
     )
     args = p.parse_args(argv)
-    setup(args.threads)
-    cfg = preset(DEFAULT, QUICK, args, datasets=args.datasets or None, folds=args.folds or None,
-                 run_folds=args.run_folds or None)  # fmt: skip
+    harness.setup(args.threads)
+    cfg = harness.preset(DEFAULT, QUICK, args, datasets=args.datasets or None,
+                         folds=args.folds or None, run_folds=args.run_folds or None)  # fmt: skip
     res = run(cfg, tuple(args.methods), args.root, args.out, force=args.force,
               compute=not args.summary_only)  # fmt: skip
     print(table_md(res))
