@@ -13,10 +13,11 @@
 * :func:`run_isolated` -- run a method in a fresh process and report its peak resident
   memory above the process's baseline (``ru_maxrss``), the CPU counterpart of the paper's
   GPU memory;
-* :func:`classification_parser`, :func:`baseline_jobs`, :func:`run_iterncgp`, :func:`run_sod`,
-  :func:`run_svgp_baseline`, :func:`run_methods` -- the options, the method grid and the runs
-  of a classification experiment (the problem is the module named by ``cfg["problem"]``:
-  its ``data``, ``make_kernel`` and ``C``), collected into one result record;
+* :func:`classification_parser`, :func:`base_config`, :func:`baseline_jobs`,
+  :func:`run_iterncgp`, :func:`run_sod`, :func:`run_svgp_baseline`, :func:`run_methods` -- the
+  options, the method grid and the runs of a classification experiment (the problem is the
+  module named by ``cfg["problem"]``: its ``data``, ``make_kernel`` and ``C``), collected
+  into one result record;
 * :func:`plot_curves` -- accuracy / NLL / ECE against wall-clock time.
 
 Wall-clock times exclude the evaluation of the metrics (as in the paper).
@@ -44,6 +45,7 @@ from experiments.harness import write_json
 __all__ = [
     "CrossCache",
     "SoDLaplace",
+    "base_config",
     "baseline_jobs",
     "classification_metrics",
     "classification_parser",
@@ -413,6 +415,22 @@ def classification_parser(
     p.add_argument("--inline", action="store_true", help="no subprocess / memory figure (CI)")
     p.add_argument("--out", type=Path, default=None)
     return p
+
+
+def base_config(problem: str, args, **extra) -> dict:
+    """The configuration every method of a classification run shares: the problem module,
+    data sizes (metrics on at most 2,000 training points), seed, outer tolerance 0.01 and
+    Newton-step cap, plus ``extra``."""
+    return {
+        "problem": problem,
+        **extra,
+        "n_train": args.n_train,
+        "n_test": args.n_test,
+        "n_eval_train": min(2000, args.n_train),
+        "seed": args.seed,
+        "tol": 1e-2,
+        "newton_steps": args.newton_steps,
+    }
 
 
 def baseline_jobs(base: dict, args) -> list[tuple[str, Callable, dict]]:

@@ -33,13 +33,7 @@ import gpytorch
 import torch
 
 from experiments.harness import results_dir
-from experiments.tatzel.baselines import (
-    baseline_jobs,
-    classification_parser,
-    matern32,
-    run_iterncgp,
-    run_methods,
-)
+from experiments.tatzel import baselines
 
 OUT = results_dir(__file__)
 C = 10
@@ -69,7 +63,7 @@ def make_gmm(n_per_class: int, seed: int, dtype=torch.float64) -> tuple[torch.Te
 
 def make_kernel(batch: int | None = None) -> gpytorch.kernels.Kernel:
     """The model's kernel: Matern-3/2, lengthscale 0.05, outputscale 0.05 (fixed)."""
-    return matern32(0.05, 0.05, batch)
+    return baselines.matern32(0.05, 0.05, batch)
 
 
 def data(cfg: dict) -> dict:
@@ -87,7 +81,7 @@ def data(cfg: dict) -> dict:
 
 # -------------------------------------------------------------------------- main
 def main(argv: list[str] | None = None) -> int:
-    p = classification_parser(
+    p = baselines.classification_parser(
         __doc__, n_train=10_000, svgp_budget=300.0, sod=[250, 500, 1000, 2000],
         budget_help="seconds per method",
     )  # fmt: skip
@@ -106,25 +100,16 @@ def main(argv: list[str] | None = None) -> int:
         args.svgp_lr = [0.001, 0.01, 0.05]
     tag = args.tag or ("gmm_quick" if args.quick else ("gmm_large" if args.large else "gmm"))
     out_dir = args.out or OUT
-    base = {
-        "problem": "experiments.tatzel.gmm",
-        "n_train": args.n_train,
-        "n_test": args.n_test,
-        "n_eval_train": min(2000, args.n_train),
-        "seed": args.seed,
-        "device": args.device,
-        "tol": 1e-2,
-        "newton_steps": args.newton_steps,
-    }
+    base = baselines.base_config("experiments.tatzel.gmm", args, device=args.device)
     jobs = []
     if "iterncgp" in args.methods:
         for r in args.ranks:
             rank = None if r == "inf" else int(r)
             cfg = dict(base, rank=rank, iters_per_step=5, budget=args.budget, backend="auto")
-            jobs.append((f"IterNCGP-CG R={r}", run_iterncgp, cfg))
-    jobs += baseline_jobs(base, args)
+            jobs.append((f"IterNCGP-CG R={r}", baselines.run_iterncgp, cfg))
+    jobs += baselines.baseline_jobs(base, args)
     title = f"GMM, N={args.n_train}, C=10 (solid: test, dashed: train)"
-    run_methods(jobs, args, out_dir / tag, title)
+    baselines.run_methods(jobs, args, out_dir / tag, title)
     return 0
 
 

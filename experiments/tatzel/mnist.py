@@ -29,13 +29,7 @@ import gpytorch
 import torch
 
 from experiments.harness import results_dir
-from experiments.tatzel.baselines import (
-    baseline_jobs,
-    classification_parser,
-    matern32,
-    run_iterncgp,
-    run_methods,
-)
+from experiments.tatzel import baselines
 
 OUT = results_dir(__file__)
 C = 10
@@ -44,7 +38,7 @@ LENGTHSCALE, OUTPUTSCALE = 1.550934, 0.451591  # App. C.4 (fitted by SVGP in the
 
 def make_kernel(batch: int | None = None) -> gpytorch.kernels.Kernel:
     """The model's kernel: Matern-3/2 with the paper's hyperparameters (fixed)."""
-    return matern32(LENGTHSCALE, OUTPUTSCALE, batch)
+    return baselines.matern32(LENGTHSCALE, OUTPUTSCALE, batch)
 
 
 def data(cfg: dict) -> dict:
@@ -61,8 +55,10 @@ def data(cfg: dict) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = classification_parser(__doc__, n_train=8000, svgp_budget=200.0, sod=[1000, 2000],
-                              budget_help="seconds per IterNCGP run")  # fmt: skip
+    p = baselines.classification_parser(
+        __doc__, n_train=8000, svgp_budget=200.0, sod=[1000, 2000],
+        budget_help="seconds per IterNCGP run",
+    )  # fmt: skip
     p.add_argument("--root", default=None, help="data root (default: BO_NCGP_DATA / shared)")
     p.add_argument("--iters", type=int, nargs="+", default=[1, 5])
     p.add_argument("--tag", default=None, help="output file name (default mnist[_quick])")
@@ -72,23 +68,16 @@ def main(argv: list[str] | None = None) -> int:
         args.svgp_inducing, args.svgp_lr, args.sod, args.iters = [10], [0.05], [50], [5]
         args.newton_steps = 2
     tag = args.tag or ("mnist_quick" if args.quick else "mnist")
-    base = {
-        "problem": "experiments.tatzel.mnist",
-        "root": args.root,
-        "n_train": args.n_train,
-        "n_test": args.n_test,
-        "n_eval_train": min(2000, args.n_train),
-        "seed": args.seed,
-        "tol": 1e-2,
-        "newton_steps": args.newton_steps,
-    }
+    base = baselines.base_config("experiments.tatzel.mnist", args, root=args.root)
     jobs = []
     if "iterncgp" in args.methods:
         for j in args.iters:
             cfg = dict(base, rank=None, iters_per_step=j, budget=args.budget, backend="dense")
-            jobs.append((f"IterNCGP-CG j<={j}", run_iterncgp, cfg))
-    jobs += baseline_jobs(base, args)
-    run_methods(jobs, args, (args.out or OUT) / tag, f"MNIST {args.n_train}/{args.n_test}, C=10")
+            jobs.append((f"IterNCGP-CG j<={j}", baselines.run_iterncgp, cfg))
+    jobs += baselines.baseline_jobs(base, args)
+    baselines.run_methods(
+        jobs, args, (args.out or OUT) / tag, f"MNIST {args.n_train}/{args.n_test}, C=10"
+    )
     return 0
 
 
