@@ -36,9 +36,9 @@ from scipy.special import sici
 from bo_ncgp.likelihoods import Gaussian
 from bo_ncgp.models.anova_kernel import ANOVAKernel
 from bo_ncgp.models.gam import AdditiveComponent, SparseGAM
-from experiments.harness import results_dir, setup, write_json
+from experiments import harness
 
-OUT = results_dir(__file__)
+OUT = harness.results_dir(__file__)
 
 FAMILIES = ("mean_field", "coupled_precision", "full")
 NAMES = ["const", "x1", "x2", "x3", "x4", "x5", "x6", "x1:x2"]
@@ -286,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
         args.extra_ranks = args.extra_ranks[:1]
     n1, n2 = (21, 9) if args.quick else (201, 41)
 
-    setup(args.threads)
+    harness.setup(args.threads)
     torch.manual_seed(args.seed)
     X = torch.rand(args.num_train, 6)
     y = friedman(X) + torch.randn(args.num_train)
@@ -347,7 +347,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.no_plots and not (args.quick and fam != variants[0][0]):
             title = f"SparseGAM ({fam}), N={len(y)}"
             plot(model, X, y, args.out / f"{tag}_{fam}.png", title, n1=min(n1, 101), n2=n2)
-    write_json(args.out / f"{tag}.json", results)
+    harness.write_json(args.out / f"{tag}.json", results)
     return 0
 
 

@@ -42,9 +42,9 @@ from tqdm.auto import tqdm
 from bo_ncgp.likelihoods import Gaussian
 from bo_ncgp.linalg import stable_cholesky
 from bo_ncgp.models.gam import SparseGAM
-from experiments.harness import results_dir, setup, write_json
+from experiments import harness
 
-OUT = results_dir(__file__)
+OUT = harness.results_dir(__file__)
 
 #: (label, posterior, whiten)
 VARIANTS = [
@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.quick:
         args.num_data, args.num_inducing, args.components, args.repeats = 100, 4, [2, 4], 2
-    setup(args.threads)
+    harness.setup(args.threads)
     torch.manual_seed(0)
     N, M = args.num_data, args.num_inducing
 
@@ -180,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     args.out.mkdir(parents=True, exist_ok=True)
     tag = ("timing_quick" if args.quick else "timing") + args.tag
-    write_json(args.out / f"{tag}.json", results)
+    harness.write_json(args.out / f"{tag}.json", results)
     for label in timings:
         s = summary[label]
         print(

@@ -40,7 +40,7 @@ import torch
 from torch import Tensor
 
 from bo_ncgp.linalg import stable_cholesky
-from experiments.harness import write_json
+from experiments import harness
 
 __all__ = [
     "CrossCache",
@@ -478,7 +478,7 @@ def run_methods(jobs: list[tuple[str, Callable, dict]], args, stem: Path, title:
         "summary": {name: summarise(run) for name, run in runs.items()},
         "runs": runs,
     }
-    write_json(stem.parent / f"{stem.name}.json", result)
+    harness.write_json(stem.parent / f"{stem.name}.json", result)
     plot_curves(runs, stem.parent / f"{stem.name}.png", title)
     return result
 

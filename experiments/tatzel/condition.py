@@ -32,10 +32,10 @@ from pathlib import Path
 import gpytorch
 import torch
 
-from experiments.harness import results_dir, write_json
+from experiments import harness
 from experiments.tatzel.gmm import make_gmm, make_kernel
 
-OUT = results_dir(__file__)
+OUT = harness.results_dir(__file__)
 
 
 def gmm_problem(n: int, n_pool: int, n_test: int):
@@ -164,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, prob in problems.items():
         result["settings"][name] = run(prob, n_new_list, iters_list, args.quick)
         print(name, result["settings"][name]["rows"])
-    write_json(
+    harness.write_json(
         (args.out or OUT) / ("condition_quick.json" if args.quick else "condition.json"), result
     )
     return 0

@@ -32,10 +32,10 @@ from __future__ import annotations
 import gpytorch
 import torch
 
-from experiments.harness import results_dir
+from experiments import harness
 from experiments.tatzel import baselines
 
-OUT = results_dir(__file__)
+OUT = harness.results_dir(__file__)
 C = 10
 
 

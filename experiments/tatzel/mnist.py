@@ -28,10 +28,10 @@ from __future__ import annotations
 import gpytorch
 import torch
 
-from experiments.harness import results_dir
+from experiments import harness
 from experiments.tatzel import baselines
 
-OUT = results_dir(__file__)
+OUT = harness.results_dir(__file__)
 C = 10
 LENGTHSCALE, OUTPUTSCALE = 1.550934, 0.451591  # App. C.4 (fitted by SVGP in the paper)
 

@@ -33,9 +33,9 @@ from pathlib import Path
 import gpytorch
 import torch
 
-from experiments.harness import results_dir, write_json
+from experiments import harness
 
-OUT = results_dir(__file__)
+OUT = harness.results_dir(__file__)
 SCHEDULES = (1, 5, 10, 20)
 
 
@@ -304,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     out = args.out or OUT
     tag = "poisson_quick" if args.quick else "poisson"
-    write_json(out / f"{tag}.json", result)
+    harness.write_json(out / f"{tag}.json", result)
     plot(result, out / f"{tag}.png", example)
     for v, r in results.items():
         print(v, "median test NLL after k iterations:", r["median_test_nll_at"])

@@ -30,9 +30,9 @@ import torch
 
 from bo_ncgp.models.hipgp import HIPGP, Grid
 from bo_ncgp.models.interdomain import transformed_covariance
-from experiments.harness import exit_code, parser, preset, results_dir, setup, write_json
+from experiments import harness
 
-OUT = results_dir(__file__)
+OUT = harness.results_dir(__file__)
 PAPER = {
     "rmse": {"hipgp": 0.0192, "svgp": 0.0192, "exact": 0.0192},
     "sd": {"hipgp": 0.0198, "svgp": 0.0206, "exact": 0.0198},
@@ -188,7 +188,7 @@ def run(cfg: dict, out: Path) -> dict:
         "paper": PAPER,
         "per_seed": [{k: v for k, v in p.items() if not k.startswith("_")} for p in per_seed],
     }
-    write_json(out / cfg["file"], res)
+    harness.write_json(out / cfg["file"], res)
     plot(per_seed[0], out / cfg["file"].replace(".json", ".png"))
     return res
 
@@ -208,17 +208,17 @@ QUICK = dict(DEFAULT, num_f=20, num_d=5, num_test=10, M=24, seeds=1, file="deriv
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = parser(__doc__, OUT, seeds=True)
+    p = harness.parser(__doc__, OUT, seeds=True)
     args = p.parse_args(argv)
-    setup(args.threads)
-    res = run(preset(DEFAULT, QUICK, args), args.out)
+    harness.setup(args.threads)
+    res = run(harness.preset(DEFAULT, QUICK, args), args.out)
     for tag, d in res["summary"].items():
         for name, r in d.items():
             print(
                 f"{tag:17s} {name:16s} RMSE {r['rmse']['mean']:.4f} +- {r['rmse']['std']:.4f}"
                 f"  sd {r['mean_sd']['mean']:.4f}"
             )
-    return exit_code(r["rmse"]["mean"] for d in res["summary"].values() for r in d.values())
+    return harness.exit_code(r["rmse"]["mean"] for d in res["summary"].values() for r in d.values())
 
 
 if __name__ == "__main__":

@@ -42,9 +42,9 @@ import torch
 from bo_ncgp.data import load_dust
 from bo_ncgp.likelihoods import Gaussian
 from bo_ncgp.models.hipgp import HIPGP, Grid
-from experiments.harness import exit_code, log, parser, preset, results_dir, setup, write_json
+from experiments import harness
 
-OUT = results_dir(__file__)
+OUT = harness.results_dir(__file__)
 PAPER = {
     "hipgp": {"M": 62500, "mae": 0.0101, "mse": 0.0012, "loglike": 2.3517},
     "svgp": {"M": 16384, "mae": 0.0153, "mse": 0.0020, "loglike": 2.0690},
@@ -129,7 +129,7 @@ def fit_and_eval(name, kernel, shape, whitening, data, cfg) -> dict:
         "seconds_fit": t_fit,
         "pcg_iterations_last": m.last_pcg_iterations,
     }
-    log(f"{name} {shape}: {out}")
+    harness.log(f"{name} {shape}: {out}")
     return out, m
 
 
@@ -160,11 +160,11 @@ def run(cfg: dict, out: Path, root=None) -> dict:
     hyper.likelihood.raw_noise.requires_grad_(False)
     t0 = time.perf_counter()
     if cfg.get("fixed_hyper"):
-        log("using the hyperparameters learned by an earlier run of this script")
+        harness.log("using the hyperparameters learned by an earlier run of this script")
         kernel.base_kernel.lengthscale = torch.tensor([cfg["fixed_hyper"]["lengthscale"]])
         kernel.outputscale = cfg["fixed_hyper"]["outputscale"]
     else:
-        log("learning hyperparameters")
+        harness.log("learning hyperparameters")
         hyper.fit(
             X[tr],
             ytr,
@@ -182,7 +182,7 @@ def run(cfg: dict, out: Path, root=None) -> dict:
         "rho0": rho0,
         "noise_sd": cfg["noise_sd"],
     }
-    log(f"hyperparameters {hyp}")
+    harness.log(f"hyperparameters {hyp}")
     for p in kernel.parameters():
         p.requires_grad_(False)
     rows, models = [], {}
@@ -191,13 +191,13 @@ def run(cfg: dict, out: Path, root=None) -> dict:
     for shape in cfg["svgp_shapes"]:
         row, _ = fit_and_eval("svgp", kernel, shape, "cholesky", data, cfg)
         rows.append(row)
-        write_json(out / cfg["file"], res)
+        harness.write_json(out / cfg["file"], res)
     for shape in cfg["hipgp_shapes"]:
         row, m = fit_and_eval("hipgp", kernel, shape, "fft", data, cfg)
         row["clamped_fraction"] = m.whitener().embedding.clamped_fraction
         rows.append(row)
         models["hipgp"] = m
-        write_json(out / cfg["file"], res)
+        harness.write_json(out / cfg["file"], res)
     if "hipgp" in models:
         plot(models["hipgp"], data, cfg, out / cfg["file"].replace(".json", "_maps.png"))
     return res
@@ -279,27 +279,27 @@ QUICK = dict(
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = parser(__doc__, OUT, root=True)
+    p = harness.parser(__doc__, OUT, root=True)
     p.add_argument("--noise-sd", type=float, default=None)
     p.add_argument("--learn-hyper", action="store_true", help="learn the hyperparameters again")
     p.add_argument("--only", choices=["hipgp", "svgp"], default=None, help="run one model family")
     p.add_argument("--file", default=None, help="results file name (default dust.json)")
     args = p.parse_args(argv)
-    setup(args.threads)
-    cfg = preset(DEFAULT, QUICK, args, noise_sd=args.noise_sd, file=args.file)
+    harness.setup(args.threads)
+    cfg = harness.preset(DEFAULT, QUICK, args, noise_sd=args.noise_sd, file=args.file)
     if args.learn_hyper:
         cfg["fixed_hyper"] = None
     if args.only == "hipgp":
         cfg["svgp_shapes"] = []
     elif args.only == "svgp":
         cfg["hipgp_shapes"] = []
-    res = run(cfg, args.out, root=args.root)
-    for r in res["rows"]:
-        print(
-            f"{r['model']:6s} M={r['M']:>6d} MAE {r['mae']:.4f} MSE {r['mse']:.2e} "
-            f"loglike {r['loglike']:.3f} density RMSE {r['density_rmse_scaled']:.4f}"
-        )
-    return exit_code(r["mse"] for r in res["rows"])
+    rows = run(cfg, args.out, root=args.root)["rows"]
+    cells = [[r["model"], r["M"], f"{r['mae']:.4f}", f"{r['mse']:.2e}", f"{r['loglike']:.3f}",
+              f"{r['density_rmse_scaled']:.4f}"] for r in rows]  # fmt: skip
+    print(
+        harness.markdown_table(["model", "M", "MAE", "MSE", "test log-lik", "density RMSE"], cells)
+    )
+    return harness.exit_code(r["mse"] for r in rows)
 
 
 if __name__ == "__main__":

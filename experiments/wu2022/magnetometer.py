@@ -34,9 +34,9 @@ import torch
 from bo_ncgp.data import load_magnetometer
 from bo_ncgp.likelihoods import Gaussian
 from bo_ncgp.models.hipgp import HIPGP, Grid
-from experiments.harness import exit_code, log, parser, preset, results_dir, setup, write_json
+from experiments import harness
 
-OUT = results_dir(__file__)
+OUT = harness.results_dir(__file__)
 
 
 def split(cfg: dict, root=None):
@@ -87,7 +87,7 @@ def run(cfg: dict, out: Path, root=None) -> dict:
         whitening="cholesky",
         jitter=1e-6,
     )
-    log("learning hyperparameters")
+    harness.log("learning hyperparameters")
     t0 = time.perf_counter()
     hyper.fit(
         Xtr,
@@ -105,7 +105,7 @@ def run(cfg: dict, out: Path, root=None) -> dict:
         "noise": float(lik.noise.detach()),
         "seconds": time.perf_counter() - t0,
     }
-    log(f"hyperparameters {hyp}")
+    harness.log(f"hyperparameters {hyp}")
     for p in [*kernel.parameters(), *lik.parameters()]:
         p.requires_grad_(False)
     rows = []
@@ -140,13 +140,15 @@ def run(cfg: dict, out: Path, root=None) -> dict:
                 "seconds_setup": setup,
                 "epoch_seconds": times,
             }
-            log(str(row))
+            harness.log(str(row))
             rows.append(row)
-            write_json(out / cfg["file"], {"config": cfg, "hyperparameters": hyp, "rows": rows})
+            harness.write_json(
+                out / cfg["file"], {"config": cfg, "hyperparameters": hyp, "rows": rows}
+            )
             if row["seconds_per_epoch"] + setup > cfg["epoch_budget"]:
                 skip.add(name)
     res = {"config": cfg, "hyperparameters": hyp, "rows": rows}
-    write_json(out / cfg["file"], res)
+    harness.write_json(out / cfg["file"], res)
     plot(rows, out / cfg["file"].replace(".json", ".png"))
     return res
 
@@ -205,16 +207,15 @@ QUICK = dict(
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = parser(__doc__, OUT, root=True)
+    p = harness.parser(__doc__, OUT, root=True)
     args = p.parse_args(argv)
-    setup(args.threads)
-    res = run(preset(DEFAULT, QUICK, args), args.out, root=args.root)
-    for r in res["rows"]:
-        print(
-            f"{r['model']:6s} M={r['M']:>6d} RMSE {r['rmse']:.3f} "
-            f"s/epoch {r['seconds_per_epoch']:.1f}"
-        )
-    return exit_code(r["rmse"] for r in res["rows"])
+    harness.setup(args.threads)
+    rows = run(harness.preset(DEFAULT, QUICK, args), args.out, root=args.root)["rows"]
+    cells = [
+        [r["model"], r["M"], f"{r['rmse']:.3f}", f"{r['seconds_per_epoch']:.1f}"] for r in rows
+    ]
+    print(harness.markdown_table(["model", "M", "RMSE", "s/epoch"], cells))
+    return harness.exit_code(r["rmse"] for r in rows)
 
 
 if __name__ == "__main__":

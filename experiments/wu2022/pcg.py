@@ -25,9 +25,9 @@ import torch
 from tqdm import tqdm
 
 from bo_ncgp.linalg.toeplitz import CirculantEmbedding, Grid, circulant_first_row
-from experiments.harness import exit_code, parser, preset, results_dir, setup, write_json
+from experiments import harness
 
-OUT = results_dir(__file__)
+OUT = harness.results_dir(__file__)
 
 
 @torch.no_grad()
@@ -87,9 +87,9 @@ def run(cfg: dict, out: Path) -> dict:
     for l in cfg["lengthscales"]:
         for side in tqdm(cfg["sides"], desc=f"lengthscale {l}"):
             rows.append(run_one(side, l, cfg["num_rhs"], cfg["tol"], cfg["cg_cap"]))
-            write_json(out / cfg["file"], {"config": cfg, "rows": rows})
+            harness.write_json(out / cfg["file"], {"config": cfg, "rows": rows})
     res = {"config": cfg, "rows": rows, "paper": {"625": "< 18%", "10000": "< 4.5%"}}
-    write_json(out / cfg["file"], res)
+    harness.write_json(out / cfg["file"], res)
     plot(rows, out / cfg["file"].replace(".json", ".png"))
     return res
 
@@ -106,11 +106,11 @@ QUICK = dict(DEFAULT, sides=[8, 12], lengthscales=[0.2], num_rhs=3, file="pcg_qu
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = parser(__doc__, OUT)
+    p = harness.parser(__doc__, OUT)
     p.add_argument("--lengthscales", type=float, nargs="+", default=None)
     args = p.parse_args(argv)
-    setup(args.threads)
-    cfg = preset(DEFAULT, QUICK, args, lengthscales=args.lengthscales or None)
+    harness.setup(args.threads)
+    cfg = harness.preset(DEFAULT, QUICK, args, lengthscales=args.lengthscales or None)
     res = run(cfg, args.out)
     for r in res["rows"]:
         print(
@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{r['pcg']['iterations']} it, fraction mean {r['fraction_mean']:.3f} "
             f"max {r['fraction_max']:.3f}{' (CG capped)' if r['cg_capped'] else ''}"
         )
-    return exit_code(r["fraction_mean"] for r in res["rows"])
+    return harness.exit_code(r["fraction_mean"] for r in res["rows"])
 
 
 if __name__ == "__main__":

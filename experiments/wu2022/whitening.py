@@ -30,9 +30,9 @@ from tqdm import tqdm
 
 from bo_ncgp.linalg import stable_cholesky
 from bo_ncgp.linalg.toeplitz import CirculantEmbedding, Grid, circulant_first_row
-from experiments.harness import exit_code, parser, preset, results_dir, setup, write_json
+from experiments import harness
 
-OUT = results_dir(__file__)
+OUT = harness.results_dir(__file__)
 PAPER = {"hipgp": [0.0045, 0.0185, 0.3475, 1.4595], "cholesky": [0.0175, 0.1745, None, None]}
 
 
@@ -95,7 +95,7 @@ def run(cfg: dict, out: Path) -> dict:
         rows.append(row)
         print(row, file=sys.stderr)
     res = {"config": cfg, "rows": rows, "paper_v100_seconds": PAPER}
-    write_json(out / cfg["file"], res)
+    harness.write_json(out / cfg["file"], res)
     return res
 
 
@@ -114,19 +114,21 @@ QUICK = dict(
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = parser(__doc__, OUT)
+    p = harness.parser(__doc__, OUT)
     p.add_argument("--sizes", type=int, nargs="+", default=None, help="grid sizes M")
     p.add_argument(
         "--repeat-max-m", type=int, default=None, help="best of 3 runs only up to this M"
     )
     args = p.parse_args(argv)
-    setup(args.threads)
-    cfg = preset(DEFAULT, QUICK, args, sizes=args.sizes or None, repeat_max_M=args.repeat_max_m)
+    harness.setup(args.threads)
+    cfg = harness.preset(
+        DEFAULT, QUICK, args, sizes=args.sizes or None, repeat_max_M=args.repeat_max_m
+    )
     res = run(cfg, args.out)
     for r in res["rows"]:
         ch = r.get("cholesky", {}).get("seconds")
         print(f"M={r['M']:>8d}  hipgp {r['hipgp']['seconds']:.4f}s  cholesky {ch}")
-    return exit_code(r["hipgp"]["seconds"] for r in res["rows"])
+    return harness.exit_code(r["hipgp"]["seconds"] for r in res["rows"])
 
 
 if __name__ == "__main__":
