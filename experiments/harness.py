@@ -21,7 +21,7 @@ import math
 import os
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import torch
@@ -234,6 +234,35 @@ class Store:
         if config is not None:
             data["config"] = config
         write_json(self.path(key), data)
+
+    def unit(
+        self,
+        key: str,
+        config: dict | None,
+        make: Callable[[], dict],
+        *,
+        force: bool = False,
+        compute: bool = True,
+    ) -> dict | None:
+        """The result stored under ``key`` for ``config``; else (or with ``force``) ``make()``,
+        stored before it is returned; ``None`` when nothing is stored and ``compute`` is off
+        (summaries of the stored units only).
+
+        Example:
+            >>> import tempfile
+            >>> s = Store(tempfile.mkdtemp())
+            >>> s.unit("seed0", {"m": 1}, lambda: {"acc": 0.9})["acc"]
+            0.9
+            >>> s.unit("seed0", {"m": 1}, lambda: {"acc": 0.1})["acc"]  # resumed, not rerun
+            0.9
+            >>> s.unit("seed1", {"m": 1}, lambda: {"acc": 0.1}, compute=False) is None
+            True
+        """
+        result = None if force else self.get(key, config)
+        if result is None and compute:
+            result = make()
+            self.put(key, result, config)
+        return result
 
     def all(self) -> dict[str, dict]:
         """Every stored unit, by key."""

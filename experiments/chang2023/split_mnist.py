@@ -42,9 +42,11 @@ Usage::
 
 from __future__ import annotations
 
+import functools
 import math
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -247,32 +249,38 @@ def _cfg_key(cfg: dict, drop=("seeds", "memory_fracs", "move_fracs")) -> dict:
     return {k: v for k, v in cfg.items() if k not in drop}
 
 
+def _lazy_tasks(cfg: dict, seed: int, root) -> Callable[[], tuple]:
+    """:func:`load_tasks` of ``seed``, loaded at the first call only (summaries of stored units
+    need no data)."""
+    return functools.cache(lambda: load_tasks(cfg, seed, root))
+
+
 def study_main(cfg, store: harness.Store, methods, root, progress, force, compute=True) -> dict:
     runs: dict[str, list[dict]] = {m: [] for m in methods}
     for seed in range(cfg["seeds"]):
-        data = None
+        data = _lazy_tasks(cfg, seed, root)
         for method in methods:
-            key, ckey = f"main_{method}_seed{seed}", _cfg_key(cfg)
-            res = None if force else store.get(key, ckey)
-            if res is None and not compute:
-                continue  # summary only: use the stored units
-            if res is None:
-                data = data or load_tasks(cfg, seed, root)
+
+            def make(method=method, seed=seed, data=data) -> dict:
                 harness.log(f"split-mnist [{cfg['dataset']}] {method} seed {seed}")
                 if method == "offline":
-                    res = run_offline(*data, cfg, seed, progress)
+                    res = run_offline(*data(), cfg, seed, progress)
                 else:
-                    res = run_stream(method, *data, cfg, seed, progress=progress)
-                store.put(key, res, ckey)
+                    res = run_stream(method, *data(), cfg, seed, progress=progress)
                 harness.log(f"  final {res['final']}  ({res['seconds']:.0f} s)")
-            runs[method].append(res)
+                return res
+
+            res = store.unit(f"main_{method}_seed{seed}", _cfg_key(cfg), make, force=force,
+                             compute=compute)  # fmt: skip
+            if res is not None:  # None: summary only, unit not stored
+                runs[method].append(res)
     return runs
 
 
 def study_memory_sweep(cfg, store: harness.Store, root, progress, force, compute=True) -> dict:
     out: dict[str, list[dict]] = {}
     for seed in range(cfg["seeds"]):
-        data = None
+        data = _lazy_tasks(cfg, seed, root)
         for frac in cfg["memory_fracs"]:
             key, ckey = f"sweep_mem{frac:g}_seed{seed}", _cfg_key(cfg)
             res = None if force else store.get(key, ckey)
@@ -283,9 +291,8 @@ def study_memory_sweep(cfg, store: harness.Store, root, progress, force, compute
             if res is None and not compute:
                 continue
             if res is None:
-                data = data or load_tasks(cfg, seed, root)
                 harness.log(f"split-mnist memory sweep: fraction {frac:g}, seed {seed}")
-                res = run_stream("ours", *data, cfg, seed, memory_frac=frac, progress=progress)
+                res = run_stream("ours", *data(), cfg, seed, memory_frac=frac, progress=progress)
                 res["memory_frac"] = frac
                 store.put(key, res, ckey)
             out.setdefault(f"{frac:g}", []).append(res)
@@ -317,32 +324,30 @@ def study_move_to_test(cfg, store: harness.Store, root, progress, force, compute
         ref = None if force else store.get(key, ckey)
         if ref is None and not compute:
             continue
-        data = None  # loaded only when something is computed (summaries need no data)
+        data = _lazy_tasks(cfg, seed, root)  # loaded only when something is computed
         if ref is None:
-            data = load_tasks(cfg, seed, root)
             harness.log(f"split-mnist move-to-test: reference run, seed {seed}")
-            ref = run_stream("ours", *data, cfg, seed, progress=progress, keep_model=True)
+            ref = run_stream("ours", *data(), cfg, seed, progress=progress, keep_model=True)
             model = ref.pop("model")
-            X = torch.cat([x for x, _ in data[0]])
-            y = torch.cat([t for _, t in data[0]])
+            X = torch.cat([x for x, _ in data()[0]])
+            y = torch.cat([t for _, t in data()[0]])
             with torch.no_grad():
                 ref["bls"] = model.bls(X, y).sum(-1).tolist()  # summed over the 10 latents
             store.put(key, ref, ckey)
         out.setdefault("0", []).append({"how": "both", "final": ref["final"]})
         for frac in cfg["move_fracs"]:
             for how in ("bls", "random"):
-                key = f"move_{how}{frac:g}_seed{seed}"
-                res = None if force else store.get(key, ckey)
-                if res is None and not compute:
-                    continue
-                if res is None:
-                    data = data or load_tasks(cfg, seed, root)
+
+                def make(frac=frac, how=how, seed=seed, data=data, ref=ref) -> dict:
                     harness.log(f"split-mnist move-to-test: {how} {frac:g}, seed {seed}")
-                    tr, te = _move(*data, ref["bls"], frac, how, seed)
+                    tr, te = _move(*data(), ref["bls"], frac, how, seed)
                     res = run_stream("ours", tr, te, cfg, seed, progress=progress)
-                    res.update(how=how, frac=frac)
-                    store.put(key, res, ckey)
-                out.setdefault(f"{frac:g}", []).append(res)
+                    return dict(res, how=how, frac=frac)
+
+                res = store.unit(f"move_{how}{frac:g}_seed{seed}", ckey, make, force=force,
+                                 compute=compute)  # fmt: skip
+                if res is not None:
+                    out.setdefault(f"{frac:g}", []).append(res)
     return out
 
 

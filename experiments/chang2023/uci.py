@@ -141,17 +141,17 @@ def run(cfg: dict, methods=METHODS, root=None, out: Path = OUT, progress: bool =
         nrun = min(cfg.get("run_folds") or cfg["folds"], cfg["folds"])
         jobs = [(f, m) for f in range(nrun) for m in methods]
         for f, method in tqdm(jobs, desc=name, disable=not progress):
-            key = f"{name}_fold{f}_{method}"
-            ckey = method_config(cfg, method)
-            r = None if force else store.get(key, ckey)
-            if r is None and not compute:
-                continue  # summary only
-            if r is None:
-                r = run_unit(method, X, y, tests[f], cfg, f)
-                store.put(key, r, ckey)
+
+            def make(name=name, X=X, y=y, test=tests[f], f=f, method=method) -> dict:
+                r = run_unit(method, X, y, test, cfg, f)
                 harness.log(f"{name} fold {f} {method}: NLPD {r['nlpd']:.3f}, "
                             f"acc {r['accuracy']:.3f} ({r['seconds']:.1f} s)")  # fmt: skip
-            res[method].append(dict(r, fold=f))
+                return r
+
+            r = store.unit(f"{name}_fold{f}_{method}", method_config(cfg, method), make,
+                           force=force, compute=compute)  # fmt: skip
+            if r is not None:  # None: summary only, unit not stored
+                res[method].append(dict(r, fold=f))
         raw[name] = res
         table[name] = {m: {k: harness.summary([r[k] for r in rs])
                            for k in ("nlpd", "accuracy", "seconds")}
