@@ -56,3 +56,17 @@ def test_packaging_includes_the_experiments_package_only_as_code():
         assert (ROOT / "experiments" / paper / "__init__.py").is_file()
         # results folders are data, not packages: find_packages never picks them up
         assert not (ROOT / "experiments" / paper / "results" / "__init__.py").exists()
+
+
+def test_wheel_carries_modules_only():
+    meta = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert meta["tool"]["setuptools"]["include-package-data"] is False
+
+
+def test_harness_examples_run():
+    import doctest
+
+    from experiments import harness
+
+    failed, attempted = doctest.testmod(harness)
+    assert attempted > 0 and failed == 0
