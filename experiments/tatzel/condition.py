@@ -12,7 +12,7 @@ Reported per setting: seconds and products with K of ``condition`` and of a defa
 computational uncertainty: fewer solver directions leave a larger variance). Fantasies:
 ``condition`` on a batch of 16 label vectors against 16 separate calls.
 
-Data sets: the 10-class Gaussian mixture of ``iterncgp_gmm.py`` (3-D, Matern-3/2) with
+Data sets: the 10-class Gaussian mixture of ``experiments/tatzel/gmm.py`` (3-D, Matern-3/2) with
 N = 1,000, and the banana set (binary, 400 training points, RBF kernel).
 
 Usage::

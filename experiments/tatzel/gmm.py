@@ -15,7 +15,7 @@ Metrics (accuracy, NLL, ECE of probit-approximated probabilities, App. C.3) on t
 and a training subset, against wall-clock time (metric evaluation excluded), and the peak
 resident memory of each method (fresh process per method).
 
-This CPU (2 cores shared by 4 engineers) runs N = 10,000 by default; ``--large`` is the paper's
+A shared 2-core CPU runs N = 10,000 by default; ``--large`` is the paper's
 N = 100,000 / 10,000 test setting for a machine with a GPU (``--device cuda``).
 
 Usage::
