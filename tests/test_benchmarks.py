@@ -4,13 +4,12 @@ measured numbers are on the results pages experiments/<paper>/RESULTS.md)."""
 import json
 import math
 
-from tests._helpers import load_script
+from benchmarks import dual_svgp_timing, fantasy_batch, hipgp_step
 
 
 def test_fantasy_batch_quick_dual_conditioning_selects_the_refit_points(tmp_path):
     out = tmp_path / "fb.json"
-    mod = load_script("benchmarks/fantasy_batch.py")
-    assert mod.main(["--quick", "--methods", "refit-dual", "--out", str(out)]) == 0
+    assert fantasy_batch.main(["--quick", "--methods", "refit-dual", "--out", str(out)]) == 0
     res = json.loads(out.read_text())
     rows = {r["method"]: r for r in res["rows"]}
     assert set(rows) == {"dual", "refit-dual"} and res["n"] == 120
@@ -20,7 +19,7 @@ def test_fantasy_batch_quick_dual_conditioning_selects_the_refit_points(tmp_path
 
 
 def test_timing_benchmark_quick(data_root):
-    bench = load_script("benchmarks/dual_svgp_timing.py")
+    bench = dual_svgp_timing
     out = bench.run(dict(bench.QUICK, candidates=10), root=data_root)
     secs, ratios = out["seconds_median"], out["ratio_to_offline_refit"]
     for key in ("update", "offline refit", "condition q=1", "condition q=100"):
@@ -32,9 +31,8 @@ def test_timing_benchmark_quick(data_root):
 
 
 def test_step_benchmark_quick_pruned_and_whole_embedding_products_agree(tmp_path):
-    mod = load_script("benchmarks/hipgp_step.py")
     out = tmp_path / "step.json"
-    assert mod.main(["--quick", "--out", str(out)]) == 0
+    assert hipgp_step.main(["--quick", "--out", str(out)]) == 0
     (row,) = json.loads(out.read_text())["rows"]
     assert row["M"] == 144 and row["N_whitened"] == 576
     # the pruned, chunked products reproduce the legacy whitening
