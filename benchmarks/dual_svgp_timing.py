@@ -1,6 +1,6 @@
-"""Time of DualSVGP.update and DualSVGP.condition against an offline refit (issue 3).
+"""Time of DualSVGP.update and DualSVGP.condition against an offline refit.
 
-Setting: the streaming banana model of ``experiments/dual_svgp_banana.py`` (Bernoulli,
+Setting: the streaming banana model of ``experiments/chang2023/banana.py`` (Bernoulli,
 m = 25 inducing points, 5 BLS memory points per batch, 20 damped inner steps, 2 rounds of 50
 Adam steps) after three batches of 100 sorted points. Measured in one process, as medians over
 repetitions:
@@ -26,7 +26,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
 from pathlib import Path
@@ -34,9 +33,11 @@ from pathlib import Path
 import gpytorch
 import torch
 
+from bo_ncgp.campaigns.storage import write_json
 from bo_ncgp.data import load_banana
 from bo_ncgp.likelihoods import Bernoulli
 from bo_ncgp.models import DualSVGP
+from experiments.harness import markdown_table
 
 OUT = Path(__file__).resolve().parent / "results"
 
@@ -119,16 +120,14 @@ def run(cfg: dict, root=None) -> dict:
 
 
 def table(out: dict) -> str:
-    lines = [
-        "| operation | median s | min s | median / offline refit | min / offline refit |",
-        "|---|---|---|---|---|",
-    ]
-    for k, v in out["seconds_median"].items():
-        lines.append(
-            f"| {k} | {v:.4g} | {out['seconds_min'][k]:.4g} | "
-            f"{out['ratio_to_offline_refit'][k]:.3g} | {out['ratio_to_offline_refit_min'][k]:.3g} |"
-        )
-    return "\n".join(lines)
+    """Markdown table of the medians, minima and their ratios to the offline refit."""
+    header = ["operation", "median s", "min s", "median / offline refit", "min / offline refit"]
+    rows = [
+        [k, f"{v:.4g}", f"{out['seconds_min'][k]:.4g}", f"{out['ratio_to_offline_refit'][k]:.3g}",
+         f"{out['ratio_to_offline_refit_min'][k]:.3g}"]
+        for k, v in out["seconds_median"].items()
+    ]  # fmt: skip
+    return markdown_table(header, rows)
 
 
 DEFAULT = {"n": 400, "m": 25, "memory_size": 5, "inner_steps": 20, "hyper_steps": 50,
@@ -147,8 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_default_dtype(torch.float64)
     torch.manual_seed(0)
     out = run(QUICK if args.quick else DEFAULT, root=args.root)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(out, indent=1))
+    write_json(args.out, out)
     print(table(out))
     return 0
 

@@ -1,6 +1,6 @@
-"""Time of one HIP-GP natural-gradient step before/after the FFT fix (issue 9).
+"""Time of one HIP-GP natural-gradient step: pruned, chunked FFT products vs whole-embedding ones.
 
-Setting: the magnetometer experiment (``experiments/hipgp_magnetometer.py``): a minibatch of
+Setting: the magnetometer experiment (``experiments/wu2022/magnetometer.py``): a minibatch of
 500 readings, Matern-5/2 with its learned hyperparameters (fixed), a ``G x G`` grid over the
 room (``M = G^2``), 2 x 2 variational blocks, PCG capped at 20 iterations (Wu et al. 2022,
 Eqs. 20-22). Measured in one process, medians over repetitions:
@@ -14,7 +14,7 @@ Eqs. 20-22). Measured in one process, medians over repetitions:
   with nanoseconds per element, the reference for what an FFT costs on this machine;
 * ``svgp step``: the same step with Cholesky whitening (the SVGP baseline).
 
-The fix: products are evaluated as pruned 1-D FFT passes (the zero rows of the padded input
+The library evaluates products as pruned 1-D FFT passes (the zero rows of the padded input
 and the cropped rows of the output are never transformed) on cache-sized chunks of vectors,
 and PCG solves run chunk by chunk; huge batched FFTs were several times slower per element
 than cache-sized ones.
@@ -30,7 +30,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
 from pathlib import Path
@@ -39,12 +38,14 @@ import gpytorch
 import torch
 from torch import Tensor
 
+from bo_ncgp.campaigns.storage import write_json
 from bo_ncgp.likelihoods import Gaussian
 from bo_ncgp.linalg.toeplitz import CirculantEmbedding
 from bo_ncgp.models.hipgp import HIPGP, Grid
+from experiments.harness import markdown_table
 
 OUT = Path(__file__).resolve().parent / "results" / "hipgp_step.json"
-# the magnetometer experiment's learned hyperparameters (RESULTS.md, issue 9, row 5)
+# the magnetometer experiment's learned hyperparameters (experiments/wu2022/RESULTS.md)
 HYPERS = {"lengthscale": 0.467, "outputscale": 131.6, "noise": 13.44}
 
 
@@ -175,16 +176,13 @@ def main(argv: list[str] | None = None) -> int:
     X, y, source = _data(100 if args.quick else 500, args.root)
     rows = [bench(s, X, y, reps) for s in sides]
     res = {"data": source, "threads": args.threads, "reps": reps, "rows": rows}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(res, indent=2))
-    print("| G x G (M) | step legacy (s) | step (s) | speed-up | SVGP step (s) | step / SVGP |")
-    print("|---|---|---|---|---|---|")
-    for r in rows:
-        print(
-            f"| {r['side']}x{r['side']} ({r['M']}) | {r['step_legacy_s']:.3f} | "
-            f"{r['step_s']:.3f} | {r['step_speedup']:.1f} | {r['svgp_step_s']:.3f} | "
-            f"{r['step_over_svgp']:.1f} |"
-        )
+    write_json(args.out, res)
+    header = ["G x G (M)", "step legacy (s)", "step (s)", "speed-up", "SVGP step (s)",
+              "step / SVGP"]  # fmt: skip
+    cells = [[f"{r['side']}x{r['side']} ({r['M']})", f"{r['step_legacy_s']:.3f}",
+              f"{r['step_s']:.3f}", f"{r['step_speedup']:.1f}", f"{r['svgp_step_s']:.3f}",
+              f"{r['step_over_svgp']:.1f}"] for r in rows]  # fmt: skip
+    print(markdown_table(header, cells))
     return 0
 
 

@@ -1,4 +1,4 @@
-"""Throughput and peak memory of KernelOperator's backends (issue 2).
+"""Throughput and peak memory of KernelOperator's backends.
 
 For N in {1e4, 4e4}, D = 3, an RBF kernel, float32 and float64, k in {1, 16} right-hand
 sides, measures kernel evaluations per second (N^2 / seconds per ``K @ V``) and the peak
@@ -145,28 +145,29 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(json.loads(res.stdout.strip().splitlines()[-1]))
     flops = {d: peak_flops(d) for d in ("float32", "float64")}
     result = {"date": time.strftime("%Y-%m-%d"), "peak_matmul_flops": flops, "rows": rows}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2))
+    from bo_ncgp.campaigns.storage import write_json  # not at the top: workers stay lean
+
+    write_json(args.out, result)
     print(table(result))
     return 0
 
 
 def table(result: dict) -> str:
-    # an RBF evaluation plus multiply-add costs roughly (3 D + 10) + 2 k flops
-    lines = [
+    """The machine's matmul peak and a markdown table of the rows (KeOps against chunked)."""
+    from experiments.harness import markdown_table  # not at the top: workers stay lean
+
+    head = (
         f"peak matmul: float32 {result['peak_matmul_flops']['float32'] / 1e9:.1f} GFLOP/s, "
-        f"float64 {result['peak_matmul_flops']['float64'] / 1e9:.1f} GFLOP/s",
-        "",
-        "| N | dtype | k | backend | s / MVM | kernel evals/s | peak MB | keops / chunked |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
+        f"float64 {result['peak_matmul_flops']['float64'] / 1e9:.1f} GFLOP/s\n\n"
+    )
+    header = ["N", "dtype", "k", "backend", "s / MVM", "kernel evals/s", "peak MB",
+              "keops / chunked"]  # fmt: skip
     rows = result["rows"]
+    cells = []
     for r in rows:
         if "seconds" not in r:
-            lines.append(
-                f"| {r['n']} | {r['dtype']} | {r['k']} | {r['backend']} | "
-                f"{r.get('skipped', 'error')} | | | |"
-            )
+            cells.append([r["n"], r["dtype"], r["k"], r["backend"], r.get("skipped", "error"),
+                          "", "", ""])  # fmt: skip
             continue
         ratio = ""
         if r["backend"] == "keops":
@@ -181,12 +182,11 @@ def table(result: dict) -> str:
             ]
             if ch:
                 ratio = f"{r['kernel_evals_per_s'] / ch[0]['kernel_evals_per_s']:.2f}x"
-        lines.append(
-            f"| {r['n']} | {r['dtype']} | {r['k']} | {r['backend']} | {r['seconds']:.3f} | "
-            f"{r['kernel_evals_per_s']:.3g} | {r['peak_mb_above_inputs']:.0f} | {ratio} |"
-        )
-    return "\n".join(lines)
+        cells.append([r["n"], r["dtype"], r["k"], r["backend"], f"{r['seconds']:.3f}",
+                      f"{r['kernel_evals_per_s']:.3g}", f"{r['peak_mb_above_inputs']:.0f}",
+                      ratio])  # fmt: skip
+    return head + markdown_table(header, cells)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

@@ -32,8 +32,8 @@
 # by cheap dual conditioning, and the next point is chosen from the conditioned models.
 #
 # This is a *small* run (4 of the 12 constants, a few episodes per evaluation, a few
-# batches), far smaller than the experiment of `experiments/RESULTS.md`; it shows the moving
-# parts. Runs in about a minute;
+# batches), far smaller than the experiment of `experiments/chang2023/RESULTS.md`; it shows
+# the moving parts. Runs in about a minute;
 # set `BO_NCGP_TUTORIAL_QUICK=1` for an even smaller budget.
 
 # %%
@@ -229,7 +229,7 @@ print(f"RESULT seconds_bo={t_bo:.3f}")
 # controllers that land -- after the first batch nearly all of its evaluations land, far more
 # than random search's -- and the reward climbs batch by batch. With some 20 evaluations a
 # lucky random draw can still beat it on the best reward; comparisons need several seeds and
-# larger budgets (see the lunar-lander section of `experiments/RESULTS.md`).
+# larger budgets (see the lunar-lander section of `experiments/chang2023/RESULTS.md`).
 
 # %%
 n = np.arange(1, U.shape[0] + 1)

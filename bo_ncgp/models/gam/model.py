@@ -50,7 +50,7 @@ class SparseGAM(gpytorch.Module):
             ``M``). The data part of the optimal precision (Eq. 6) has rank up to ``sum_c M_c``;
             on the section-7 example (N = 5000, C = 8) ``R = M`` left the ELBO 0.012 nats/point
             below the full family with bands too wide, while ``R = 3M`` matched it
-            (experiments/RESULTS.md).
+            (experiments/adam/RESULTS.md).
         jitter: relative jitter added to every ``K_{U_c U_c}`` (times its mean diagonal), part
             of the prior of ``U`` so that the KL and predictions stay consistent; default
             ``1e-8`` in float64 and ``1e-5`` in lower precision. ``0`` disables it (rescue

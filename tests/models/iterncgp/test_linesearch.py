@@ -79,7 +79,7 @@ def test_saturating_softmax_is_damped_by_default_and_converges_to_the_mode():
     # 10-class Gaussian mixture, large outputscale: the logits saturate at the mode and the
     # second full Newton step would decrease the log posterior (on 1,000 points of the same
     # mixture the undamped iteration diverges); the default damps it and converges to the mode
-    from experiments.iterncgp_gmm import make_gmm
+    from experiments.tatzel.gmm import make_gmm
 
     C = 10
     X, y = make_gmm(5, seed=7)
