@@ -45,13 +45,18 @@ __all__ = [
 
 
 def results_dir(module_file: str, name: str = "") -> Path:
-    """``experiments/<paper>/results/<name>`` for the experiment module at ``module_file``.
+    """``experiments/<paper>/results/<name>`` for the experiment module at ``module_file``,
+    relative to the working directory: run from the repository root, results land in the
+    committed tree; run from an installed package, they land below the current folder (never
+    inside the installation).
 
     Example:
-        >>> results_dir("/x/experiments/tatzel/gmm.py").parts[-3:]
+        >>> results_dir("/x/experiments/tatzel/gmm.py").parts
         ('experiments', 'tatzel', 'results')
+        >>> str(results_dir("/x/experiments/chang2023/uci.py", "uci"))
+        'experiments/chang2023/results/uci'
     """
-    folder = Path(module_file).resolve().parent / "results"
+    folder = Path("experiments") / Path(module_file).resolve().parent.name / "results"
     return folder / name if name else folder
 
 
