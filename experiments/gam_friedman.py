@@ -40,7 +40,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bo_ncgp.likelihoods import Gaussian  # noqa: E402
-from bo_ncgp.models.anova_kernel import ANOVAKernel  # noqa: E402
+from bo_ncgp.models.gam.anova_kernel import ANOVAKernel  # noqa: E402
 from bo_ncgp.models.gam import AdditiveComponent, SparseGAM  # noqa: E402
 
 FAMILIES = ("mean_field", "coupled_precision", "full")

@@ -31,7 +31,7 @@ import gpytorch
 import torch
 
 from bo_ncgp.models.hipgp import HIPGP, Grid
-from bo_ncgp.models.interdomain import transformed_covariance
+from bo_ncgp.models.hipgp.interdomain import transformed_covariance
 
 OUT = Path(__file__).resolve().parent / "results" / "hipgp"
 PAPER = {

@@ -19,11 +19,11 @@ what they scale to.
 * :class:`HIPGP` (:mod:`bo_ncgp.models.hipgp`) -- SVGP with inducing points on a grid,
   FFT whitening and inter-domain observations (values, derivatives, line integrals; Wu et al.
   2022). ``fit(X, y, op=...)`` by natural-gradient SVI; ``predict_f(X, op=...)``. Covariances
-  of the observation operators: :mod:`bo_ncgp.models.interdomain`.
+  of the observation operators: :mod:`bo_ncgp.models.hipgp.interdomain`.
 * :class:`SparseGAM` (:mod:`bo_ncgp.models.gam`) -- sparse variational generalised additive
   model ``sum_c f_c(x[dims_c])`` with a coupled (or mean-field, or full) posterior over the
   components (Adam, Durrande & John). ``fit(X, y)``; ``predict_components`` gives each term
-  with its uncertainty; zero-mean ANOVA kernel: :mod:`bo_ncgp.models.anova_kernel`.
+  with its uncertainty; zero-mean ANOVA kernel: :mod:`bo_ncgp.models.gam.anova_kernel`.
 
 Baselines of the streaming experiments (Bui et al. 2017, offline SVGP) are in
 :mod:`bo_ncgp.models.streaming`. BoTorch ``Model`` adapters of all four models

@@ -15,7 +15,7 @@ from bo_ncgp.bo import SparseGAMModel
 from bo_ncgp.bo.base import LatentGPModel
 from bo_ncgp.likelihoods import Bernoulli, Gaussian
 from bo_ncgp.models import SparseGAM
-from bo_ncgp.models.anova_kernel import ANOVAKernel
+from bo_ncgp.models.gam.anova_kernel import ANOVAKernel
 
 
 def make_gam(lik=None, posterior="coupled_precision"):

@@ -3,7 +3,7 @@
 Wu et al. (2022), "Hierarchical Inducing Point Gaussian Process for Inter-domain
 Observations". The model (Eqs. 1-3): ``rho ~ GP(0, k)``, ``y_n ~ p(y_n | (L_n rho)(x_n))``
 with a linear operator per observation (value, partial derivative, line integral; see
-:mod:`bo_ncgp.models.interdomain`). Inducing values ``u = rho(grid)`` are whitened,
+:mod:`bo_ncgp.models.hipgp.interdomain`). Inducing values ``u = rho(grid)`` are whitened,
 ``u = R eps`` (Eq. 11), and ``q(eps)`` is block-independent (Eq. 23). Then (Eqs. 13-14)
 
     ELBO = sum_n E_{q(eps) p(rho*_n | eps)} [log p(y_n | rho*_n)] - KL(q(eps) || N(0, I))
@@ -28,7 +28,7 @@ from bo_ncgp.likelihoods import Gaussian
 from bo_ncgp.linalg.toeplitz import Grid
 from bo_ncgp.models.hipgp.variational import BlockGaussian
 from bo_ncgp.models.hipgp.whitening import CholeskyWhitener, FFTWhitener
-from bo_ncgp.models.interdomain import (
+from bo_ncgp.models.hipgp.interdomain import (
     OpSpec,
     as_op_codes,
     cross_covariance,
@@ -234,7 +234,7 @@ class HIPGP(torch.nn.Module):
 
         Args:
             X: ``(n, D)`` observation locations; y: ``(n,)`` targets.
-            op: observation operator(s), see :func:`bo_ncgp.models.interdomain.as_op_codes`.
+            op: observation operator(s), see :func:`bo_ncgp.models.hipgp.interdomain.as_op_codes`.
             num_data: size of the full data set (``n`` when omitted).
             obs_noise: known per-observation noise variances ``sigma_n^2`` (Gaussian only).
         """

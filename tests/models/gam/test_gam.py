@@ -9,7 +9,7 @@ from gpytorch.priors import GammaPrior
 
 from bo_ncgp.likelihoods import Bernoulli, Binomial, Gaussian, Poisson, Softmax
 from bo_ncgp.models import SparseGAM as LazySparseGAM
-from bo_ncgp.models.anova_kernel import ANOVAKernel
+from bo_ncgp.models.gam.anova_kernel import ANOVAKernel
 from bo_ncgp.models.gam import (
     AdditiveComponent,
     CoupledPrecisionPosterior,

@@ -6,7 +6,7 @@ import torch
 
 from bo_ncgp.likelihoods import Bernoulli, Gaussian
 from bo_ncgp.models.hipgp import HIPGP, Grid
-from bo_ncgp.models.interdomain import as_op_codes, transformed_covariance
+from bo_ncgp.models.hipgp.interdomain import as_op_codes, transformed_covariance
 
 
 def _kernel(D, ls, var=0.5, family="rbf"):
