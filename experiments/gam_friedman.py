@@ -321,7 +321,7 @@ def main(argv: list[str] | None = None) -> dict:
             lr=args.lr,
             progress=not args.quick,
             refresh_every=args.refresh_every,
-        )
+        ).history
         fit_s = time.perf_counter() - t0
         with torch.no_grad():
             elbo = float(model.elbo(X, y)) / args.num_train

@@ -46,6 +46,7 @@ from typing import ClassVar
 import torch
 from torch import Tensor, nn
 
+from bo_ncgp.exceptions import InputDataError
 from bo_ncgp.linalg import stable_cholesky
 
 __all__ = [
@@ -234,7 +235,7 @@ class VariationalFamily(nn.Module):
         super().__init__()
         sizes = [int(s) for s in sizes]
         if not sizes or min(sizes) < 1:
-            raise ValueError(f"{type(self).__name__}: need at least one component with M >= 1")
+            raise InputDataError(f"{type(self).__name__}: need at least one component with M >= 1")
         self.sizes = sizes
         self.whiten = bool(whiten)
         self._factory = {"dtype": dtype or torch.get_default_dtype(), "device": device}
@@ -469,7 +470,7 @@ class CoupledPrecisionPosterior(VariationalFamily):
         super().__init__(sizes, whiten, dtype, device)
         self.rank = int(rank) if rank is not None else max(self.sizes)
         if self.rank < 1:
-            raise ValueError(f"CoupledPrecisionPosterior: rank must be >= 1, got {rank}")
+            raise InputDataError(f"CoupledPrecisionPosterior: rank must be >= 1, got {rank}")
         self.init_scale = float(init_scale)
         self.mean = nn.ParameterList([nn.Parameter(self._new(m)) for m in self.sizes])
         self.B_raw = nn.ParameterList(

@@ -1,0 +1,200 @@
+"""The one gradient-based optimisation loop of bo_ncgp's models, with one non-finite policy.
+
+Every model that learns parameters by Adam (the sparse GAM's ELBO, HIP-GP's hyperparameters)
+takes its steps through :class:`AdamStepper` -- directly where the model interleaves other
+updates between the Adam steps (HIP-GP's natural-gradient steps) -- or through
+:func:`minimize_adam`, the whole loop with the :class:`~bo_ncgp.models.base.FitStep`
+callback.
+
+The non-finite policy (the same everywhere): when the loss or any gradient of a step is NaN or
+infinite, the step is not applied -- the parameters and the optimiser's moments stay exactly as
+they were before it --, one :class:`~bo_ncgp.exceptions.NumericalWarning` is emitted and
+training stops (``on_nonfinite="stop"``, the default) or :class:`NonFiniteError` is raised
+(``on_nonfinite="raise"``).
+
+Example:
+    >>> import torch
+    >>> w = torch.nn.Parameter(torch.tensor([3.0]))
+    >>> losses = minimize_adam([w], lambda step: (w**2).sum(), num_steps=200, lr=0.1)
+    >>> len(losses), bool(w.abs() < 0.1)
+    (200, True)
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Literal
+
+import torch
+from torch import Tensor
+
+from bo_ncgp.exceptions import BoNCGPError, NumericalWarning
+from bo_ncgp.models.base import Callback, FitStep, notify
+
+__all__ = ["AdamStepper", "NonFiniteError", "NonFinitePolicy", "minimize_adam"]
+
+#: what a non-finite loss or gradient does: warn and stop, or raise :class:`NonFiniteError`
+NonFinitePolicy = Literal["stop", "raise"]
+
+
+class NonFiniteError(BoNCGPError, FloatingPointError):
+    """A training step produced a NaN or infinite loss or gradient (``on_nonfinite="raise"``).
+
+    Example:
+        >>> issubclass(NonFiniteError, FloatingPointError)
+        True
+    """
+
+
+class AdamStepper:
+    """One Adam step per :meth:`step` call, under the non-finite policy of this module.
+
+    Args:
+        params: the parameters to optimise (those without ``requires_grad`` are left out).
+        lr: Adam learning rate (``torch.optim.Adam`` with its defaults otherwise).
+        on_nonfinite: ``"stop"`` (warn, skip the step, report it) or ``"raise"``.
+        name: who is training, for the warning and error messages.
+
+    Attributes:
+        stopped: ``True`` once a step was non-finite (the caller ends its loop).
+
+    Example:
+        >>> w = torch.nn.Parameter(torch.tensor([1.0]))
+        >>> stepper = AdamStepper([w], lr=0.5)
+        >>> stepper.step((w - 2.0).square().sum()), round(float(w), 3)
+        (True, 1.5)
+        >>> import warnings
+        >>> with warnings.catch_warnings(record=True) as caught:
+        ...     warnings.simplefilter("always")
+        ...     ok = stepper.step((w * float("nan")).sum())
+        >>> ok, stepper.stopped, round(float(w), 3), len(caught)  # the step was not applied
+        (False, True, 1.5, 1)
+    """
+
+    def __init__(
+        self,
+        params: Iterable[torch.nn.Parameter],
+        lr: float,
+        *,
+        on_nonfinite: NonFinitePolicy = "stop",
+        name: str = "training",
+    ) -> None:
+        if on_nonfinite not in ("stop", "raise"):
+            raise ValueError(f"on_nonfinite must be 'stop' or 'raise', got {on_nonfinite!r}")
+        self.params = [p for p in params if p.requires_grad]
+        self.optimizer = torch.optim.Adam(self.params, lr=lr)
+        self.on_nonfinite = on_nonfinite
+        self.name = name
+        self.stopped = False
+
+    def step(self, loss: Tensor) -> bool:
+        """Back-propagate ``loss`` (a scalar to minimise) and take one Adam step.
+
+        Returns:
+            ``True`` when the step was taken; ``False`` when the loss or a gradient was
+            non-finite (the step is skipped, a :class:`NumericalWarning` emitted and
+            :attr:`stopped` set), unless ``on_nonfinite="raise"``.
+        """
+        self.optimizer.zero_grad(set_to_none=True)
+        finite = bool(torch.isfinite(loss.detach()).all())
+        if finite:
+            loss.backward()
+            finite = all(p.grad is None or bool(torch.isfinite(p.grad).all()) for p in self.params)
+        if finite:
+            self.optimizer.step()
+            return True
+        self.optimizer.zero_grad(set_to_none=True)
+        what = "loss" if not bool(torch.isfinite(loss.detach()).all()) else "gradient"
+        msg = (
+            f"{self.name}: non-finite {what} ({float(loss.detach()):.4g}); the step was not taken "
+            "and training stopped at the parameters before it"
+        )
+        if self.on_nonfinite == "raise":
+            raise NonFiniteError(msg)
+        warnings.warn(msg, NumericalWarning, stacklevel=3)
+        self.stopped = True
+        return False
+
+
+def minimize_adam(
+    params: Iterable[torch.nn.Parameter],
+    loss_fn: Callable[[int], Tensor],
+    num_steps: int,
+    *,
+    lr: float = 0.01,
+    model: Any = None,
+    callback: Callback | None = None,
+    on_nonfinite: NonFinitePolicy = "stop",
+    after_step: Callable[[int], None] | None = None,
+    info: Callable[[int], Mapping[str, Any]] | None = None,
+    progress: str | None = None,
+    name: str = "training",
+) -> list[float]:
+    """Minimise ``loss_fn(step)`` by ``num_steps`` Adam steps (:class:`AdamStepper`).
+
+    Args:
+        params: parameters to optimise.
+        loss_fn: the objective of step ``step`` (a scalar; a minibatch estimate is fine).
+        num_steps: Adam steps.
+        lr: learning rate.
+        model: the model passed to the callback in :class:`FitStep`.
+        callback: ``callback(FitStep) -> bool | None`` after every step taken (with the loss
+            and the training time so far, callbacks excluded); ``True`` stops.
+        on_nonfinite: the non-finite policy (module docstring).
+        after_step: called as ``after_step(step)`` after each step's callback unless it
+            stopped training (e.g. a periodic re-initialisation of variational parameters).
+        info: ``info(step)`` gives :attr:`FitStep.info`.
+        progress: a description to show a tqdm bar with the loss (``None``: no bar).
+        name: who is training, for messages.
+
+    Returns:
+        The loss of every step taken (before its update).
+
+    Example:
+        >>> w = torch.nn.Parameter(torch.tensor([3.0]))
+        >>> seen = []
+        >>> losses = minimize_adam([w], lambda s: (w**2).sum(), 100, lr=0.1,
+        ...                        callback=lambda s: seen.append(s.step) or s.step == 4)
+        >>> len(losses), seen  # the callback stopped training after step 4
+        (5, [0, 1, 2, 3, 4])
+    """
+    if int(num_steps) < 0:
+        raise ValueError(f"{name}: num_steps must be >= 0, got {num_steps}")
+    stepper = AdamStepper(params, lr, on_nonfinite=on_nonfinite, name=name)
+    steps: Iterable[int] = range(int(num_steps))
+    bar = None
+    if progress is not None:
+        from tqdm.auto import trange
+
+        steps = bar = trange(int(num_steps), desc=progress)
+    history: list[float] = []
+    start, paused = time.perf_counter(), 0.0
+    for step in steps:
+        loss = loss_fn(step)
+        if not stepper.step(loss):
+            break
+        value = float(loss.detach())
+        history.append(value)
+        if bar is not None and step % 10 == 0:
+            bar.set_postfix(loss=f"{value:.4f}")
+        stop = False
+        if callback is not None:
+            t = time.perf_counter()
+            fit_step = FitStep(
+                step=step,
+                model=model,
+                loss=value,
+                seconds=t - start - paused,
+                info=dict(info(step)) if info is not None else {},
+            )
+            stop = notify(callback, fit_step)
+            paused += time.perf_counter() - t
+        if stop:
+            break
+        if after_step is not None:
+            after_step(step)
+    if bar is not None:
+        bar.close()
+    return history
