@@ -40,8 +40,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bo_ncgp.likelihoods import Gaussian  # noqa: E402
-from bo_ncgp.models.gam.anova_kernel import ANOVAKernel  # noqa: E402
 from bo_ncgp.models.gam import AdditiveComponent, SparseGAM  # noqa: E402
+from bo_ncgp.models.gam.anova_kernel import ANOVAKernel  # noqa: E402
 
 FAMILIES = ("mean_field", "coupled_precision", "full")
 NAMES = ["const", "x1", "x2", "x3", "x4", "x5", "x6", "x1:x2"]

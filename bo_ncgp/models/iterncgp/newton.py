@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
+from bo_ncgp.exceptions import InputDataError
 from bo_ncgp.likelihoods import Likelihood
 from bo_ncgp.models.iterncgp.belief import Belief
 from bo_ncgp.models.iterncgp.itergp import itergp
@@ -227,7 +228,7 @@ def newton_laplace(
             converged = True
             break
     if state is None:
-        raise ValueError("newton_laplace: max_newton_steps must be >= 1")
+        raise InputDataError("newton_laplace: max_newton_steps must be >= 1")
     return LaplaceState(
         f=f,
         w=w,

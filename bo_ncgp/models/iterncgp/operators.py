@@ -26,6 +26,7 @@ import gpytorch
 import torch
 from torch import Tensor
 
+from bo_ncgp.exceptions import InputDataError
 from bo_ncgp.linalg import KernelOperator
 
 __all__ = [
@@ -82,7 +83,7 @@ def _check_kernel(kernel: gpytorch.kernels.Kernel, num_latents: int) -> bool:
         return True
     if bs == (num_latents,):
         return False
-    raise ValueError(
+    raise InputDataError(
         f"IterNCGP: the kernel's batch_shape must be () (shared by all latent functions) or "
         f"(C,) = ({num_latents},) (one GP per latent function), got {bs}"
     )
@@ -192,7 +193,7 @@ class LatentKernelOperator:
 
 def _check_latent(V: Tensor, n: int) -> None:
     if V.dim() < 3 or V.shape[-2] != n:
-        raise ValueError(
+        raise InputDataError(
             f"LatentKernelOperator: expected a (*b, C, {n}, k) tensor, got {tuple(V.shape)}"
         )
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from bo_ncgp.exceptions import InputDataError
 from bo_ncgp.models.iterncgp.operators import inner
 from bo_ncgp.models.iterncgp.problem import PseudoRegressionProblem
 
@@ -102,7 +103,7 @@ def virtual_solver_run(
         True
     """
     if rank is not None and int(rank) < 0:
-        raise ValueError(f"virtual_solver_run: rank must be >= 0 or None, got {rank}")
+        raise InputDataError(f"virtual_solver_run: rank must be >= 0 or None, got {rank}")
     B = S.shape[-1]
     batch = torch.broadcast_shapes(S.shape[:-3], problem.rhs.shape[:-3])
     S = S.expand(*batch, *S.shape[-3:])

@@ -11,6 +11,7 @@ from bo_ncgp.likelihoods import Bernoulli, Gaussian, Poisson, Softmax
 from bo_ncgp.models import IterNCGP
 from bo_ncgp.models.iterncgp import UnitVectorPolicy
 from bo_ncgp.models.iterncgp import model as model_module
+from tests.models.contract import ModelContractTests
 from tests.models.iterncgp._reference import dense_laplace
 
 
@@ -158,8 +159,9 @@ def test_callback_signature_excludes_its_own_time_and_can_stop(monkeypatch):
     monkeypatch.setattr(model_module.time, "perf_counter", lambda: now[0])
     calls = []
 
-    def callback(i, j, elapsed, model):
-        calls.append((i, j, elapsed, model.num_solver_iters))
+    def callback(step):
+        i, j = step.info["newton_step"], step.info["solver_iter"]
+        calls.append((i, j, step.seconds, step.model.num_solver_iters, step.step))
         now[0] += 100.0  # an expensive callback
         return i == 1 and j == 2
 
@@ -176,6 +178,7 @@ def test_callback_signature_excludes_its_own_time_and_can_stop(monkeypatch):
     assert calls[0][:2] == (0, 0) and calls[-1][:2] == (1, 2)
     assert all(c[2] == 0.0 for c in calls)  # the fake clock only moved inside callbacks
     assert [c[3] for c in calls] == [0, 1, 2, 3, 4, 4, 5, 6]
+    assert [c[4] for c in calls] == list(range(8))
     assert model.num_solver_iters == 6
     model.predict_f(X[:2])  # the interrupted model predicts with its current belief
 
@@ -368,3 +371,9 @@ def test_keops_backend_matches_dense(batched):
         out[backend] = m.predict_f(Xs)
     torch.testing.assert_close(out["keops"][0], out["dense"][0])
     torch.testing.assert_close(out["keops"][1], out["dense"][1])
+
+
+class TestIterNCGPContract(ModelContractTests):
+    def make(self):
+        X, y = binary_data(20)
+        return IterNCGP(rbf(), Bernoulli(), max_solver_iters_per_step=4, backend="dense"), X, y
