@@ -26,7 +26,7 @@ from torch import Tensor, nn
 
 from bo_ncgp.exceptions import InputDataError, NumericalWarning, UnsupportedError
 from bo_ncgp.likelihoods import Likelihood
-from bo_ncgp.linalg import stable_cholesky
+from bo_ncgp.linalg import jittered, log_prior, solve_lower, stable_cholesky
 from bo_ncgp.models.base import Callback, LatentGP
 from bo_ncgp.models.gam.components import AdditiveComponent, as_component
 from bo_ncgp.models.gam.variational import FAMILIES, Projection, VariationalState
@@ -192,14 +192,7 @@ class SparseGAM(gpytorch.Module, LatentGP):
     # ---------------------------------------------------------------- posterior
     def _kuu(self) -> list[Tensor]:
         """``K_{U_c U_c} + jitter * mean(diag) * I`` for every component."""
-        out = []
-        for comp in self.components:
-            K = comp.kuu()
-            if self.jitter > 0:
-                eps = self.jitter * K.diagonal().mean().detach()
-                K = K + eps * torch.eye(K.shape[-1], dtype=K.dtype, device=K.device)
-            out.append(K)
-        return out
+        return [jittered(comp.kuu(), self.jitter) for comp in self.components]
 
     def prior_state(self) -> VariationalState:
         """``K_{U_c U_c}``, their Cholesky factors if needed, and the family's factorisations."""
@@ -282,10 +275,7 @@ class SparseGAM(gpytorch.Module, LatentGP):
 
     def log_prior(self) -> Tensor:
         """Sum of the log densities of the GPyTorch priors registered on hyperparameters."""
-        total = torch.zeros((), dtype=self._ref().dtype, device=self._ref().device)
-        for _, module, prior, closure, _ in self.named_priors():
-            total = total + prior.log_prob(closure(module)).sum()
-        return total
+        return log_prior(self, dtype=self._ref().dtype, device=self._ref().device)
 
     # --------------------------------------------------------------- prediction
     def predict_f(
@@ -361,10 +351,7 @@ class SparseGAM(gpytorch.Module, LatentGP):
             raise InputDataError(f"num_newton_steps must be >= 1, got {num_newton_steps}")
         Kuu = self._kuu()
         chol = [stable_cholesky(K, name=f"K_uu of component {i}") for i, K in enumerate(Kuu)]
-        a = [
-            torch.linalg.solve_triangular(L, comp.kux(X), upper=False)
-            for L, comp in zip(chol, self.components, strict=True)
-        ]
+        a = [solve_lower(L, comp.kux(X)) for L, comp in zip(chol, self.components, strict=True)]
         Phi = torch.cat(a, dim=0)  # (MC, n)
         kxx = [comp.kxx(X) for comp in self.components]
         cond = sum(k - ac.square().sum(-2) for k, ac in zip(kxx, a, strict=True)).clamp_min(0)
@@ -377,7 +364,7 @@ class SparseGAM(gpytorch.Module, LatentGP):
             LP = stable_cholesky(eye + P, name="I + Phi diag(beta) Phi^T")
             m = torch.cholesky_solve((Phi @ (alpha + beta * mean_sum)).unsqueeze(-1), LP)[:, 0]
             mean_sum = Phi.mT @ m
-            var_sum = cond + torch.linalg.solve_triangular(LP, Phi, upper=False).square().sum(0)
+            var_sum = cond + solve_lower(LP, Phi).square().sum(0)
         self.variational.assign_whitened(m, 0.5 * (P + P.mT), chol)
 
     # --------------------------------------------------------------------- fit

@@ -17,7 +17,7 @@ import torch
 from torch import Tensor
 
 from bo_ncgp.exceptions import InputDataError
-from bo_ncgp.linalg import stable_cholesky
+from bo_ncgp.linalg import solve_lower, stable_cholesky
 
 __all__ = ["BlockGaussian"]
 
@@ -100,7 +100,7 @@ class BlockGaussian(torch.nn.Module):
 
     def _half_solve(self, K: Tensor) -> Tensor:
         Kb = self.to_blocks(K).movedim(-3, -1)  # (B, Mb, n)
-        return torch.linalg.solve_triangular(self.prec_chol, Kb, upper=False)
+        return solve_lower(self.prec_chol, Kb)
 
     def covariance_form(self, K1: Tensor, K2: Tensor) -> Tensor:
         """``K1 S K2^T`` for ``K1 (n1, N)``, ``K2 (n2, N)``."""

@@ -1,0 +1,93 @@
+"""The Adam loop of bo_ncgp.models.training and its non-finite policy."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+from bo_ncgp.exceptions import NumericalWarning
+from bo_ncgp.models.base import FitStep
+from bo_ncgp.models.training import AdamStepper, NonFiniteError, minimize_adam
+
+
+def test_matches_a_plain_adam_loop():
+    w1 = torch.nn.Parameter(torch.tensor([1.0, -2.0], dtype=torch.float64))
+    w2 = torch.nn.Parameter(w1.detach().clone())
+    minimize_adam([w1], lambda s: (w1**4).sum() + w1.prod(), 25, lr=0.05)
+    opt = torch.optim.Adam([w2], lr=0.05)
+    for _ in range(25):
+        opt.zero_grad()
+        ((w2**4).sum() + w2.prod()).backward()
+        opt.step()
+    assert torch.equal(w1, w2)
+
+
+@pytest.mark.parametrize("bad", ["loss", "gradient"])
+def test_non_finite_step_is_not_taken_and_training_stops(bad):
+    w = torch.nn.Parameter(torch.tensor([1.0]))
+
+    def loss(step):
+        if step < 3:
+            return (w - 2).square().sum()
+        if bad == "loss":
+            return w.sum() * float("inf")
+        return (w - w.detach()).sqrt().sum()  # loss 0, gradient inf
+
+    seen = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        before = None
+
+        def cb(s: FitStep):
+            nonlocal before
+            seen.append(s.step)
+            before = w.detach().clone()
+
+        losses = minimize_adam([w], loss, 10, lr=0.1, callback=cb)
+    assert seen == [0, 1, 2] and len(losses) == 3
+    assert torch.equal(w.detach(), before)  # the bad step left the parameters untouched
+    assert sum(issubclass(c.category, NumericalWarning) for c in caught) == 1
+
+
+def test_raise_policy():
+    w = torch.nn.Parameter(torch.tensor([1.0]))
+    with pytest.raises(NonFiniteError, match="non-finite"):
+        minimize_adam([w], lambda s: w.sum() * float("nan"), 3, on_nonfinite="raise")
+    with pytest.raises(ValueError, match="on_nonfinite"):
+        AdamStepper([w], 0.1, on_nonfinite="ignore")
+
+
+def test_optimizer_state_unchanged_by_a_skipped_step():
+    w = torch.nn.Parameter(torch.tensor([1.0, 2.0]))
+    stepper = AdamStepper([w], 0.1)
+    stepper.step(w.square().sum())
+    state = {k: v.clone() for k, v in stepper.optimizer.state[w].items()}
+    with pytest.warns(NumericalWarning):
+        assert not stepper.step(w.sum() * float("nan"))
+    for k, v in stepper.optimizer.state[w].items():
+        assert torch.equal(v, state[k])
+
+
+def test_callback_gets_loss_seconds_info_and_after_step_order():
+    w = torch.nn.Parameter(torch.tensor([1.0]))
+    events = []
+    minimize_adam(
+        [w],
+        lambda s: w.square().sum(),
+        4,
+        model="m",
+        callback=lambda s: events.append(("cb", s.step, s.model, s.info["k"])) or s.step == 2,
+        after_step=lambda s: events.append(("after", s)),
+        info=lambda s: {"k": 10 * s},
+    )
+    assert events == [
+        ("cb", 0, "m", 0),
+        ("after", 0),
+        ("cb", 1, "m", 10),
+        ("after", 1),
+        ("cb", 2, "m", 20),
+    ]
+    with pytest.raises(ValueError, match="num_steps"):
+        minimize_adam([w], lambda s: w.sum(), -1)
