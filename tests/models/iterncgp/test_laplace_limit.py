@@ -7,23 +7,12 @@
 * a Gaussian likelihood needs one Newton step and gives the exact GP regression posterior.
 """
 
-import gpytorch
 import pytest
 import torch
 
 from bo_ncgp.likelihoods import Bernoulli, Binomial, Gaussian, Poisson, Softmax
 from bo_ncgp.models.iterncgp import IterNCGP, UnitVectorPolicy
-from tests.models.iterncgp._reference import dense_laplace
-
-
-def rbf(outputscale=2.0, lengthscale=0.3, batch_shape=None):
-    batch_shape = torch.Size() if batch_shape is None else batch_shape
-    k = gpytorch.kernels.ScaleKernel(
-        gpytorch.kernels.RBFKernel(batch_shape=batch_shape), batch_shape=batch_shape
-    )
-    k.base_kernel.lengthscale = lengthscale
-    k.outputscale = outputscale
-    return k
+from tests.models.iterncgp._reference import dense_laplace, rbf
 
 
 def problem(name, n):

@@ -12,17 +12,7 @@ from bo_ncgp.models import IterNCGP
 from bo_ncgp.models.iterncgp import UnitVectorPolicy
 from bo_ncgp.models.iterncgp import model as model_module
 from tests.models.contract import ModelContractTests
-from tests.models.iterncgp._reference import dense_laplace
-
-
-def rbf(outputscale=2.0, lengthscale=0.3, batch_shape=None):
-    batch_shape = torch.Size() if batch_shape is None else batch_shape
-    k = gpytorch.kernels.ScaleKernel(
-        gpytorch.kernels.RBFKernel(batch_shape=batch_shape), batch_shape=batch_shape
-    )
-    k.base_kernel.lengthscale = lengthscale
-    k.outputscale = outputscale
-    return k
+from tests.models.iterncgp._reference import dense_laplace, rbf
 
 
 def binary_data(n=40, d=2):
