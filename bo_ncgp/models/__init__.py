@@ -1,9 +1,11 @@
 """The four GP models of bo_ncgp, as pure torch + GPyTorch modules (no BoTorch import).
 
-Every model takes a GPyTorch kernel and a likelihood of :mod:`bo_ncgp.likelihoods` and
-answers ``predict_f(X, full_cov=False) -> (mean, var or cov)`` for the latent function(s)
-and ``predict_y(X)`` for the observations; they differ in how they are trained and in
-what they scale to.
+Every model takes a GPyTorch kernel and a likelihood of :mod:`bo_ncgp.likelihoods` and is a
+:class:`~bo_ncgp.models.base.LatentGP`: ``predict_f(X, full_cov=False) -> (mean, var or
+cov)`` for the latent function(s), ``predict_y(X) -> E[y]`` and ``log_predictive(X, y)`` for
+the observations, ``fit(X, y, *, callback=None)`` or ``update(X, y, *, callback=None)`` with
+one callback signature (:class:`~bo_ncgp.models.base.FitStep`). They differ in how they are
+trained and in what they scale to.
 
 * :class:`DualSVGP` (:mod:`bo_ncgp.models.dual_svgp`) -- memory-based dual sparse
   variational GP for streaming data, any likelihood, C latents (Chang et al. 2023,
@@ -25,7 +27,9 @@ what they scale to.
   components (Adam, Durrande & John). ``fit(X, y)``; ``predict_components`` gives each term
   with its uncertainty; zero-mean ANOVA kernel: :mod:`bo_ncgp.models.gam.anova_kernel`.
 
-Baselines of the streaming experiments (Bui et al. 2017, offline SVGP) are in
+Shared pieces: :mod:`bo_ncgp.models.training` (the Adam loop and its non-finite policy),
+:class:`SVGP` (:mod:`bo_ncgp.models.svgp`, the GPyTorch SVGP of the baselines and refitted
+models). Baselines of the streaming experiments (Bui et al. 2017, offline SVGP) are in
 :mod:`bo_ncgp.models.streaming`. BoTorch ``Model`` adapters of all four models
 (``DualSVGPModel``, ``IterNCGPModel``, ``HIPGPModel``, ``SparseGAMModel``) are in
 :mod:`bo_ncgp.bo`. Classes are imported lazily so that importing one model does not import
@@ -51,6 +55,7 @@ _LAZY = {
     "IterNCGP": "bo_ncgp.models.iterncgp",
     "HIPGP": "bo_ncgp.models.hipgp",
     "SparseGAM": "bo_ncgp.models.gam",
+    "SVGP": "bo_ncgp.models.svgp",
 }
 
 __all__ = sorted(_LAZY)
