@@ -7,10 +7,11 @@ updates between the Adam steps (HIP-GP's natural-gradient steps) -- or through
 callback.
 
 The non-finite policy (the same everywhere): when the loss or any gradient of a step is NaN or
-infinite, the step is not applied -- the parameters and the optimiser's moments stay exactly as
-they were before it --, one :class:`~bo_ncgp.exceptions.NumericalWarning` is emitted and
-training stops (``on_nonfinite="stop"``, the default) or :class:`NonFiniteError` is raised
-(``on_nonfinite="raise"``).
+infinite (or the loss raises :class:`~bo_ncgp.exceptions.NotPSDError`, or the update leaves a
+parameter non-finite), the step is undone -- the parameters and the optimiser's moments are
+exactly as they were before it --, one :class:`~bo_ncgp.exceptions.NumericalWarning` is
+emitted and training stops (``on_nonfinite="stop"``, the default) or :class:`NonFiniteError` is
+raised (``on_nonfinite="raise"``).
 
 Example:
     >>> import torch
@@ -30,7 +31,7 @@ from typing import Any, Literal
 import torch
 from torch import Tensor
 
-from bo_ncgp.exceptions import BoNCGPError, NumericalWarning
+from bo_ncgp.exceptions import BoNCGPError, InputDataError, NotPSDError, NumericalWarning
 from bo_ncgp.models.base import Callback, FitStep, notify
 
 __all__ = ["AdamStepper", "NonFiniteError", "NonFinitePolicy", "minimize_adam"]
@@ -51,14 +52,21 @@ class NonFiniteError(BoNCGPError, FloatingPointError):
 class AdamStepper:
     """One Adam step per :meth:`step` call, under the non-finite policy of this module.
 
+    A step fails when the loss is NaN or infinite, when its evaluation raises
+    :class:`~bo_ncgp.exceptions.NotPSDError`, when a gradient is non-finite, or when the
+    parameters are non-finite after the update (and after ``project``). A failed step leaves
+    the parameters and the optimiser's state as they were before it.
+
     Args:
         params: the parameters to optimise (those without ``requires_grad`` are left out).
         lr: Adam learning rate (``torch.optim.Adam`` with its defaults otherwise).
-        on_nonfinite: ``"stop"`` (warn, skip the step, report it) or ``"raise"``.
+        on_nonfinite: ``"stop"`` (warn, undo the step, report it) or ``"raise"``.
+        project: called after every update, e.g. to clamp parameters into constraints that
+            their parameterisation does not enforce (projected gradient).
         name: who is training, for the warning and error messages.
 
     Attributes:
-        stopped: ``True`` once a step was non-finite (the caller ends its loop).
+        stopped: ``True`` once a step failed (the caller ends its loop).
 
     Example:
         >>> w = torch.nn.Parameter(torch.tensor([1.0]))
@@ -79,43 +87,76 @@ class AdamStepper:
         lr: float,
         *,
         on_nonfinite: NonFinitePolicy = "stop",
+        project: Callable[[], None] | None = None,
         name: str = "training",
     ) -> None:
         if on_nonfinite not in ("stop", "raise"):
-            raise ValueError(f"on_nonfinite must be 'stop' or 'raise', got {on_nonfinite!r}")
+            raise InputDataError(f"on_nonfinite must be 'stop' or 'raise', got {on_nonfinite!r}")
         self.params = [p for p in params if p.requires_grad]
         self.optimizer = torch.optim.Adam(self.params, lr=lr)
         self.on_nonfinite = on_nonfinite
+        self.project = project
         self.name = name
         self.stopped = False
 
-    def step(self, loss: Tensor) -> bool:
-        """Back-propagate ``loss`` (a scalar to minimise) and take one Adam step.
+    def step(self, loss: Tensor | Callable[[], Tensor]) -> bool:
+        """Back-propagate ``loss`` (a scalar to minimise, or a function that computes it) and
+        take one Adam step.
 
         Returns:
-            ``True`` when the step was taken; ``False`` when the loss or a gradient was
-            non-finite (the step is skipped, a :class:`NumericalWarning` emitted and
-            :attr:`stopped` set), unless ``on_nonfinite="raise"``.
+            ``True`` when the step was taken; ``False`` when it failed (the step is undone, a
+            :class:`NumericalWarning` emitted and :attr:`stopped` set), unless
+            ``on_nonfinite="raise"``.
         """
         self.optimizer.zero_grad(set_to_none=True)
-        finite = bool(torch.isfinite(loss.detach()).all())
-        if finite:
-            loss.backward()
-            finite = all(p.grad is None or bool(torch.isfinite(p.grad).all()) for p in self.params)
-        if finite:
+        problem = None
+        try:
+            value = loss() if callable(loss) else loss
+        except NotPSDError as err:
+            problem = f"a matrix that is not positive definite ({err})"
+        else:
+            if not bool(torch.isfinite(value.detach()).all()):
+                problem = f"a non-finite loss ({float(value.detach()):.4g})"
+            else:
+                value.backward()
+                if not all(
+                    p.grad is None or bool(torch.isfinite(p.grad).all()) for p in self.params
+                ):
+                    problem = "a non-finite gradient"
+        if problem is None:
+            saved = self._snapshot()
             self.optimizer.step()
-            return True
+            if self.project is not None:
+                self.project()
+            if all(bool(torch.isfinite(p).all()) for p in self.params):
+                return True
+            self._restore(saved)
+            problem = "non-finite parameters after the update"
         self.optimizer.zero_grad(set_to_none=True)
-        what = "loss" if not bool(torch.isfinite(loss.detach()).all()) else "gradient"
         msg = (
-            f"{self.name}: non-finite {what} ({float(loss.detach()):.4g}); the step was not taken "
-            "and training stopped at the parameters before it"
+            f"{self.name}: {problem}; the step was undone and training stopped at the "
+            "parameters before it (lower the learning rate or rescale the data)"
         )
         if self.on_nonfinite == "raise":
             raise NonFiniteError(msg)
         warnings.warn(msg, NumericalWarning, stacklevel=3)
         self.stopped = True
         return False
+
+    def _snapshot(self) -> tuple[list[Tensor], dict]:
+        state = {
+            p: {k: v.clone() if isinstance(v, Tensor) else v for k, v in st.items()}
+            for p, st in self.optimizer.state.items()
+        }
+        return [p.detach().clone() for p in self.params], state
+
+    @torch.no_grad()
+    def _restore(self, saved: tuple[list[Tensor], dict]) -> None:
+        values, state = saved
+        for p, v in zip(self.params, values, strict=True):
+            p.copy_(v)
+        self.optimizer.state.clear()
+        self.optimizer.state.update(state)
 
 
 def minimize_adam(
@@ -130,6 +171,7 @@ def minimize_adam(
     after_step: Callable[[int], None] | None = None,
     info: Callable[[int], Mapping[str, Any]] | None = None,
     progress: str | None = None,
+    project: Callable[[], None] | None = None,
     name: str = "training",
 ) -> list[float]:
     """Minimise ``loss_fn(step)`` by ``num_steps`` Adam steps (:class:`AdamStepper`).
@@ -147,6 +189,7 @@ def minimize_adam(
             stopped training (e.g. a periodic re-initialisation of variational parameters).
         info: ``info(step)`` gives :attr:`FitStep.info`.
         progress: a description to show a tqdm bar with the loss (``None``: no bar).
+        project: called after every update (:class:`AdamStepper`).
         name: who is training, for messages.
 
     Returns:
@@ -161,8 +204,8 @@ def minimize_adam(
         (5, [0, 1, 2, 3, 4])
     """
     if int(num_steps) < 0:
-        raise ValueError(f"{name}: num_steps must be >= 0, got {num_steps}")
-    stepper = AdamStepper(params, lr, on_nonfinite=on_nonfinite, name=name)
+        raise InputDataError(f"{name}: num_steps must be >= 0, got {num_steps}")
+    stepper = AdamStepper(params, lr, on_nonfinite=on_nonfinite, project=project, name=name)
     steps: Iterable[int] = range(int(num_steps))
     bar = None
     if progress is not None:

@@ -91,3 +91,38 @@ def test_callback_gets_loss_seconds_info_and_after_step_order():
     ]
     with pytest.raises(ValueError, match="num_steps"):
         minimize_adam([w], lambda s: w.sum(), -1)
+
+
+def test_not_psd_loss_and_non_finite_update_are_undone():
+    from bo_ncgp.exceptions import NotPSDError
+
+    w = torch.nn.Parameter(torch.tensor([1.0, 2.0]))
+    stepper = AdamStepper([w], 0.1)
+    assert stepper.step(lambda: w.square().sum())
+    state = {k: v.clone() for k, v in stepper.optimizer.state[w].items()}
+    before = w.detach().clone()
+
+    def not_psd():
+        raise NotPSDError("K_zz")
+
+    with pytest.warns(NumericalWarning, match="not positive definite"):
+        assert not stepper.step(not_psd)
+    assert torch.equal(w.detach(), before)
+
+    def blow_up():
+        with torch.no_grad():
+            w.fill_(float("inf"))
+
+    stepper = AdamStepper([w], 0.1, project=blow_up)
+    with pytest.warns(NumericalWarning, match="after the update"):
+        stepper.step(w.square().sum())  # fails after the update: undone
+    assert torch.equal(w.detach(), before) and stepper.stopped
+    assert not stepper.optimizer.state  # the fresh optimiser's state is restored too
+    stepper = AdamStepper([w], 0.1)
+    stepper.step(w.square().sum())
+    stepper.project = blow_up
+    with pytest.warns(NumericalWarning, match="after the update"):
+        stepper.step(w.square().sum())
+    torch.testing.assert_close(w.detach(), before - 0.1)  # only the first step of the three
+    assert state.keys() == stepper.optimizer.state[w].keys()
+    assert int(stepper.optimizer.state[w]["step"]) == 1
