@@ -1,10 +1,10 @@
-"""The one gradient-based optimisation loop of bo_ncgp's models, with one non-finite policy.
+"""The gradient-based optimisation loops of bo_ncgp's models, with one non-finite policy.
 
 Every model that learns parameters by Adam (the sparse GAM's ELBO, HIP-GP's hyperparameters)
 takes its steps through :class:`AdamStepper` -- directly where the model interleaves other
 updates between the Adam steps (HIP-GP's natural-gradient steps) -- or through
 :func:`minimize_adam`, the whole loop with the :class:`~bo_ncgp.models.base.FitStep`
-callback.
+callback. Full-batch deterministic objectives may use :func:`minimize_lbfgs` instead.
 
 The non-finite policy (the same everywhere): when the loss or any gradient of a step is NaN or
 infinite (or the loss raises :class:`~bo_ncgp.exceptions.NotPSDError`, or the update leaves a
@@ -23,6 +23,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 import time
 import warnings
 from collections.abc import Callable, Iterable, Mapping
@@ -34,7 +35,7 @@ from torch import Tensor
 from bo_ncgp.exceptions import BoNCGPError, InputDataError, NotPSDError, NumericalWarning
 from bo_ncgp.models.base import Callback, FitStep, notify
 
-__all__ = ["AdamStepper", "NonFiniteError", "NonFinitePolicy", "minimize_adam"]
+__all__ = ["AdamStepper", "NonFiniteError", "NonFinitePolicy", "minimize_adam", "minimize_lbfgs"]
 
 #: what a non-finite loss or gradient does: warn and stop, or raise :class:`NonFiniteError`
 NonFinitePolicy = Literal["stop", "raise"]
@@ -241,3 +242,85 @@ def minimize_adam(
     if bar is not None:
         bar.close()
     return history
+
+
+def minimize_lbfgs(
+    params: Iterable[torch.nn.Parameter],
+    loss_fn: Callable[[], Tensor],
+    max_iter: int,
+    *,
+    lr: float = 1.0,
+    line_search_fn: str | None = "strong_wolfe",
+    tolerance_grad: float = 1e-7,
+    tolerance_change: float = 1e-9,
+    history_size: int = 100,
+    on_nonfinite: NonFinitePolicy = "stop",
+    name: str = "training",
+) -> float:
+    """Minimise ``loss_fn()`` by one ``torch.optim.LBFGS`` run of up to ``max_iter``
+    iterations, under the non-finite policy of this module.
+
+    The run fails when the loss raises :class:`~bo_ncgp.exceptions.NotPSDError` or the loss at
+    the final parameters is non-finite; the parameters are then restored to those before the
+    run, with one :class:`NumericalWarning` (or :class:`NonFiniteError` with
+    ``on_nonfinite="raise"``).
+
+    Args:
+        params: parameters to optimise.
+        loss_fn: the full-batch objective (deterministic, as L-BFGS needs).
+        max_iter: L-BFGS iterations; lr, line_search_fn, tolerance_grad, tolerance_change,
+            history_size: those of ``torch.optim.LBFGS``.
+        on_nonfinite: the non-finite policy (module docstring).
+        name: who is training, for messages.
+
+    Returns:
+        The loss at the final (or restored) parameters.
+
+    Example:
+        >>> w = torch.nn.Parameter(torch.tensor([3.0, -1.0]))
+        >>> loss = minimize_lbfgs([w], lambda: ((w - 1.0) ** 2).sum(), 20)
+        >>> round(loss, 6), [round(v, 4) for v in w.tolist()]
+        (0.0, [1.0, 1.0])
+    """
+    if on_nonfinite not in ("stop", "raise"):
+        raise InputDataError(f"on_nonfinite must be 'stop' or 'raise', got {on_nonfinite!r}")
+    params = [p for p in params if p.requires_grad]
+    saved = [p.detach().clone() for p in params]
+    opt = torch.optim.LBFGS(
+        params,
+        lr=lr,
+        max_iter=int(max_iter),
+        line_search_fn=line_search_fn,
+        tolerance_grad=tolerance_grad,
+        tolerance_change=tolerance_change,
+        history_size=history_size,
+    )
+
+    def closure() -> Tensor:
+        opt.zero_grad()
+        loss = loss_fn()
+        loss.backward()
+        return loss
+
+    with torch.enable_grad():
+        try:
+            last = float(opt.step(closure).detach())
+        except NotPSDError:
+            last = float("nan")
+    opt.zero_grad(set_to_none=True)
+    with torch.no_grad():
+        if math.isfinite(last):
+            last = float(loss_fn())
+        if math.isfinite(last):
+            return last
+        for p, v in zip(params, saved, strict=True):
+            p.copy_(v)
+    msg = (
+        f"{name}: L-BFGS met a non-finite loss or a matrix that is not positive definite; "
+        "the parameters before the run were restored (rescale the data or use Adam)"
+    )
+    if on_nonfinite == "raise":
+        raise NonFiniteError(msg)
+    warnings.warn(msg, NumericalWarning, stacklevel=2)
+    with torch.no_grad():
+        return float(loss_fn())

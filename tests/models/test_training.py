@@ -126,3 +126,42 @@ def test_not_psd_loss_and_non_finite_update_are_undone():
     torch.testing.assert_close(w.detach(), before - 0.1)  # only the first step of the three
     assert state.keys() == stepper.optimizer.state[w].keys()
     assert int(stepper.optimizer.state[w]["step"]) == 1
+
+
+def test_lbfgs_matches_torch_and_restores_on_failure():
+    from bo_ncgp.exceptions import NotPSDError
+    from bo_ncgp.models.training import minimize_lbfgs
+
+    def f(w):
+        return (w**4).sum() + (w[0] - 2 * w[1]) ** 2
+
+    w1 = torch.nn.Parameter(torch.tensor([1.0, -2.0], dtype=torch.float64))
+    w2 = torch.nn.Parameter(w1.detach().clone())
+    kw = dict(tolerance_grad=1e-12, tolerance_change=1e-15, history_size=50)
+    loss = minimize_lbfgs([w1], lambda: f(w1), 30, **kw)
+    opt = torch.optim.LBFGS([w2], lr=1.0, max_iter=30, line_search_fn="strong_wolfe", **kw)
+
+    def closure():
+        opt.zero_grad()
+        out = f(w2)
+        out.backward()
+        return out
+
+    opt.step(closure)
+    assert torch.equal(w1, w2) and loss == float(f(w2))
+    calls = [0]
+
+    def fails_later():
+        calls[0] += 1
+        if calls[0] > 3:
+            raise NotPSDError("K")
+        return f(w1)
+
+    with torch.no_grad():
+        w1.copy_(torch.tensor([1.0, -2.0]))
+    before = w1.detach().clone()
+    with pytest.raises(NonFiniteError):
+        minimize_lbfgs([w1], fails_later, 30, on_nonfinite="raise")
+    assert torch.equal(w1.detach(), before)
+    with pytest.warns(NumericalWarning, match="L-BFGS"):
+        minimize_lbfgs([w1], lambda: w1.sum() * float("nan"), 5)
