@@ -265,6 +265,13 @@ def _rbf_integral_var(profile: StationaryProfile, X: Tensor) -> Tensor:
 
 
 # ------------------------------------------------------------------- public helpers
+def _require_profile(profile: StationaryProfile | None) -> None:
+    if profile is None:
+        raise UnsupportedError(
+            "derivative observations need an RBF or Matern kernel (optionally scaled)"
+        )
+
+
 def cross_covariance(
     kernel: gpytorch.kernels.Kernel,
     Z: Tensor,
@@ -295,10 +302,7 @@ def cross_covariance(
         out = out.index_copy(-1, vals.nonzero().squeeze(-1), kernel(Z, X[vals]).to_dense())
     ders = codes > 0
     if bool(ders.any()):
-        if profile is None:
-            raise UnsupportedError(
-                "derivative observations need an RBF or Matern kernel (optionally scaled)"
-            )
+        _require_profile(profile)
         idx = ders.nonzero().squeeze(-1)
         tau = Z.unsqueeze(-2) - X[idx].unsqueeze(-3)  # (M, nd, D): tau = z - x
         dcode = (codes[idx] - 1).expand(M, -1)
@@ -334,10 +338,7 @@ def transformed_variance(
     profile = StationaryProfile.from_kernel(kernel)
     ders = codes > 0
     if bool(ders.any()):
-        if profile is None:
-            raise UnsupportedError(
-                "derivative observations need an RBF or Matern kernel (optionally scaled)"
-            )
+        _require_profile(profile)
         d = codes[ders] - 1
         zero = X.new_zeros(int(ders.sum()), X.shape[-1])
         out = out.masked_scatter(ders, kernel_derivative_pairs(profile, zero, d, d))
