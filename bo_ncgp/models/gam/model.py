@@ -144,10 +144,6 @@ class SparseGAM(gpytorch.Module, LatentGP):
         """Smallest number of input columns the model accepts (``max active dim + 1``)."""
         return 1 + max(int(c.active_dims.max()) for c in self.components)
 
-    @property
-    def batch_shape(self) -> torch.Size:
-        return torch.Size()
-
     def _ref(self) -> Tensor:
         return self.components[0].inducing_points
 

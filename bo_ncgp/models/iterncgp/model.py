@@ -208,11 +208,6 @@ class IterNCGP(torch.nn.Module, LatentGP):
         self.fit_seconds = 0.0
 
     @property
-    def num_latents(self) -> int:
-        """C, the number of latent functions."""
-        return self.likelihood.num_latents
-
-    @property
     def train_inputs(self) -> Tensor | None:
         return self._X
 
