@@ -27,7 +27,7 @@ import torch
 from torch import Tensor
 
 from bo_ncgp.exceptions import InputDataError
-from bo_ncgp.linalg import KernelOperator
+from bo_ncgp.linalg import KernelOperator, latent_block
 
 __all__ = [
     "LatentKernelOperator",
@@ -183,12 +183,11 @@ class LatentKernelOperator:
 
     def prior_diag(self, X_star: Tensor) -> Tensor:
         """``k_c(x, x)`` for every latent function: ``(..., C|1, m)``."""
-        return self.kernel(X_star.unsqueeze(-3), X_star.unsqueeze(-3), diag=True)
+        return latent_block(self.kernel, X_star, diag=True)
 
     def prior_cov(self, X_star: Tensor) -> Tensor:
         """``K_c(X_star, X_star)``: ``(..., C|1, m, m)``."""
-        Xs = X_star.unsqueeze(-3)
-        return self.kernel(Xs, Xs).to_dense()
+        return latent_block(self.kernel, X_star)
 
 
 def _check_latent(V: Tensor, n: int) -> None:
