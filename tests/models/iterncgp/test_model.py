@@ -367,3 +367,15 @@ class TestIterNCGPContract(ModelContractTests):
     def make(self):
         X, y = binary_data(20)
         return IterNCGP(rbf(), Bernoulli(), max_solver_iters_per_step=4, backend="dense"), X, y
+
+
+def test_pool_fantasies_through_condition():
+    model, X, y = fitted_binary()
+    pool = torch.rand(7, 2)
+    fant = model.pool_fantasies(pool)
+    Y = torch.tensor([[0.0, 1.0], [1.0, 1.0]])
+    mean, var = fant.conditioned(torch.tensor([0, 4]), Y)
+    assert mean.shape == var.shape == (2, 2, 7)
+    ref, ref_var = model.condition(pool[4:5], Y[1, :1]).predict_f(pool)
+    torch.testing.assert_close(mean[1, 0], ref)
+    torch.testing.assert_close(var[1, 0], ref_var)
