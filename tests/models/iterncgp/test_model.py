@@ -370,7 +370,7 @@ class TestIterNCGPContract(ModelContractTests):
 
 
 def test_pool_fantasies_through_condition():
-    model, X, y = fitted_binary()
+    model, _, _ = fitted_binary()
     pool = torch.rand(7, 2)
     fant = model.pool_fantasies(pool)
     Y = torch.tensor([[0.0, 1.0], [1.0, 1.0]])
