@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 import torch
@@ -64,6 +64,9 @@ class AdamStepper:
         on_nonfinite: ``"stop"`` (warn, undo the step, report it) or ``"raise"``.
         project: called after every update, e.g. to clamp parameters into constraints that
             their parameterisation does not enforce (projected gradient).
+        companions: other optimisers stepped on the same backward pass before the Adam step
+            (e.g. :class:`gpytorch.optim.NGD` on variational parameters); their parameters
+            are checked and restored with Adam's.
         name: who is training, for the warning and error messages.
 
     Attributes:
@@ -89,12 +92,18 @@ class AdamStepper:
         *,
         on_nonfinite: NonFinitePolicy = "stop",
         project: Callable[[], None] | None = None,
+        companions: Sequence[torch.optim.Optimizer] = (),
         name: str = "training",
     ) -> None:
         if on_nonfinite not in ("stop", "raise"):
             raise InputDataError(f"on_nonfinite must be 'stop' or 'raise', got {on_nonfinite!r}")
         self.params = [p for p in params if p.requires_grad]
         self.optimizer = torch.optim.Adam(self.params, lr=lr)
+        self.companions = list(companions)
+        self._optimizers = [*self.companions, self.optimizer]
+        self._all_params = [
+            p for opt in self._optimizers for g in opt.param_groups for p in g["params"]
+        ]
         self.on_nonfinite = on_nonfinite
         self.project = project
         self.name = name
@@ -109,7 +118,8 @@ class AdamStepper:
             :class:`NumericalWarning` emitted and :attr:`stopped` set), unless
             ``on_nonfinite="raise"``.
         """
-        self.optimizer.zero_grad(set_to_none=True)
+        for opt in self._optimizers:
+            opt.zero_grad(set_to_none=True)
         problem = None
         try:
             value = loss() if callable(loss) else loss
@@ -121,19 +131,21 @@ class AdamStepper:
             else:
                 value.backward()
                 if not all(
-                    p.grad is None or bool(torch.isfinite(p.grad).all()) for p in self.params
+                    p.grad is None or bool(torch.isfinite(p.grad).all()) for p in self._all_params
                 ):
                     problem = "a non-finite gradient"
         if problem is None:
             saved = self._snapshot()
-            self.optimizer.step()
+            for opt in self._optimizers:
+                opt.step()
             if self.project is not None:
                 self.project()
-            if all(bool(torch.isfinite(p).all()) for p in self.params):
+            if all(bool(torch.isfinite(p).all()) for p in self._all_params):
                 return True
             self._restore(saved)
             problem = "non-finite parameters after the update"
-        self.optimizer.zero_grad(set_to_none=True)
+        for opt in self._optimizers:
+            opt.zero_grad(set_to_none=True)
         msg = (
             f"{self.name}: {problem}; the step was undone and training stopped at the "
             "parameters before it (lower the learning rate or rescale the data)"
@@ -144,20 +156,24 @@ class AdamStepper:
         self.stopped = True
         return False
 
-    def _snapshot(self) -> tuple[list[Tensor], dict]:
-        state = {
-            p: {k: v.clone() if isinstance(v, Tensor) else v for k, v in st.items()}
-            for p, st in self.optimizer.state.items()
-        }
-        return [p.detach().clone() for p in self.params], state
+    def _snapshot(self) -> tuple[list[Tensor], list[dict]]:
+        states = [
+            {
+                p: {k: v.clone() if isinstance(v, Tensor) else v for k, v in st.items()}
+                for p, st in opt.state.items()
+            }
+            for opt in self._optimizers
+        ]
+        return [p.detach().clone() for p in self._all_params], states
 
     @torch.no_grad()
-    def _restore(self, saved: tuple[list[Tensor], dict]) -> None:
-        values, state = saved
-        for p, v in zip(self.params, values, strict=True):
+    def _restore(self, saved: tuple[list[Tensor], list[dict]]) -> None:
+        values, states = saved
+        for p, v in zip(self._all_params, values, strict=True):
             p.copy_(v)
-        self.optimizer.state.clear()
-        self.optimizer.state.update(state)
+        for opt, state in zip(self._optimizers, states, strict=True):
+            opt.state.clear()
+            opt.state.update(state)
 
 
 def minimize_adam(

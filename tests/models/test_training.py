@@ -165,3 +165,41 @@ def test_lbfgs_matches_torch_and_restores_on_failure():
     assert torch.equal(w1.detach(), before)
     with pytest.warns(NumericalWarning, match="L-BFGS"):
         minimize_lbfgs([w1], lambda: w1.sum() * float("nan"), 5)
+
+
+def test_companion_ngd_steps_match_the_joint_loop():
+    import gpytorch
+
+    from bo_ncgp.likelihoods import Bernoulli
+    from bo_ncgp.models.svgp import SVGP
+
+    g = torch.Generator().manual_seed(0)
+    X = torch.rand(20, 1, generator=g, dtype=torch.float64)
+    y = (X[:, 0] > 0.5).double()
+
+    def neg_elbo(gp):
+        q = gp(X)
+        elp = Bernoulli().expected_log_prob(y, q.mean, q.variance).sum()
+        return -(elp - gp.kl_divergence()) / 20
+
+    def make():
+        torch.manual_seed(0)
+        gp = SVGP(gpytorch.kernels.RBFKernel(), X[:6], variational="natural")
+        gp.train()
+        ngd = gpytorch.optim.NGD(gp.variational_parameters(), num_data=20, lr=0.1)
+        return gp, ngd
+
+    gp1, ngd1 = make()
+    adam = torch.optim.Adam(gp1.hyperparameters(), lr=0.05)
+    for _ in range(5):
+        ngd1.zero_grad()
+        adam.zero_grad()
+        neg_elbo(gp1).backward()
+        ngd1.step()
+        adam.step()
+    gp2, ngd2 = make()
+    stepper = AdamStepper(gp2.hyperparameters(), 0.05, companions=[ngd2])
+    for _ in range(5):
+        assert stepper.step(lambda: neg_elbo(gp2))
+    for (n1, p1), (_, p2) in zip(gp1.named_parameters(), gp2.named_parameters(), strict=True):
+        assert torch.equal(p1, p2), n1
