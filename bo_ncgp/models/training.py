@@ -50,6 +50,16 @@ class NonFiniteError(BoNCGPError, FloatingPointError):
     """
 
 
+def _all_finite(tensors: Sequence[Tensor]) -> bool:
+    """Whether every entry of every tensor is finite (one device synchronisation)."""
+    if not tensors:
+        return True
+    flags = [torch.isfinite(t.detach()).all() for t in tensors]
+    if all(f.device == flags[0].device for f in flags):
+        return bool(torch.stack(flags).all())
+    return all(bool(f) for f in flags)
+
+
 class AdamStepper:
     """One Adam step per :meth:`step` call, under the non-finite policy of this module.
 
@@ -130,9 +140,7 @@ class AdamStepper:
                 problem = f"a non-finite loss ({float(value.detach()):.4g})"
             else:
                 value.backward()
-                if not all(
-                    p.grad is None or bool(torch.isfinite(p.grad).all()) for p in self._all_params
-                ):
+                if not _all_finite([p.grad for p in self._all_params if p.grad is not None]):
                     problem = "a non-finite gradient"
         if problem is None:
             saved = self._snapshot()
@@ -140,7 +148,7 @@ class AdamStepper:
                 opt.step()
             if self.project is not None:
                 self.project()
-            if all(bool(torch.isfinite(p).all()) for p in self._all_params):
+            if _all_finite(self._all_params):
                 return True
             self._restore(saved)
             problem = "non-finite parameters after the update"
