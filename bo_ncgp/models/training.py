@@ -35,7 +35,14 @@ from torch import Tensor
 from bo_ncgp.exceptions import BoNCGPError, InputDataError, NotPSDError, NumericalWarning
 from bo_ncgp.models.base import Callback, FitStep, notify
 
-__all__ = ["AdamStepper", "NonFiniteError", "NonFinitePolicy", "minimize_adam", "minimize_lbfgs"]
+__all__ = [
+    "AdamStepper",
+    "FitClock",
+    "NonFiniteError",
+    "NonFinitePolicy",
+    "minimize_adam",
+    "minimize_lbfgs",
+]
 
 #: what a non-finite loss or gradient does: warn and stop, or raise :class:`NonFiniteError`
 NonFinitePolicy = Literal["stop", "raise"]
@@ -48,6 +55,46 @@ class NonFiniteError(BoNCGPError, FloatingPointError):
         >>> issubclass(NonFiniteError, FloatingPointError)
         True
     """
+
+
+class FitClock:
+    """Training time that excludes the time spent in callbacks, and the callback call.
+
+    Example:
+        >>> clock = FitClock()
+        >>> seen = []
+        >>> clock.notify(lambda s: seen.append(s) or True, 0, model=None, info={"epoch": 0})
+        True
+        >>> seen[0].step, seen[0].info["epoch"], seen[0].seconds <= clock.elapsed()
+        (0, 0, True)
+    """
+
+    def __init__(self) -> None:
+        self.start = time.perf_counter()
+        self.paused = 0.0
+
+    def elapsed(self) -> float:
+        """Seconds since the clock started, minus the seconds spent in callbacks."""
+        return time.perf_counter() - self.start - self.paused
+
+    def notify(
+        self,
+        callback: Callback | None,
+        step: int,
+        model: Any,
+        loss: float | None = None,
+        info: Mapping[str, Any] | None = None,
+    ) -> bool:
+        """Call ``callback(FitStep(...))`` (if given) with the training time so far; the
+        time spent in the callback is not counted. ``True`` when the callback asks to stop."""
+        if callback is None:
+            return False
+        t = time.perf_counter()
+        fit_step = FitStep(step, model, loss, t - self.start - self.paused, dict(info or {}))
+        try:
+            return notify(callback, fit_step)
+        finally:
+            self.paused += time.perf_counter() - t
 
 
 def _all_finite(tensors: Sequence[Tensor]) -> bool:
@@ -238,7 +285,7 @@ def minimize_adam(
 
         steps = bar = trange(int(num_steps), desc=progress)
     history: list[float] = []
-    start, paused = time.perf_counter(), 0.0
+    clock = FitClock()
     for step in steps:
         loss = loss_fn(step)
         if not stepper.step(loss):
@@ -247,19 +294,9 @@ def minimize_adam(
         history.append(value)
         if bar is not None and step % 10 == 0:
             bar.set_postfix(loss=f"{value:.4f}")
-        stop = False
-        if callback is not None:
-            t = time.perf_counter()
-            fit_step = FitStep(
-                step=step,
-                model=model,
-                loss=value,
-                seconds=t - start - paused,
-                info=dict(info(step)) if info is not None else {},
-            )
-            stop = notify(callback, fit_step)
-            paused += time.perf_counter() - t
-        if stop:
+        if callback is not None and clock.notify(
+            callback, step, model, value, info(step) if info is not None else None
+        ):
             break
         if after_step is not None:
             after_step(step)

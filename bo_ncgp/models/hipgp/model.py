@@ -18,7 +18,6 @@ by an adjoint solve (:func:`bo_ncgp.linalg.cg_solve`).
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Sequence
 
 import gpytorch
@@ -28,7 +27,7 @@ from torch import Tensor
 from bo_ncgp.exceptions import InputDataError, UnsupportedError
 from bo_ncgp.likelihoods import Gaussian
 from bo_ncgp.linalg.toeplitz import Grid
-from bo_ncgp.models.base import Callback, FitStep, LatentGP, notify
+from bo_ncgp.models.base import Callback, LatentGP
 from bo_ncgp.models.hipgp.interdomain import (
     OpSpec,
     as_op_codes,
@@ -38,7 +37,7 @@ from bo_ncgp.models.hipgp.interdomain import (
 )
 from bo_ncgp.models.hipgp.variational import BlockGaussian
 from bo_ncgp.models.hipgp.whitening import CholeskyWhitener, FFTWhitener
-from bo_ncgp.models.training import AdamStepper, NonFinitePolicy
+from bo_ncgp.models.training import AdamStepper, FitClock, NonFinitePolicy
 
 __all__ = ["HIPGP"]
 
@@ -338,7 +337,7 @@ class HIPGP(torch.nn.Module, LatentGP):
             from tqdm.auto import tqdm
 
             epochs = tqdm(epochs, desc="HIPGP epochs")
-        start, paused, count = time.perf_counter(), 0.0, 0
+        clock, count = FitClock(), 0
         for epoch in epochs:
             perm = torch.randperm(n, generator=generator, device="cpu").to(X.device)
             for step, s in enumerate(range(0, n, bs)):
@@ -355,14 +354,8 @@ class HIPGP(torch.nn.Module, LatentGP):
                         return self
                     value = float(loss.detach())
                     self.history.append(-value * n)
-                if callback is not None:
-                    t = time.perf_counter()
-                    info = {"epoch": epoch, "batch": step}
-                    fit_step = FitStep(count, self, value, t - start - paused, info)
-                    stop = notify(callback, fit_step)
-                    paused += time.perf_counter() - t
-                    if stop:
-                        return self
+                if clock.notify(callback, count, self, value, {"epoch": epoch, "batch": step}):
+                    return self
                 count += 1
         return self
 

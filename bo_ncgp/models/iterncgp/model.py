@@ -27,9 +27,7 @@ from __future__ import annotations
 
 import copy
 import math
-import time
 import warnings
-from collections.abc import Callable
 from typing import Literal, NamedTuple
 
 import gpytorch
@@ -39,12 +37,13 @@ from torch import Tensor
 from bo_ncgp.exceptions import InputDataError, NumericalWarning, UnsupportedError
 from bo_ncgp.likelihoods import Bernoulli, Gaussian, Likelihood, Poisson, Softmax
 from bo_ncgp.linalg import stable_cholesky
-from bo_ncgp.models.base import Callback, FitStep, LatentGP, notify
+from bo_ncgp.models.base import Callback, LatentGP
 from bo_ncgp.models.iterncgp.belief import Belief
 from bo_ncgp.models.iterncgp.newton import LaplaceState, NewtonConfig, newton_laplace
 from bo_ncgp.models.iterncgp.operators import LatentKernelOperator, _check_kernel
 from bo_ncgp.models.iterncgp.policies import Policy, make_policy
 from bo_ncgp.models.iterncgp.problem import PseudoRegressionProblem
+from bo_ncgp.models.training import FitClock
 
 __all__ = ["IterNCGP", "RatePrediction"]
 
@@ -69,24 +68,6 @@ class RatePrediction(NamedTuple):
     median: Tensor
     lower: Tensor
     upper: Tensor
-
-
-class _Clock:
-    """Wall-clock that excludes the time spent in callbacks."""
-
-    def __init__(self) -> None:
-        self.start = time.perf_counter()
-        self.paused = 0.0
-
-    def elapsed(self) -> float:
-        return time.perf_counter() - self.start - self.paused
-
-    def run_excluded(self, fn: Callable[[], bool | None]) -> bool | None:
-        t = time.perf_counter()
-        try:
-            return fn()
-        finally:
-            self.paused += time.perf_counter() - t
 
 
 class IterNCGP(torch.nn.Module, LatentGP):
@@ -312,7 +293,7 @@ class IterNCGP(torch.nn.Module, LatentGP):
         callback: Callback | None,
         w0: Tensor | None,
     ) -> None:
-        clock = _Clock()
+        clock = FitClock()
         total, calls = [0], [0]
 
         def hook(i: int, j: int, belief: Belief, problem: PseudoRegressionProblem) -> bool:
@@ -324,10 +305,9 @@ class IterNCGP(torch.nn.Module, LatentGP):
             if callback is None:
                 return False
             self.fit_seconds = clock.elapsed()
-            info = {"newton_step": i, "solver_iter": j}
-            step = FitStep(step=calls[0], model=self, seconds=self.fit_seconds, info=info)
             calls[0] += 1
-            return bool(clock.run_excluded(lambda: notify(callback, step)))
+            info = {"newton_step": i, "solver_iter": j}
+            return clock.notify(callback, calls[0] - 1, self, info=info)
 
         state = newton_laplace(
             self._K, self.likelihood, self._y, self._m, f0, policy, config, S, T, hook, w0

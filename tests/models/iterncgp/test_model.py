@@ -9,8 +9,8 @@ import torch
 
 from bo_ncgp.likelihoods import Bernoulli, Gaussian, Poisson, Softmax
 from bo_ncgp.models import IterNCGP
+from bo_ncgp.models import training as training_module
 from bo_ncgp.models.iterncgp import UnitVectorPolicy
-from bo_ncgp.models.iterncgp import model as model_module
 from tests.models.contract import ModelContractTests
 from tests.models.iterncgp._reference import dense_laplace, rbf
 
@@ -146,7 +146,7 @@ def test_poisson_rate_by_monte_carlo():
 # ------------------------------------------------------------------ callbacks
 def test_callback_signature_excludes_its_own_time_and_can_stop(monkeypatch):
     now = [0.0]
-    monkeypatch.setattr(model_module.time, "perf_counter", lambda: now[0])
+    monkeypatch.setattr(training_module.time, "perf_counter", lambda: now[0])
     calls = []
 
     def callback(step):
