@@ -109,30 +109,33 @@ def whitened_kl(mean: Tensor, chol: Tensor) -> Tensor:
 
 
 def log_prior(
-    module: torch.nn.Module,
+    *modules: torch.nn.Module,
     dtype: torch.dtype | None = None,
     device: torch.device | None = None,
 ) -> Tensor:
-    """Sum of ``prior.log_prob(value)`` over the GPyTorch priors registered on ``module``.
+    """Sum of ``prior.log_prob(value)`` over the GPyTorch priors registered on ``modules``.
 
     Args:
-        module: a GPyTorch module (``named_priors``).
+        modules: GPyTorch modules (``named_priors``), summed in this order (e.g. a kernel and
+            a likelihood).
         dtype, device: of the result when no prior is registered (default: those of the
-            module's first parameter).
+            first module's first parameter).
 
     Example:
         >>> k = gpytorch.kernels.RBFKernel(lengthscale_prior=gpytorch.priors.GammaPrior(3.0, 6.0))
         >>> lp = log_prior(k)
         >>> bool(torch.isclose(lp, gpytorch.priors.GammaPrior(3.0, 6.0).log_prob(k.lengthscale)))
         True
-        >>> float(log_prior(gpytorch.kernels.RBFKernel()))
+        >>> lik = gpytorch.likelihoods.GaussianLikelihood()
+        >>> float(log_prior(gpytorch.kernels.RBFKernel(), lik))  # no prior registered
         0.0
     """
     if dtype is None or device is None:
-        ref = next(module.parameters(), None)
+        ref = next((p for m in modules for p in m.parameters()), None)
         dtype = dtype or (ref.dtype if ref is not None else torch.get_default_dtype())
         device = device or (ref.device if ref is not None else None)
     total = torch.zeros((), dtype=dtype, device=device)
-    for _, mod, prior, closure, _ in module.named_priors():
-        total = total + prior.log_prob(closure(mod)).sum()
+    for module in modules:
+        for _, mod, prior, closure, _ in module.named_priors():
+            total = total + prior.log_prob(closure(mod)).sum()
     return total

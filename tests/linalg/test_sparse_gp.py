@@ -55,3 +55,13 @@ def test_log_prior_sums_registered_priors():
     assert lp.dtype == torch.float64
     torch.testing.assert_close(lp, expected.to(lp))
     assert float(log_prior(gpytorch.kernels.RBFKernel())) == 0.0
+
+
+def test_log_prior_of_several_modules_in_order():
+    k = gpytorch.kernels.RBFKernel(lengthscale_prior=gpytorch.priors.GammaPrior(3.0, 6.0))
+    lik = gpytorch.likelihoods.GaussianLikelihood(noise_prior=gpytorch.priors.GammaPrior(1.1, 0.05))
+    total = torch.zeros(())
+    for module in (k, lik):
+        for _, mod, prior, closure, _ in module.named_priors():
+            total = total + prior.log_prob(closure(mod)).sum()
+    assert torch.equal(log_prior(k, lik), total)
