@@ -27,6 +27,7 @@ from torch import Tensor, nn
 from bo_ncgp.exceptions import InputDataError, NumericalWarning, UnsupportedError
 from bo_ncgp.likelihoods import Likelihood
 from bo_ncgp.linalg import jittered, log_prior, solve_lower, stable_cholesky
+from bo_ncgp.models._checks import check_inputs
 from bo_ncgp.models.base import Callback, LatentGP
 from bo_ncgp.models.gam.components import AdditiveComponent, as_component
 from bo_ncgp.models.gam.variational import FAMILIES, Projection, VariationalState
@@ -148,32 +149,19 @@ class SparseGAM(gpytorch.Module, LatentGP):
         return self.components[0].inducing_points
 
     # ---------------------------------------------------------------- checks
-    def _check_X(self, X: Tensor, allow_empty: bool = True) -> Tensor:
+    def _check_X(self, X: Tensor, allow_empty: bool = True, matrix: bool = False) -> Tensor:
         if not isinstance(X, Tensor):
             X = torch.as_tensor(X)
-        if X.dim() < 2:
-            raise InputDataError(f"SparseGAM: X must have shape (..., n, d), got {tuple(X.shape)}")
-        if X.shape[-1] < self.input_dim:
-            raise InputDataError(
-                f"SparseGAM: X has {X.shape[-1]} columns but the components use input "
-                f"dimension {self.input_dim - 1} (need at least {self.input_dim})"
-            )
-        if not allow_empty and X.shape[-2] == 0:
-            raise InputDataError("SparseGAM: empty data (X has no rows)")
         ref = self._ref()
         if X.device != ref.device:
             raise InputDataError(f"SparseGAM: X is on {X.device} but the model is on {ref.device}")
         X = X.to(dtype=ref.dtype)
-        if not torch.isfinite(X).all():
-            raise InputDataError("SparseGAM: X contains NaN or inf")
-        return X
+        return check_inputs(
+            X, "SparseGAM", min_dims=self.input_dim, matrix=matrix, allow_empty=allow_empty
+        )
 
     def _check_data(self, X: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
-        X = self._check_X(X, allow_empty=False)
-        if X.dim() != 2:
-            raise InputDataError(
-                f"SparseGAM: training X must have shape (n, d), got {tuple(X.shape)}"
-            )
+        X = self._check_X(X, allow_empty=False, matrix=True)
         y = torch.as_tensor(y, device=X.device)
         if y.dim() == 2 and y.shape[-1] == 1:
             y = y[:, 0]

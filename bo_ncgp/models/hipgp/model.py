@@ -27,6 +27,7 @@ from torch import Tensor
 from bo_ncgp.exceptions import InputDataError, UnsupportedError
 from bo_ncgp.likelihoods import Gaussian
 from bo_ncgp.linalg.toeplitz import Grid
+from bo_ncgp.models._checks import check_inputs
 from bo_ncgp.models.base import Callback, LatentGP
 from bo_ncgp.models.hipgp.interdomain import (
     OpSpec,
@@ -172,14 +173,8 @@ class HIPGP(torch.nn.Module, LatentGP):
             )
         return w
 
-    def _check_X(self, X: Tensor, what: str = "X") -> None:
-        if not isinstance(X, Tensor) or X.dim() < 2 or X.shape[-1] != self.dim:
-            shape = tuple(X.shape) if isinstance(X, Tensor) else type(X).__name__
-            raise InputDataError(f"HIPGP: {what} must have shape (..., n, {self.dim}), got {shape}")
-        if X.shape[-2] == 0:
-            raise InputDataError(f"HIPGP: {what} is empty")
-        if not torch.isfinite(X).all():
-            raise InputDataError(f"HIPGP: {what} contains NaN or inf")
+    def _check_X(self, X: Tensor, what: str = "X", matrix: bool = False) -> None:
+        check_inputs(X, "HIPGP", name=what, dims=self.dim, matrix=matrix, allow_empty=False)
 
     def whitened_cross_covariance(self, X: Tensor, codes: Tensor) -> Tensor:
         """Rows ``k_n^T`` (Eq. 20) for ``X (n, D)``, shape ``(n, N)``."""
@@ -209,9 +204,7 @@ class HIPGP(torch.nn.Module, LatentGP):
         return elp, (y - mean) / s2, 1.0 / s2
 
     def _prepare(self, X, y, op, obs_noise):
-        self._check_X(X)
-        if X.dim() != 2:
-            raise InputDataError(f"HIPGP: training inputs must be (n, D), got {tuple(X.shape)}")
+        self._check_X(X, matrix=True)
         y = torch.as_tensor(y, dtype=X.dtype, device=X.device).reshape(-1)
         if y.numel() != X.shape[0]:
             raise InputDataError(f"HIPGP: X has {X.shape[0]} rows but y has {y.numel()} entries")

@@ -37,6 +37,7 @@ from torch import Tensor
 from bo_ncgp.exceptions import InputDataError, NumericalWarning, UnsupportedError
 from bo_ncgp.likelihoods import Bernoulli, Gaussian, Likelihood, Poisson, Softmax
 from bo_ncgp.linalg import stable_cholesky
+from bo_ncgp.models._checks import check_inputs
 from bo_ncgp.models.base import Callback, LatentGP
 from bo_ncgp.models.iterncgp.belief import Belief
 from bo_ncgp.models.iterncgp.newton import LaplaceState, NewtonConfig, newton_laplace
@@ -212,26 +213,10 @@ class IterNCGP(torch.nn.Module, LatentGP):
 
     # ------------------------------------------------------------- validation
     def _check_inputs(self, X: Tensor, name: str = "X", train: bool = True) -> Tensor:
-        if not isinstance(X, Tensor):
-            raise InputDataError(f"IterNCGP: {name} must be a torch.Tensor, got {type(X)}")
-        if not X.is_floating_point():
-            raise InputDataError(f"IterNCGP: {name} must be a floating-point tensor, got {X.dtype}")
-        if train and X.dim() != 2:
-            raise InputDataError(f"IterNCGP: {name} must have shape (n, d), got {tuple(X.shape)}")
-        if X.dim() < 2:
-            raise InputDataError(
-                f"IterNCGP: {name} must have shape (..., n, d), got {tuple(X.shape)}"
-            )
-        if train and X.shape[-2] == 0:
-            raise InputDataError(f"IterNCGP: {name} is empty (no data points)")
-        if self._X is not None and X.shape[-1] != self._X.shape[-1]:
-            raise InputDataError(
-                f"IterNCGP: {name} has {X.shape[-1]} input dimensions, the training inputs "
-                f"have {self._X.shape[-1]}"
-            )
-        if not torch.isfinite(X).all():
-            raise InputDataError(f"IterNCGP: {name} contains NaN or inf")
-        return X
+        dims = None if self._X is None else self._X.shape[-1]
+        return check_inputs(
+            X, "IterNCGP", name=name, dims=dims, matrix=train, allow_empty=not train
+        )
 
     def _check_targets(self, y: Tensor, X: Tensor, name: str = "y") -> Tensor:
         if not isinstance(y, Tensor):
