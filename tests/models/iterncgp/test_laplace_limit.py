@@ -15,6 +15,22 @@ from bo_ncgp.models.iterncgp import IterNCGP, UnitVectorPolicy
 from tests.models.iterncgp._reference import dense_laplace, rbf
 
 
+def exact_solver_model(k, lik, policy, iters_per_step, recycle):
+    """IterNCGP run to the Laplace mode with solver tolerances off (budget by iterations)."""
+    return IterNCGP(
+        k,
+        lik,
+        policy=policy,
+        max_solver_iters_per_step=iters_per_step,
+        max_newton_steps=40,
+        recycle=recycle,
+        tol=1e-12,
+        solver_rtol=0.0,
+        solver_atol=0.0,
+        backend="dense",
+    )
+
+
 def problem(name, n):
     X = torch.rand(n, 2)
     if name == "bernoulli":
@@ -57,18 +73,7 @@ def test_unit_vector_full_rank_equals_dense_laplace(name, n, recycle):
     Xs = torch.rand(9, 2)
     F_ref, predict = dense_laplace(k, lik, X, y, C)
     mean_ref, var_ref = predict(Xs)
-    model = IterNCGP(
-        k,
-        lik,
-        policy="unit_vector",
-        max_solver_iters_per_step=n * C,
-        max_newton_steps=40,
-        recycle=recycle,
-        tol=1e-12,
-        solver_rtol=0.0,
-        solver_atol=0.0,
-        backend="dense",
-    ).fit(X, y)
+    model = exact_solver_model(k, lik, "unit_vector", n * C, recycle).fit(X, y)
     assert model._state.converged
     mode, (mean, var) = model.mode, model.predict_f(Xs)
     if C == 1:
@@ -104,18 +109,7 @@ def test_unit_vector_permutation_is_subset_of_data(name, n):
     perm = torch.randperm(n)
     sub = perm[:12]
     _, predict = dense_laplace(k, lik, X[sub], y[sub], C)
-    model = IterNCGP(
-        k,
-        lik,
-        policy=UnitVectorPolicy(perm),
-        max_solver_iters_per_step=12 * C,
-        max_newton_steps=40,
-        recycle=False,
-        tol=1e-12,
-        solver_rtol=0.0,
-        solver_atol=0.0,
-        backend="dense",
-    ).fit(X, y)
+    model = exact_solver_model(k, lik, UnitVectorPolicy(perm), 12 * C, False).fit(X, y)
     Xs = torch.rand(6, 2)
     mean_ref, var_ref = predict(Xs)
     mean, var = model.predict_f(Xs)
