@@ -35,7 +35,7 @@ import torch
 from torch import Tensor
 
 from bo_ncgp.exceptions import InputDataError
-from bo_ncgp.linalg.sparse_gp import log_prior
+from bo_ncgp.linalg import log_prior, stable_cholesky
 
 __all__ = ["SVGP"]
 
@@ -133,6 +133,26 @@ class SVGP(gpytorch.models.ApproximateGP):
         """The inducing inputs ``Z`` (the learned ones if they are learned)."""
         strategy = self.variational_strategy
         return getattr(strategy, "base_variational_strategy", strategy).inducing_points
+
+    def inducing_posterior(self) -> tuple[Tensor, Tensor, Tensor]:
+        """``(Z, m, S)``: the inducing inputs and the un-whitened ``q(g(Z)) = N(m, S)`` of the
+        zero-mean part ``g = f - mean`` (``m = L m_w``, ``S = L S_w L^T``, ``L L^T = K_ZZ``).
+
+        Example:
+            >>> from gpytorch.kernels import RBFKernel
+            >>> gp = SVGP(RBFKernel(), torch.rand(5, 1, dtype=torch.float64))
+            >>> Z, m, S = gp.inducing_posterior()  # q(v) = N(0, I) at initialisation: the prior
+            >>> bool(torch.allclose(S, gp.kernel(Z).to_dense(), atol=1e-8)), m.shape
+            (True, torch.Size([5]))
+        """
+        strategy = self.variational_strategy
+        strategy = getattr(strategy, "base_variational_strategy", strategy)
+        with torch.no_grad():
+            Z = strategy.inducing_points.detach().clone()
+            q = strategy.variational_distribution
+            L = stable_cholesky(self.kernel(Z).to_dense(), name="K_zz")
+            m = L @ q.mean if q.mean.dim() == 1 else (L @ q.mean.unsqueeze(-1)).squeeze(-1)
+            return Z, m, L @ q.covariance_matrix @ L.mT
 
     def kl_divergence(self) -> Tensor:
         """``KL[q(u) || p(u)]`` (summed over latent functions; one per batch element)."""

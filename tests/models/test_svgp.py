@@ -10,6 +10,7 @@ from gpytorch.priors import GammaPrior
 
 from bo_ncgp.exceptions import InputDataError
 from bo_ncgp.likelihoods import Bernoulli
+from bo_ncgp.linalg import stable_cholesky
 from bo_ncgp.models.svgp import SVGP
 
 
@@ -113,6 +114,14 @@ def test_constant_mean_svgp_is_the_hotspot_model(data):
     _same(ref, new, X, y)
     expected = sum(pr.log_prob(cl(m)).sum() for _, m, pr, cl, _ in new.named_priors())
     assert torch.equal(new.log_prior(), expected)
+    vs = ref.variational_strategy
+    with torch.no_grad():
+        Z = vs.inducing_points.detach().clone()
+        q = vs.variational_distribution
+        L = stable_cholesky(ref.kernel(Z).to_dense(), name="K_zz")
+        expected = Z, L @ q.mean, L @ q.covariance_matrix @ L.mT
+    for a, b in zip(new.inducing_posterior(), expected, strict=True):
+        assert torch.equal(a, b)
 
 
 def test_natural_batched_svgp_is_the_refit_model(data):
@@ -139,6 +148,8 @@ def test_multitask_svgp_is_the_offline_and_multiclass_model(data):
     new = SVGP(kernel(), Z, num_latents=3, jitter=1e-6)
     _same(ref, new, X, y)
     assert new(X).mean.shape == (25, 3)
+    Zq, m, S = new.inducing_posterior()
+    assert Zq.shape == (3, 6, 2) and m.shape == (3, 6) and S.shape == (3, 6, 6)
     assert torch.equal(new.kl_divergence(), ref.variational_strategy.kl_divergence())
 
 
