@@ -27,13 +27,15 @@ trained and in what they scale to.
   components (Adam, Durrande & John). ``fit(X, y)``; ``predict_components`` gives each term
   with its uncertainty; zero-mean ANOVA kernel: :mod:`bo_ncgp.models.gam.anova_kernel`.
 
-Shared pieces: :mod:`bo_ncgp.models.training` (the Adam loop and its non-finite policy),
-:class:`SVGP` (:mod:`bo_ncgp.models.svgp`, the GPyTorch SVGP of the baselines and refitted
-models). Baselines of the streaming experiments (Bui et al. 2017, offline SVGP) are in
+Baselines of the streaming experiments (Bui et al. 2017, offline SVGP) are in
 :mod:`bo_ncgp.models.streaming`. BoTorch ``Model`` adapters of all four models
 (``DualSVGPModel``, ``IterNCGPModel``, ``HIPGPModel``, ``SparseGAMModel``) are in
 :mod:`bo_ncgp.bo`. Classes are imported lazily so that importing one model does not import
 the others.
+
+Shared pieces: :mod:`bo_ncgp.models.training` (the Adam and L-BFGS loops and their
+non-finite policy) and :class:`SVGP` (:mod:`bo_ncgp.models.svgp`, the GPyTorch SVGP of the
+baselines and refitted models).
 
 Example:
     >>> import gpytorch, torch
