@@ -4,7 +4,8 @@ Every model that learns parameters by Adam (the sparse GAM's ELBO, HIP-GP's hype
 takes its steps through :class:`AdamStepper` -- directly where the model interleaves other
 updates between the Adam steps (HIP-GP's natural-gradient steps) -- or through
 :func:`minimize_adam`, the whole loop with the :class:`~bo_ncgp.models.base.FitStep`
-callback. Full-batch deterministic objectives may use :func:`minimize_lbfgs` instead.
+callback. Full-batch deterministic objectives may use :func:`minimize_lbfgs` instead. Loops
+that do not step an optimiser (IterNCGP's Newton steps) report through :class:`FitClock`.
 
 The non-finite policy (the same everywhere): when the loss or any gradient of a step is NaN or
 infinite (or the loss raises :class:`~bo_ncgp.exceptions.NotPSDError`, or the update leaves a
@@ -58,7 +59,8 @@ class NonFiniteError(BoNCGPError, FloatingPointError):
 
 
 class FitClock:
-    """Training time that excludes the time spent in callbacks, and the callback call.
+    """Training time without the time spent in callbacks; calls a callback with a
+    :class:`~bo_ncgp.models.base.FitStep` (used by every model's training loop).
 
     Example:
         >>> clock = FitClock()
