@@ -134,10 +134,10 @@ print(
 trace = []
 
 
-def record(newton_step, solver_iter, seconds, model):
-    if newton_step == 0:  # the first Newton step, from the prior
+def record(step):
+    if step.info["newton_step"] == 0:  # the first Newton step, from the prior
         with torch.no_grad():
-            trace.append(model.predict_f(Xs)[1].clone())
+            trace.append(step.model.predict_f(Xs)[1].clone())
 
 
 IterNCGP(

@@ -17,7 +17,7 @@
 # `HIPGP` (Wu et al. 2022) is a sparse variational GP whose inducing points sit on a regular
 # grid, which makes the whitening of the inducing values an FFT and lets it scale to very
 # many inducing points. Its observations need not be values of the latent function `rho`:
-# each observation carries a *linear operator* (`bo_ncgp.models.interdomain`):
+# each observation carries a *linear operator* (`bo_ncgp.models.hipgp.interdomain`):
 #
 # * `"value"` (code 0): `rho(x)`;
 # * `("derivative", d)` (code `d + 1`): `d rho / d x_d (x)`;
@@ -46,7 +46,7 @@ from gpytorch.kernels import RBFKernel, ScaleKernel
 from bo_ncgp.likelihoods import Gaussian
 from bo_ncgp.models import HIPGP
 from bo_ncgp.models.hipgp import Grid
-from bo_ncgp.models.interdomain import INTEGRAL, VALUE, derivative
+from bo_ncgp.models.hipgp.interdomain import INTEGRAL, VALUE, derivative
 
 torch.set_default_dtype(torch.float64)
 torch.set_num_threads(1)

@@ -79,7 +79,7 @@ y = f(X) + 0.1 * torch.randn(N)
 Z = torch.linspace(0, 1, M)
 components = [(ScaleKernel(RBFKernel()), [c], Z.clone()) for c in range(D)]
 gam = SparseGAM(components, Gaussian(0.05), posterior="coupled_precision")
-trace = gam.fit(X, y, num_steps=STEPS, lr=0.05, refresh_every=50)
+trace = gam.fit(X, y, num_steps=STEPS, lr=0.05, refresh_every=50).history
 print(
     f"ELBO per data point: {trace[0]:.3f} after the first step, {trace[-1]:.3f} at the end; "
     f"noise sd {gam.likelihood.noise.sqrt().item():.3f} (true 0.1)"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from bo_ncgp.exceptions import InputDataError
 from bo_ncgp.likelihoods.settings import soft_targets_enabled
 
 
@@ -17,10 +18,10 @@ def check_integer(name: str, y: Tensor, what: str = "counts") -> Tensor:
     """Float copy of ``y`` after checking every entry is a whole number."""
     yf = y.to(torch.get_default_dtype()) if not y.is_floating_point() else y
     if not torch.isfinite(yf).all():
-        raise ValueError(f"{name}: {what} contain inf")
+        raise InputDataError(f"{name}: {what} contain inf")
     bad = yf != torch.round(yf)
     if not soft_targets_enabled() and bad.any():
-        raise ValueError(
+        raise InputDataError(
             f"{name}: {what} must be integers; found non-integer value(s) {_examples(yf[bad])}"
         )
     return yf
@@ -41,6 +42,6 @@ def check_range(name: str, y: Tensor, low: float, high: float | Tensor | None, w
                 else "num_trials"
             )
         )
-        raise ValueError(
+        raise InputDataError(
             f"{name}: {what} out of range [{low:g}, {hi}]; found value(s) {_examples(y[bad])}"
         )

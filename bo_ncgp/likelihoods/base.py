@@ -27,6 +27,7 @@ import gpytorch
 import torch
 from torch import Tensor
 
+from bo_ncgp.exceptions import InputDataError
 from bo_ncgp.likelihoods.quadrature import gh_points
 
 __all__ = ["Likelihood"]
@@ -51,7 +52,7 @@ class Likelihood(gpytorch.Module):
         >>> lik.check_targets(torch.tensor([-1.0]))
         Traceback (most recent call last):
         ...
-        ValueError: ...
+        bo_ncgp.exceptions.InputDataError: ...
     """
 
     #: number of latent functions per data point (C)
@@ -72,7 +73,7 @@ class Likelihood(gpytorch.Module):
         if not isinstance(y, Tensor):
             y = torch.as_tensor(y)
         if y.is_floating_point() and torch.isnan(y).any():
-            raise ValueError(f"{self.name}: targets contain NaN")
+            raise InputDataError(f"{self.name}: targets contain NaN")
         return self._check(y)
 
     def _check(self, y: Tensor) -> Tensor:
@@ -80,23 +81,23 @@ class Likelihood(gpytorch.Module):
 
     def _check_f(self, y: Tensor, f: Tensor, what: str = "f") -> None:
         if torch.isnan(f).any():
-            raise ValueError(f"{self.name}: {what} contains NaN")
+            raise InputDataError(f"{self.name}: {what} contains NaN")
         if self.num_latents == 1:
             if f.dim() == 0 or y.dim() == 0:
                 return
             if f.shape[-1] != y.shape[-1] and 1 not in (f.shape[-1], y.shape[-1]):
-                raise ValueError(
+                raise InputDataError(
                     f"{self.name}: shape mismatch, targets have {y.shape[-1]} points (shape "
                     f"{tuple(y.shape)}) but {what} has {f.shape[-1]} (shape {tuple(f.shape)})"
                 )
         else:
             if f.dim() < 1 or f.shape[-1] != self.num_latents:
-                raise ValueError(
+                raise InputDataError(
                     f"{self.name}: {what} must have a trailing dimension of size "
                     f"C={self.num_latents}, got shape {tuple(f.shape)}"
                 )
             if y.dim() > 0 and f.dim() > 1 and f.shape[-2] != y.shape[-1]:
-                raise ValueError(
+                raise InputDataError(
                     f"{self.name}: shape mismatch, targets have {y.shape[-1]} points but {what} "
                     f"has {f.shape[-2]} rows (shape {tuple(f.shape)})"
                 )
@@ -176,9 +177,11 @@ class Likelihood(gpytorch.Module):
 
     def _check_var(self, var: Tensor) -> None:
         if torch.isnan(var).any():
-            raise ValueError(f"{self.name}: var contains NaN")
+            raise InputDataError(f"{self.name}: var contains NaN")
         if (var < 0).any():
-            raise ValueError(f"{self.name}: var must be non-negative (min {float(var.min()):.3e})")
+            raise InputDataError(
+                f"{self.name}: var must be non-negative (min {float(var.min()):.3e})"
+            )
 
     def predictive_log_prob(
         self, y: Tensor, mean: Tensor, var: Tensor, num_points: int | None = None

@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from bo_ncgp.exceptions import InputDataError
 from bo_ncgp.likelihoods._checks import _examples
 from bo_ncgp.likelihoods.base import Likelihood
 from bo_ncgp.likelihoods.settings import soft_targets_enabled
@@ -30,7 +31,7 @@ class Bernoulli(Likelihood):
     def __init__(self, labels: Literal["01", "pm1"] = "01") -> None:
         super().__init__()
         if labels not in ("01", "pm1"):
-            raise ValueError(f"Bernoulli: labels must be '01' or 'pm1', got {labels!r}")
+            raise InputDataError(f"Bernoulli: labels must be '01' or 'pm1', got {labels!r}")
         self.labels = labels
 
     def _check(self, y: Tensor) -> Tensor:
@@ -44,7 +45,7 @@ class Bernoulli(Likelihood):
             hint = (
                 " (pass Bernoulli(labels='pm1') for {-1, 1} labels)" if self.labels == "01" else ""
             )
-            raise ValueError(
+            raise InputDataError(
                 f"{self.name}: labels must be in {{{allowed[0]:g}, {allowed[1]:g}}}; found "
                 f"value(s) {_examples(y[bad])}{hint}"
             )

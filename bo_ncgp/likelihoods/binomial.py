@@ -6,6 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from bo_ncgp.exceptions import InputDataError
 from bo_ncgp.likelihoods._checks import check_integer, check_range
 from bo_ncgp.likelihoods.base import Likelihood
 
@@ -28,7 +29,9 @@ class Binomial(Likelihood):
         super().__init__()
         N = torch.as_tensor(num_trials, dtype=torch.get_default_dtype())
         if (N < 1).any() or (N != torch.round(N)).any():
-            raise ValueError(f"Binomial: num_trials must be positive integers, got {num_trials}")
+            raise InputDataError(
+                f"Binomial: num_trials must be positive integers, got {num_trials}"
+            )
         self.register_buffer("num_trials", N)
 
     def _N(self, like: Tensor) -> Tensor:
@@ -44,7 +47,7 @@ class Binomial(Likelihood):
             "counts",
         )
         if self.num_trials.numel() > 1 and y.dim() > 0 and y.shape[-1] != self.num_trials.shape[-1]:
-            raise ValueError(
+            raise InputDataError(
                 f"{self.name}: per-point num_trials has {self.num_trials.shape[-1]} entries but "
                 f"targets have {y.shape[-1]}"
             )

@@ -9,6 +9,7 @@ from gpytorch.constraints import GreaterThan, Interval
 from gpytorch.priors import Prior
 from torch import Tensor
 
+from bo_ncgp.exceptions import InputDataError
 from bo_ncgp.likelihoods.base import Likelihood
 
 __all__ = ["Gaussian"]
@@ -36,7 +37,7 @@ class Gaussian(Likelihood):
     ) -> None:
         super().__init__()
         if not noise > 0:
-            raise ValueError(f"Gaussian: noise must be positive, got {noise}")
+            raise InputDataError(f"Gaussian: noise must be positive, got {noise}")
         self.register_parameter("raw_noise", torch.nn.Parameter(torch.zeros(())))
         self.register_constraint("raw_noise", noise_constraint or GreaterThan(1e-6))
         if noise_prior is not None:
@@ -60,7 +61,7 @@ class Gaussian(Likelihood):
     def _check(self, y: Tensor) -> Tensor:
         y = y if y.is_floating_point() else y.to(torch.get_default_dtype())
         if not torch.isfinite(y).all():
-            raise ValueError(f"{self.name}: targets contain inf")
+            raise InputDataError(f"{self.name}: targets contain inf")
         return y
 
     def _noise(self, like: Tensor) -> Tensor:

@@ -13,6 +13,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from bo_ncgp.exceptions import InputDataError
+
 __all__ = ["gauss_hermite", "gh_points"]
 
 
@@ -33,7 +35,7 @@ def gauss_hermite(
         (1.0, 1.0)
     """
     if num_points < 1:
-        raise ValueError(f"gauss_hermite: num_points must be >= 1, got {num_points}")
+        raise InputDataError(f"gauss_hermite: num_points must be >= 1, got {num_points}")
     x, w = _nodes(int(num_points))
     return (
         torch.as_tensor(x, dtype=dtype, device=device),

@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from bo_ncgp.exceptions import InputDataError
 from bo_ncgp.likelihoods._checks import check_integer, check_range
 from bo_ncgp.likelihoods.base import Likelihood
 
@@ -45,7 +46,7 @@ class Softmax(Likelihood):
     def __init__(self, num_classes: int, num_samples: int = 512, seed: int = 0) -> None:
         super().__init__()
         if int(num_classes) < 2:
-            raise ValueError(f"Softmax: num_classes must be >= 2, got {num_classes}")
+            raise InputDataError(f"Softmax: num_classes must be >= 2, got {num_classes}")
         self.num_latents = int(num_classes)
         self.num_samples = int(num_samples)
         self.seed = int(seed)
@@ -129,7 +130,7 @@ class Softmax(Likelihood):
         if var.shape == mean.shape:
             return mean + var.clamp_min(0).sqrt() * eps
         if var.shape[-2:] != (self.num_latents, self.num_latents) or var.shape[:-1] != mean.shape:
-            raise ValueError(
+            raise InputDataError(
                 f"{self.name}: var must be (..., n, C) or (..., n, C, C); got "
                 f"{tuple(var.shape)} for mean {tuple(mean.shape)}"
             )
@@ -140,7 +141,7 @@ class Softmax(Likelihood):
 
     def _check_var(self, var: Tensor) -> None:
         if torch.isnan(var).any():
-            raise ValueError(f"{self.name}: var contains NaN")
+            raise InputDataError(f"{self.name}: var contains NaN")
 
     def expected(self, y, mean, var, num_points=None):
         """Monte-Carlo ``(E log p (..., n), alpha (..., n, C), beta (..., n, C, C))``."""

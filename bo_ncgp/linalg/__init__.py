@@ -7,7 +7,9 @@
 * :func:`low_rank_plus_diagonal_inverse` -- Woodbury preconditioner;
 * :func:`cg_solve` -- CG solve with an adjoint backward pass (differentiable);
 * :class:`Grid`, :class:`CirculantEmbedding` -- hierarchical Toeplitz ``K_uu`` on grids,
-  its circulant embedding, rectangular root and preconditioner (HIP-GP).
+  its circulant embedding, rectangular root and preconditioner (HIP-GP);
+* :mod:`~bo_ncgp.linalg.sparse_gp` -- sparse-GP blocks: :func:`latent_block`,
+  :func:`jittered`, :func:`solve_lower`, :func:`whitened_kl`, :func:`log_prior`.
 """
 
 from bo_ncgp.linalg.cg import CGResult, cg
@@ -20,6 +22,7 @@ from bo_ncgp.linalg.cholesky import (
 from bo_ncgp.linalg.kernel_operator import KernelOperator
 from bo_ncgp.linalg.pivoted_cholesky import PivotedCholeskyResult, RowAccess, pivoted_cholesky
 from bo_ncgp.linalg.preconditioners import low_rank_plus_diagonal_inverse
+from bo_ncgp.linalg.sparse_gp import jittered, latent_block, log_prior, solve_lower, whitened_kl
 from bo_ncgp.linalg.toeplitz import (
     CirculantEmbedding,
     Grid,
@@ -38,9 +41,14 @@ __all__ = [
     "cg_solve",
     "circulant_first_row",
     "default_jitter_base",
+    "jittered",
+    "latent_block",
+    "log_prior",
     "low_rank_plus_diagonal_inverse",
     "pivoted_cholesky",
     "psd_jitter",
+    "solve_lower",
     "stable_cholesky",
     "toeplitz_first_row",
+    "whitened_kl",
 ]

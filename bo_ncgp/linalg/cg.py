@@ -14,6 +14,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from bo_ncgp.exceptions import InputDataError
+
 __all__ = ["CGResult", "cg"]
 
 MatMul = Callable[[Tensor], Tensor]
@@ -81,13 +83,13 @@ def cg(
         A = matmul
         matmul = lambda V: A @ V  # noqa: E731
     if B.dim() == 0:
-        raise ValueError("cg: right-hand side must have at least one dimension (n,)")
+        raise InputDataError("cg: right-hand side must have at least one dimension (n,)")
     vector = B.dim() == 1
     if vector:
         B = B.unsqueeze(-1)
         x0 = None if x0 is None else x0.unsqueeze(-1)
     if not torch.isfinite(B).all():
-        raise ValueError("cg: right-hand side contains NaN or inf")
+        raise InputDataError("cg: right-hand side contains NaN or inf")
     n = B.shape[-2]
     if max_iters is None:
         max_iters = 10 * n
@@ -98,7 +100,7 @@ def cg(
         R = B.clone()
     else:
         if x0.shape != B.shape:
-            raise ValueError(f"cg: x0 has shape {tuple(x0.shape)}, expected {tuple(B.shape)}")
+            raise InputDataError(f"cg: x0 has shape {tuple(x0.shape)}, expected {tuple(B.shape)}")
         X = x0.clone()
         R = B - matmul(X)
     Z = precond(R) if precond is not None else R

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import Tensor
 
+from bo_ncgp.exceptions import InputDataError
 from bo_ncgp.linalg.cg import CGResult, cg
 
 __all__ = ["cg_solve"]
@@ -92,7 +93,7 @@ def cg_solve(
         [-0.25, -0.1111]
     """
     if B.dim() < 2:
-        raise ValueError(f"cg_solve: B must have shape (..., n, k), got {tuple(B.shape)}")
+        raise InputDataError(f"cg_solve: B must have shape (..., n, k), got {tuple(B.shape)}")
     opts = {"tol": tol, "max_iters": max_iters, "record_history": record_history}
     needs_grad = torch.is_grad_enabled() and (
         B.requires_grad or any(o.requires_grad for o in operands)

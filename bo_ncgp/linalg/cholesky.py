@@ -19,7 +19,7 @@ import warnings
 import torch
 from torch import Tensor
 
-from bo_ncgp.exceptions import NotPSDError, NumericalWarning
+from bo_ncgp.exceptions import InputDataError, NotPSDError, NumericalWarning
 
 __all__ = [
     "default_jitter_base",
@@ -59,7 +59,7 @@ def stable_cholesky(
         ``L`` with ``L @ L.mT ≈ A + jitter * I``.
 
     Raises:
-        ValueError: ``A`` is not square or contains NaN/inf.
+        InputDataError: ``A`` is not square or contains NaN/inf.
         NotPSDError: the factorisation fails at every jitter level.
 
     Example:
@@ -98,13 +98,13 @@ def _jittered_cholesky(
 ) -> tuple[Tensor, Tensor]:
     """``(L, jitter)``: the lower factor of ``A + jitter I`` and the per-matrix jitter."""
     if A.dim() < 2 or A.shape[-1] != A.shape[-2]:
-        raise ValueError(
+        raise InputDataError(
             f"stable_cholesky: {name} must be square (..., n, n), got shape {tuple(A.shape)}"
         )
     if A.shape[-1] == 0:
         return A.clone(), A.new_zeros(A.shape[:-2])
     if not torch.isfinite(A).all():
-        raise ValueError(f"stable_cholesky: {name} contains NaN or inf entries")
+        raise InputDataError(f"stable_cholesky: {name} contains NaN or inf entries")
     L, info = torch.linalg.cholesky_ex(A)
     if not bool((info > 0).any()):
         return L, A.new_zeros(A.shape[:-2])

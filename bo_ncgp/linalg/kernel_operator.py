@@ -26,6 +26,7 @@ import torch
 from torch import Tensor
 from torch.utils.checkpoint import checkpoint
 
+from bo_ncgp.exceptions import InputDataError, UnsupportedError
 from bo_ncgp.linalg import _keops
 
 __all__ = ["Backend", "KernelOperator"]
@@ -64,14 +65,16 @@ class KernelOperator:
         dense_threshold_bytes: int = 128 * 2**20,
     ) -> None:
         if backend not in ("auto", "dense", "chunked", "keops"):
-            raise ValueError(
+            raise InputDataError(
                 f"KernelOperator: unknown backend {backend!r}; use 'auto', 'dense', "
                 "'chunked' or 'keops'"
             )
         if X1.dim() < 2:
-            raise ValueError(f"KernelOperator: X1 must be (..., n, d), got shape {tuple(X1.shape)}")
+            raise InputDataError(
+                f"KernelOperator: X1 must be (..., n, d), got shape {tuple(X1.shape)}"
+            )
         if X2 is not None and (X2.dim() < 2 or X2.shape[-1] != X1.shape[-1]):
-            raise ValueError(
+            raise InputDataError(
                 f"KernelOperator: X2 must be (..., n2, {X1.shape[-1]}), got {tuple(X2.shape)}"
             )
         self.kernel = kernel
@@ -126,7 +129,7 @@ class KernelOperator:
         if vector:
             V = V.unsqueeze(-1)
         if V.shape[-2] != self.X2.shape[-2]:
-            raise ValueError(
+            raise InputDataError(
                 f"KernelOperator.matmul: V has {V.shape[-2]} rows, the operator has "
                 f"{self.X2.shape[-2]} columns (shape {tuple(self.shape)})"
             )
@@ -213,7 +216,7 @@ class KernelOperator:
     def diagonal(self) -> Tensor:
         """``diag K`` of a square operator, ``(..., n)``, without forming ``K``."""
         if not self.symmetric and self.X1 is not self.X2:
-            raise ValueError("KernelOperator.diagonal: only defined for square K(X, X)")
+            raise UnsupportedError("KernelOperator.diagonal: only defined for square K(X, X)")
         return self.kernel(self.X1, self.X1, diag=True)
 
     def rows(self, idx: Tensor) -> Tensor:

@@ -18,6 +18,8 @@ from typing import NamedTuple, Protocol
 import torch
 from torch import Tensor
 
+from bo_ncgp.exceptions import InputDataError
+
 __all__ = ["PivotedCholeskyResult", "RowAccess", "pivoted_cholesky"]
 
 
@@ -96,16 +98,16 @@ def pivoted_cholesky(
     if isinstance(K_or_operator, Tensor) and (
         K_or_operator.dim() != 2 or K_or_operator.shape[0] != K_or_operator.shape[1]
     ):
-        raise ValueError(
+        raise InputDataError(
             f"pivoted_cholesky: expected a square (n, n) matrix, got {tuple(K_or_operator.shape)}"
         )
     d = op.diagonal().clone()
     if d.dim() != 1:
-        raise ValueError(
+        raise InputDataError(
             f"pivoted_cholesky: needs an unbatched operator; diagonal has shape {tuple(d.shape)}"
         )
     if max_rank < 0:
-        raise ValueError(f"pivoted_cholesky: max_rank must be >= 0, got {max_rank}")
+        raise InputDataError(f"pivoted_cholesky: max_rank must be >= 0, got {max_rank}")
     n = d.shape[0]
     r_max = min(int(max_rank), n)
     L = torch.zeros(n, r_max, dtype=d.dtype, device=d.device)

@@ -12,6 +12,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
+from bo_ncgp.exceptions import InputDataError
 from bo_ncgp.linalg.cholesky import stable_cholesky
 
 __all__ = ["low_rank_plus_diagonal_inverse"]
@@ -30,7 +31,7 @@ def low_rank_plus_diagonal_inverse(L: Tensor, D: Tensor | float) -> Callable[[Te
     """
     D = torch.as_tensor(D, dtype=L.dtype, device=L.device).expand(L.shape[0])
     if bool((D <= 0).any()):
-        raise ValueError("low_rank_plus_diagonal_inverse: D must be positive")
+        raise InputDataError("low_rank_plus_diagonal_inverse: D must be positive")
     Dinv = 1.0 / D
     # (L L^T + D)^{-1} = D^{-1} - D^{-1} L (I + L^T D^{-1} L)^{-1} L^T D^{-1}
     inner = torch.eye(L.shape[1], dtype=L.dtype, device=L.device) + L.mT @ (Dinv[:, None] * L)

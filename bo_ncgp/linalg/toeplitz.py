@@ -29,7 +29,7 @@ import gpytorch
 import torch
 from torch import Tensor
 
-from bo_ncgp.exceptions import NumericalWarning
+from bo_ncgp.exceptions import InputDataError, NumericalWarning
 from bo_ncgp.linalg.cg import CGResult
 from bo_ncgp.linalg.cg_solve import cg_solve
 
@@ -64,16 +64,18 @@ class Grid:
         self.shape = tuple(int(s) for s in shape)
         D = len(self.shape)
         if D == 0 or self.lower.numel() != D or self.upper.numel() != D:
-            raise ValueError(
+            raise InputDataError(
                 f"Grid: lower, upper and shape must have the same length D >= 1, got "
                 f"{self.lower.numel()}, {self.upper.numel()} and {len(self.shape)}"
             )
         if min(self.shape) < 2:
-            raise ValueError(f"Grid: every axis needs at least 2 points, got shape {self.shape}")
+            raise InputDataError(
+                f"Grid: every axis needs at least 2 points, got shape {self.shape}"
+            )
         if not (torch.isfinite(self.lower).all() and torch.isfinite(self.upper).all()):
-            raise ValueError("Grid: bounds contain NaN or inf")
+            raise InputDataError("Grid: bounds contain NaN or inf")
         if not bool((self.upper > self.lower).all()):
-            raise ValueError(
+            raise InputDataError(
                 f"Grid: upper {self.upper.tolist()} must exceed lower {self.lower.tolist()}"
             )
 
@@ -101,7 +103,7 @@ class Grid:
         integer ``f_d >= 2`` per axis)."""
         fs = [factor] * self.dim if isinstance(factor, int | float) else list(factor)
         if len(fs) != self.dim or any(int(f) != f or f < 2 for f in fs):
-            raise ValueError(
+            raise InputDataError(
                 f"Grid: the embedding factor must be an integer >= 2 (or one per axis), got "
                 f"{factor}"
             )
@@ -229,11 +231,11 @@ class CirculantEmbedding:
         warn: bool = True,
     ) -> None:
         if c.dim() < 1 or min(c.shape) < 2:
-            raise ValueError(
+            raise InputDataError(
                 f"CirculantEmbedding: c must have at least 2 entries per axis, got {tuple(c.shape)}"
             )
         if not torch.isfinite(c).all():
-            raise ValueError("CirculantEmbedding: the first row contains NaN or inf")
+            raise InputDataError("CirculantEmbedding: the first row contains NaN or inf")
         self.embedding_shape = tuple(c.shape)
         if grid_shape is None:
             grid_shape = tuple(s // 2 for s in c.shape)
@@ -241,7 +243,7 @@ class CirculantEmbedding:
         if len(self.grid_shape) != c.dim() or any(
             g < 1 or 2 * g > s for g, s in zip(self.grid_shape, c.shape, strict=True)
         ):
-            raise ValueError(
+            raise InputDataError(
                 f"CirculantEmbedding: grid shape {self.grid_shape} must have at most half the "
                 f"embedding's size {tuple(c.shape)} along every axis"
             )
@@ -354,7 +356,7 @@ class CirculantEmbedding:
 
     def _to_grid(self, v: Tensor, n: int, what: str) -> Tensor:
         if v.shape[-1] != n:
-            raise ValueError(
+            raise InputDataError(
                 f"CirculantEmbedding.{what}: expected vectors of length {n} on the last axis, "
                 f"got shape {tuple(v.shape)}"
             )

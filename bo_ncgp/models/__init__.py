@@ -1,9 +1,11 @@
 """The four GP models of bo_ncgp, as pure torch + GPyTorch modules (no BoTorch import).
 
-Every model takes a GPyTorch kernel and a likelihood of :mod:`bo_ncgp.likelihoods` and
-answers ``predict_f(X, full_cov=False) -> (mean, var or cov)`` for the latent function(s)
-and ``predict_y(X)`` for the observations; they differ in how they are trained and in
-what they scale to.
+Every model takes a GPyTorch kernel and a likelihood of :mod:`bo_ncgp.likelihoods` and is a
+:class:`~bo_ncgp.models.base.LatentGP`: ``predict_f(X, full_cov=False) -> (mean, var or
+cov)`` for the latent function(s), ``predict_y(X) -> E[y]`` and ``log_predictive(X, y)`` for
+the observations, ``fit(X, y, *, callback=None)`` or ``update(X, y, *, callback=None)`` with
+one callback signature (:class:`~bo_ncgp.models.base.FitStep`). They differ in how they are
+trained and in what they scale to.
 
 * :class:`DualSVGP` (:mod:`bo_ncgp.models.dual`) -- memory-based dual sparse
   variational GP for streaming data, any likelihood, C latents (Chang et al. 2023,
@@ -19,17 +21,21 @@ what they scale to.
 * :class:`HIPGP` (:mod:`bo_ncgp.models.hipgp`) -- SVGP with inducing points on a grid,
   FFT whitening and inter-domain observations (values, derivatives, line integrals; Wu et al.
   2022). ``fit(X, y, op=...)`` by natural-gradient SVI; ``predict_f(X, op=...)``. Covariances
-  of the observation operators: :mod:`bo_ncgp.models.interdomain`.
+  of the observation operators: :mod:`bo_ncgp.models.hipgp.interdomain`.
 * :class:`SparseGAM` (:mod:`bo_ncgp.models.gam`) -- sparse variational generalised additive
   model ``sum_c f_c(x[dims_c])`` with a coupled (or mean-field, or full) posterior over the
   components (Adam, Durrande & John). ``fit(X, y)``; ``predict_components`` gives each term
-  with its uncertainty; zero-mean ANOVA kernel: :mod:`bo_ncgp.models.anova_kernel`.
+  with its uncertainty; zero-mean ANOVA kernel: :mod:`bo_ncgp.models.gam.anova_kernel`.
 
 Baselines of the streaming experiments (Bui et al. 2017, offline SVGP) are in
 :mod:`bo_ncgp.models.baselines`. BoTorch ``Model`` adapters of all four models
 (``DualSVGPModel``, ``IterNCGPModel``, ``HIPGPModel``, ``SparseGAMModel``) are in
 :mod:`bo_ncgp.bo`. Classes are imported lazily so that importing one model does not import
 the others.
+
+Shared pieces: :mod:`bo_ncgp.models.training` (the Adam and L-BFGS loops and their
+non-finite policy) and :class:`SVGP` (:mod:`bo_ncgp.models.svgp`, the GPyTorch SVGP of the
+baselines and refitted models).
 
 Example:
     >>> import gpytorch, torch
@@ -53,6 +59,7 @@ _LAZY = {
     "IterNCGP": "bo_ncgp.models.iterncgp",
     "HIPGP": "bo_ncgp.models.hipgp",
     "SparseGAM": "bo_ncgp.models.gam",
+    "SVGP": "bo_ncgp.models.svgp",
 }
 
 __all__ = sorted(_LAZY)

@@ -34,8 +34,8 @@ from gpytorch.kernels import ConstantKernel, RBFKernel, ScaleKernel
 from scipy.special import sici
 
 from bo_ncgp.likelihoods import Gaussian
-from bo_ncgp.models.anova_kernel import ANOVAKernel
 from bo_ncgp.models.gam import AdditiveComponent, SparseGAM
+from bo_ncgp.models.gam.anova_kernel import ANOVAKernel
 from experiments import harness
 
 OUT = harness.results_dir(__file__)
@@ -317,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
             lr=args.lr,
             progress=not args.quick,
             refresh_every=args.refresh_every,
-        )
+        ).history
         fit_s = time.perf_counter() - t0
         with torch.no_grad():
             elbo = float(model.elbo(X, y)) / args.num_train

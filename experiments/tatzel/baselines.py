@@ -589,7 +589,13 @@ def fit_iterncgp_tracked(d: dict, kernel, num_classes: int, cfg: dict) -> dict:
             evaluate(i, j, t, m)
         return t > cfg["budget"]
 
-    model.fit(d["X"], d["y"], callback=callback)
+    model.fit(
+        d["X"],
+        d["y"],
+        callback=lambda s: callback(
+            s.info["newton_step"], s.info["solver_iter"], s.seconds, s.model
+        ),
+    )
     if curve[-1]["total_iters"] != model.num_solver_iters:
         evaluate(len(model.history) - 1, -1, model.fit_seconds, model)
     rows = slice(0, 200)

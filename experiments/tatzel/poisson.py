@@ -105,7 +105,13 @@ def run_schedule(d: dict, per_step: int, budget: int, tol: float, line_search: b
         backend="dense",
         line_search=line_search,
     )
-    model.fit(d["X"], d["y"], callback=callback)
+    model.fit(
+        d["X"],
+        d["y"],
+        callback=lambda s: callback(
+            s.info["newton_step"], s.info["solver_iter"], s.seconds, s.model
+        ),
+    )
     return {
         "records": records,
         "newton_steps": len(model.history),
@@ -221,7 +227,13 @@ def rate_example(d: dict, checkpoints: tuple[int, ...]) -> dict:
         tol=0.0,
         backend="dense",
         line_search=True,
-    ).fit(d["X"], d["y"], callback=callback)
+    ).fit(
+        d["X"],
+        d["y"],
+        callback=lambda s: callback(
+            s.info["newton_step"], s.info["solver_iter"], s.seconds, s.model
+        ),
+    )
     record(model, f"{model.num_solver_iters} iterations")
     with torch.no_grad():
         K = make_kernel()

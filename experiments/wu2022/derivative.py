@@ -29,7 +29,7 @@ import gpytorch
 import torch
 
 from bo_ncgp.models.hipgp import HIPGP, Grid
-from bo_ncgp.models.interdomain import transformed_covariance
+from bo_ncgp.models.hipgp.interdomain import transformed_covariance
 from experiments import harness
 
 OUT = harness.results_dir(__file__)

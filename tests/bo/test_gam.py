@@ -16,7 +16,7 @@ from bo_ncgp.bo.base import LatentGPModel
 from bo_ncgp.exceptions import UnsupportedError
 from bo_ncgp.likelihoods import Bernoulli, Gaussian
 from bo_ncgp.models import SparseGAM
-from bo_ncgp.models.anova_kernel import ANOVAKernel
+from bo_ncgp.models.gam.anova_kernel import ANOVAKernel
 from tests.bo.toy_models import check_posterior
 
 

@@ -4,9 +4,8 @@
 * :class:`AdditiveComponent` -- one term ``f_c``: GPyTorch kernel, active dims, inducing inputs;
 * :class:`MeanFieldPosterior`, :class:`CoupledPrecisionPosterior` (Eq. 7, Appendix C),
   :class:`FullCovariancePosterior` -- the variational families, one class hierarchy
-  (:class:`VariationalFamily`).
-
-The zero-mean ANOVA kernel of section 7 (Eq. 8) is :class:`bo_ncgp.models.anova_kernel.ANOVAKernel`.
+  (:class:`VariationalFamily`);
+* :class:`ANOVAKernel` -- the zero-mean kernel of section 7, Eq. 8 (:mod:`.anova_kernel`).
 
 Example:
     >>> import torch
@@ -22,6 +21,7 @@ Example:
     (torch.Size([4]), True)
 """
 
+from bo_ncgp.models.gam.anova_kernel import ANOVAKernel
 from bo_ncgp.models.gam.components import AdditiveComponent
 from bo_ncgp.models.gam.model import SparseGAM
 from bo_ncgp.models.gam.variational import (
@@ -34,6 +34,7 @@ from bo_ncgp.models.gam.variational import (
 )
 
 __all__ = [
+    "ANOVAKernel",
     "AdditiveComponent",
     "CoupledPrecisionPosterior",
     "FullCovariancePosterior",

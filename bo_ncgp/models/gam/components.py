@@ -15,6 +15,8 @@ import gpytorch
 import torch
 from torch import Tensor, nn
 
+from bo_ncgp.exceptions import InputDataError
+
 __all__ = ["AdditiveComponent", "as_component"]
 
 
@@ -49,22 +51,22 @@ class AdditiveComponent(nn.Module):
     ) -> None:
         super().__init__()
         if not isinstance(kernel, gpytorch.kernels.Kernel):
-            raise ValueError(
+            raise InputDataError(
                 f"AdditiveComponent: kernel must be a gpytorch Kernel, got {type(kernel).__name__}"
             )
         if len(kernel.batch_shape) != 0:
-            raise ValueError(
+            raise InputDataError(
                 "AdditiveComponent: kernels with a batch_shape are not supported, got "
                 f"batch_shape {tuple(kernel.batch_shape)}"
             )
         dims = torch.as_tensor(active_dims).flatten()
         if dims.numel() == 0:
-            raise ValueError("AdditiveComponent: active_dims is empty")
+            raise InputDataError("AdditiveComponent: active_dims is empty")
         if dims.is_floating_point() or dims.is_complex() or dims.dtype == torch.bool:
-            raise ValueError(f"AdditiveComponent: active_dims must be integers, got {dims}")
+            raise InputDataError(f"AdditiveComponent: active_dims must be integers, got {dims}")
         dims = dims.long()
         if (dims < 0).any() or torch.unique(dims).numel() != dims.numel():
-            raise ValueError(
+            raise InputDataError(
                 f"AdditiveComponent: active_dims must be distinct and non-negative, got "
                 f"{dims.tolist()}"
             )
@@ -74,12 +76,12 @@ class AdditiveComponent(nn.Module):
         if Z.dim() == 1 and dims.numel() == 1:
             Z = Z.unsqueeze(-1)
         if Z.dim() != 2 or Z.shape[-1] != dims.numel() or Z.shape[0] == 0:
-            raise ValueError(
+            raise InputDataError(
                 f"AdditiveComponent: inducing_points must have shape (M, {dims.numel()}) with "
                 f"M >= 1 for active_dims {dims.tolist()}, got {tuple(Z.shape)}"
             )
         if not torch.isfinite(Z).all():
-            raise ValueError("AdditiveComponent: inducing_points contain NaN or inf")
+            raise InputDataError("AdditiveComponent: inducing_points contain NaN or inf")
         self.kernel = kernel.to(dtype=Z.dtype, device=Z.device)
         self.register_buffer("active_dims", dims.to(Z.device))
         Z = Z.detach().clone()
@@ -146,7 +148,7 @@ def as_component(spec: AdditiveComponent | Sequence, index: int = 0) -> Additive
         return spec
     if isinstance(spec, (tuple, list)) and len(spec) in (3, 4):
         return AdditiveComponent(*spec)
-    raise ValueError(
+    raise InputDataError(
         f"SparseGAM: component {index} must be an AdditiveComponent or a tuple "
         f"(kernel, active_dims, inducing_points), got {type(spec).__name__}"
     )

@@ -18,23 +18,25 @@ uncertainty (the ANOVA decomposition of Fig. 1) come from the same :class:`Proje
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import gpytorch
 import torch
 from torch import Tensor, nn
-from tqdm.auto import trange
 
-from bo_ncgp.exceptions import NumericalWarning
+from bo_ncgp.exceptions import InputDataError, NumericalWarning, UnsupportedError
 from bo_ncgp.likelihoods import Likelihood
-from bo_ncgp.linalg import stable_cholesky
+from bo_ncgp.linalg import jittered, log_prior, solve_lower, stable_cholesky
+from bo_ncgp.models._checks import check_inputs
+from bo_ncgp.models.base import Callback, LatentGP
 from bo_ncgp.models.gam.components import AdditiveComponent, as_component
 from bo_ncgp.models.gam.variational import FAMILIES, Projection, VariationalState
+from bo_ncgp.models.training import NonFinitePolicy, minimize_adam
 
 __all__ = ["SparseGAM"]
 
 
-class SparseGAM(gpytorch.Module):
+class SparseGAM(gpytorch.Module, LatentGP):
     """Sparse variational GAM with a mean-field, coupled-precision or full posterior.
 
     Args:
@@ -70,6 +72,8 @@ class SparseGAM(gpytorch.Module):
         torch.Size([3, 2])
     """
 
+    supports_fit = True
+
     def __init__(
         self,
         components: Sequence[AdditiveComponent | Sequence],
@@ -82,36 +86,36 @@ class SparseGAM(gpytorch.Module):
     ) -> None:
         super().__init__()
         if isinstance(components, (AdditiveComponent, tuple)) or len(components) == 0:
-            raise ValueError("SparseGAM: components must be a non-empty list of components")
+            raise InputDataError("SparseGAM: components must be a non-empty list of components")
         comps = [as_component(spec, i) for i, spec in enumerate(components)]
         Z0 = comps[0].inducing_points
         for i, comp in enumerate(comps):
             if comp.inducing_points.dtype != Z0.dtype or comp.inducing_points.device != Z0.device:
-                raise ValueError(
+                raise InputDataError(
                     f"SparseGAM: component {i} has inducing points of dtype/device "
                     f"{comp.inducing_points.dtype}/{comp.inducing_points.device}, component 0 "
                     f"has {Z0.dtype}/{Z0.device}"
                 )
         if not isinstance(likelihood, Likelihood):
-            raise ValueError(
+            raise InputDataError(
                 "SparseGAM: likelihood must be a bo_ncgp.likelihoods likelihood, got "
                 f"{type(likelihood).__name__}"
             )
         if likelihood.num_latents != 1:
-            raise ValueError(
+            raise UnsupportedError(
                 f"SparseGAM: the additive predictor is scalar; {likelihood.name} has "
                 f"{likelihood.num_latents} latents per point"
             )
         if posterior not in FAMILIES:
-            raise ValueError(
+            raise InputDataError(
                 f"SparseGAM: unknown posterior {posterior!r}; use one of {sorted(FAMILIES)}"
             )
         if rank is not None and posterior != "coupled_precision":
-            raise ValueError("SparseGAM: rank only applies to posterior='coupled_precision'")
+            raise InputDataError("SparseGAM: rank only applies to posterior='coupled_precision'")
         if jitter is None:
             jitter = 1e-8 if Z0.dtype == torch.float64 else 1e-5
         if not jitter >= 0:
-            raise ValueError(f"SparseGAM: jitter must be >= 0, got {jitter}")
+            raise InputDataError(f"SparseGAM: jitter must be >= 0, got {jitter}")
         self.jitter = float(jitter)
         self.components = nn.ModuleList(comps)
         self.likelihood = likelihood.to(dtype=Z0.dtype, device=Z0.device)
@@ -120,6 +124,8 @@ class SparseGAM(gpytorch.Module):
         if posterior == "coupled_precision":
             family_kwargs["rank"] = rank
         self.variational = FAMILIES[posterior](sizes, **family_kwargs)
+        #: ELBO per data point after each Adam step of the last :meth:`fit`
+        self.history: list[float] = []
         with torch.no_grad():
             self.variational.initialize_from_prior(self._kuu())
 
@@ -139,43 +145,28 @@ class SparseGAM(gpytorch.Module):
         """Smallest number of input columns the model accepts (``max active dim + 1``)."""
         return 1 + max(int(c.active_dims.max()) for c in self.components)
 
-    @property
-    def batch_shape(self) -> torch.Size:
-        return torch.Size()
-
     def _ref(self) -> Tensor:
         return self.components[0].inducing_points
 
     # ---------------------------------------------------------------- checks
-    def _check_X(self, X: Tensor, allow_empty: bool = True) -> Tensor:
+    def _check_X(self, X: Tensor, allow_empty: bool = True, matrix: bool = False) -> Tensor:
         if not isinstance(X, Tensor):
             X = torch.as_tensor(X)
-        if X.dim() < 2:
-            raise ValueError(f"SparseGAM: X must have shape (..., n, d), got {tuple(X.shape)}")
-        if X.shape[-1] < self.input_dim:
-            raise ValueError(
-                f"SparseGAM: X has {X.shape[-1]} columns but the components use input "
-                f"dimension {self.input_dim - 1} (need at least {self.input_dim})"
-            )
-        if not allow_empty and X.shape[-2] == 0:
-            raise ValueError("SparseGAM: empty data (X has no rows)")
         ref = self._ref()
         if X.device != ref.device:
-            raise ValueError(f"SparseGAM: X is on {X.device} but the model is on {ref.device}")
+            raise InputDataError(f"SparseGAM: X is on {X.device} but the model is on {ref.device}")
         X = X.to(dtype=ref.dtype)
-        if not torch.isfinite(X).all():
-            raise ValueError("SparseGAM: X contains NaN or inf")
-        return X
+        return check_inputs(
+            X, "SparseGAM", min_dims=self.input_dim, matrix=matrix, allow_empty=allow_empty
+        )
 
     def _check_data(self, X: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
-        X = self._check_X(X, allow_empty=False)
-        if X.dim() != 2:
-            raise ValueError(f"SparseGAM: training X must have shape (n, d), got {tuple(X.shape)}")
+        X = self._check_X(X, allow_empty=False, matrix=True)
         y = torch.as_tensor(y, device=X.device)
         if y.dim() == 2 and y.shape[-1] == 1:
             y = y[:, 0]
         if y.dim() != 1 or y.shape[0] != X.shape[0]:
-            raise ValueError(
+            raise InputDataError(
                 f"SparseGAM: y must have shape ({X.shape[0]},) to match X {tuple(X.shape)}, got "
                 f"{tuple(y.shape)}"
             )
@@ -185,14 +176,7 @@ class SparseGAM(gpytorch.Module):
     # ---------------------------------------------------------------- posterior
     def _kuu(self) -> list[Tensor]:
         """``K_{U_c U_c} + jitter * mean(diag) * I`` for every component."""
-        out = []
-        for comp in self.components:
-            K = comp.kuu()
-            if self.jitter > 0:
-                eps = self.jitter * K.diagonal().mean().detach()
-                K = K + eps * torch.eye(K.shape[-1], dtype=K.dtype, device=K.device)
-            out.append(K)
-        return out
+        return [jittered(comp.kuu(), self.jitter) for comp in self.components]
 
     def prior_state(self) -> VariationalState:
         """``K_{U_c U_c}``, their Cholesky factors if needed, and the family's factorisations."""
@@ -229,7 +213,7 @@ class SparseGAM(gpytorch.Module):
         idx = [int(i) for i in components]
         C = self.num_components
         if not idx or len(set(idx)) != len(idx) or any(not 0 <= i < C for i in idx):
-            raise ValueError(
+            raise InputDataError(
                 f"SparseGAM: components must be distinct indices in [0, {C}), got {components}"
             )
         return idx
@@ -275,10 +259,7 @@ class SparseGAM(gpytorch.Module):
 
     def log_prior(self) -> Tensor:
         """Sum of the log densities of the GPyTorch priors registered on hyperparameters."""
-        total = torch.zeros((), dtype=self._ref().dtype, device=self._ref().device)
-        for _, module, prior, closure, _ in self.named_priors():
-            total = total + prior.log_prob(closure(module)).sum()
-        return total
+        return log_prior(self, dtype=self._ref().dtype, device=self._ref().device)
 
     # --------------------------------------------------------------- prediction
     def predict_f(
@@ -321,17 +302,6 @@ class SparseGAM(gpytorch.Module):
         floored = self._floor(diag, prior, "component variance")
         return means, cov + torch.diag_embed(floored - diag)
 
-    def predict_y(self, X: Tensor) -> Tensor:
-        """Predictive mean of the observations (class-1 probability for Bernoulli)."""
-        mean, var = self.predict_f(X)
-        return self.likelihood.predictive_mean(mean, var)
-
-    def log_predictive(self, X: Tensor, y: Tensor) -> Tensor:
-        """``log ∫ p(y_n | rho) q(rho(x_n)) d rho`` per point (negative NLPD terms)."""
-        X = self._check_X(X, allow_empty=False)
-        mean, var = self._sum_marginals(X)
-        return self.likelihood.predictive_log_prob(y, mean, var)
-
     # ------------------------------------------------------------- initialise
     @torch.no_grad()
     def initialize_variational(self, X: Tensor, y: Tensor, num_newton_steps: int = 3) -> None:
@@ -362,13 +332,10 @@ class SparseGAM(gpytorch.Module):
         """
         X, y = self._check_data(X, y)
         if num_newton_steps < 1:
-            raise ValueError(f"num_newton_steps must be >= 1, got {num_newton_steps}")
+            raise InputDataError(f"num_newton_steps must be >= 1, got {num_newton_steps}")
         Kuu = self._kuu()
         chol = [stable_cholesky(K, name=f"K_uu of component {i}") for i, K in enumerate(Kuu)]
-        a = [
-            torch.linalg.solve_triangular(L, comp.kux(X), upper=False)
-            for L, comp in zip(chol, self.components, strict=True)
-        ]
+        a = [solve_lower(L, comp.kux(X)) for L, comp in zip(chol, self.components, strict=True)]
         Phi = torch.cat(a, dim=0)  # (MC, n)
         kxx = [comp.kxx(X) for comp in self.components]
         cond = sum(k - ac.square().sum(-2) for k, ac in zip(kxx, a, strict=True)).clamp_min(0)
@@ -381,7 +348,7 @@ class SparseGAM(gpytorch.Module):
             LP = stable_cholesky(eye + P, name="I + Phi diag(beta) Phi^T")
             m = torch.cholesky_solve((Phi @ (alpha + beta * mean_sum)).unsqueeze(-1), LP)[:, 0]
             mean_sum = Phi.mT @ m
-            var_sum = cond + torch.linalg.solve_triangular(LP, Phi, upper=False).square().sum(0)
+            var_sum = cond + solve_lower(LP, Phi).square().sum(0)
         self.variational.assign_whitened(m, 0.5 * (P + P.mT), chol)
 
     # --------------------------------------------------------------------- fit
@@ -389,30 +356,35 @@ class SparseGAM(gpytorch.Module):
         self,
         X: Tensor,
         y: Tensor,
+        *,
+        callback: Callback | None = None,
         num_steps: int = 1000,
         lr: float = 0.01,
         batch_size: int | None = None,
         progress: bool = False,
         generator: torch.Generator | None = None,
-        callback: Callable[[int, SparseGAM, float], None] | None = None,
         init_variational: bool = True,
         refresh_every: int | None = None,
-    ) -> list[float]:
-        """Maximise the ELBO (plus hyperparameter log priors) with Adam.
+        on_nonfinite: NonFinitePolicy = "stop",
+    ) -> SparseGAM:
+        """Maximise the ELBO (Eq. 5, plus hyperparameter log priors) with Adam.
 
         All parameters with ``requires_grad`` are optimised: variational parameters, kernel
         hyperparameters, likelihood parameters, and inducing inputs if learnable (freeze any
-        with ``p.requires_grad_(False)``).
+        with ``p.requires_grad_(False)``). The steps go through
+        :func:`bo_ncgp.models.training.minimize_adam` (its non-finite policy included); the ELBO
+        per data point after each step's forward pass is kept in :attr:`history`.
 
         Args:
             X, y: ``(n, d)`` inputs and ``(n,)`` targets.
+            callback: ``callback(FitStep) -> bool | None`` after every Adam step
+                (``FitStep.loss`` is the negative objective per data point); ``True`` stops.
             num_steps: Adam steps.
             lr: Adam learning rate.
             batch_size: minibatch size (``None``: full batch); minibatches are drawn without
                 replacement at every step and the ELBO is rescaled by ``n / batch_size``.
             progress: show a tqdm progress bar.
             generator: random generator for the minibatches.
-            callback: called as ``callback(step, model, elbo_per_datum)`` after every step.
             init_variational: first call :meth:`initialize_variational` on ``(X, y)`` (at the
                 current hyperparameters). Pass ``False`` to continue from the current ``q``.
             refresh_every: every this many steps, propose :meth:`initialize_variational` at
@@ -420,50 +392,57 @@ class SparseGAM(gpytorch.Module):
                 onto the family) and keep it if it raises the full-data ELBO. Hyperparameter moves
                 rotate the whitened coordinates, which Adam tracks slowly; this lets ``q``
                 follow. Costs one :meth:`initialize_variational` and two full-data ELBOs.
+            on_nonfinite: ``"stop"`` (warn and keep the parameters before the bad step) or
+                ``"raise"`` (:mod:`bo_ncgp.models.training`).
 
         Returns:
-            The ELBO per data point (minibatch estimate) after each step's forward pass.
+            ``self``.
         """
         X, y = self._check_data(X, y)
         n = X.shape[0]
         if num_steps < 0:
-            raise ValueError(f"SparseGAM.fit: num_steps must be >= 0, got {num_steps}")
+            raise InputDataError(f"SparseGAM.fit: num_steps must be >= 0, got {num_steps}")
         if batch_size is not None and batch_size < 1:
-            raise ValueError(f"SparseGAM.fit: batch_size must be >= 1, got {batch_size}")
+            raise InputDataError(f"SparseGAM.fit: batch_size must be >= 1, got {batch_size}")
         if refresh_every is not None and refresh_every < 1:
-            raise ValueError(f"SparseGAM.fit: refresh_every must be >= 1, got {refresh_every}")
+            raise InputDataError(f"SparseGAM.fit: refresh_every must be >= 1, got {refresh_every}")
         params = [p for p in self.parameters() if p.requires_grad]
         if not params:
-            raise ValueError("SparseGAM.fit: no parameter requires grad")
+            raise UnsupportedError("SparseGAM.fit: no parameter requires grad")
         if init_variational:
             self.initialize_variational(X, y)
-        opt = torch.optim.Adam(params, lr=lr)
-        history: list[float] = []
-        self.train()
-        bar = trange(num_steps, disable=not progress, desc=f"SparseGAM[{self.posterior_type}]")
-        for step in bar:
+
+        def loss(step: int) -> Tensor:
             if batch_size is None or batch_size >= n:
                 Xb, yb = X, y
             else:
                 idx = torch.randperm(n, generator=generator, device="cpu")[:batch_size]
                 idx = idx.to(X.device)
                 Xb, yb = X[idx], y[idx]
-            opt.zero_grad(set_to_none=True)
-            objective = (self.elbo(Xb, yb, num_data=n) + self.log_prior()) / n
-            (-objective).backward()
-            opt.step()
-            value = float(objective.detach())
-            history.append(value)
-            if progress and step % 10 == 0:
-                bar.set_postfix(elbo=f"{value:.4f}")
-            if callback is not None:
-                callback(step, self, value)
+            return -(self.elbo(Xb, yb, num_data=n) + self.log_prior()) / n
+
+        def refresh(step: int) -> None:
             if refresh_every is not None and (step + 1) % refresh_every == 0:
                 # Adam's moments are kept: re-initialising them would make the next step a
                 # sign step of size lr in every coordinate, far too large for a sharp q
                 self._refresh_variational(X, y)
+
+        self.train()
+        losses = minimize_adam(
+            params,
+            loss,
+            num_steps,
+            lr=lr,
+            model=self,
+            callback=callback,
+            on_nonfinite=on_nonfinite,
+            after_step=refresh,
+            progress=f"SparseGAM[{self.posterior_type}]" if progress else None,
+            name="SparseGAM.fit",
+        )
         self.eval()
-        return history
+        self.history = [-v for v in losses]
+        return self
 
     @torch.no_grad()
     def _refresh_variational(self, X: Tensor, y: Tensor) -> bool:

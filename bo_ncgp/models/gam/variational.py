@@ -46,7 +46,8 @@ from typing import ClassVar
 import torch
 from torch import Tensor, nn
 
-from bo_ncgp.linalg import stable_cholesky
+from bo_ncgp.exceptions import InputDataError
+from bo_ncgp.linalg import solve_lower, stable_cholesky, whitened_kl
 
 __all__ = [
     "CoupledPrecisionPosterior",
@@ -58,25 +59,12 @@ __all__ = [
 ]
 
 
-def _solve_lower(L: Tensor, B: Tensor) -> Tensor:
-    """``L^{-1} B`` for lower-triangular ``L`` (broadcast over the batch dims of ``B``)."""
-    return torch.linalg.solve_triangular(L, B, upper=False)
-
-
 def _covariance_chol(precision: Tensor, name: str) -> Tensor:
     """Lower Cholesky factor of ``precision^{-1}`` (via two triangular solves, no inverse)."""
     Lp = stable_cholesky(precision, name=name)
     eye = torch.eye(precision.shape[-1], dtype=precision.dtype, device=precision.device)
     cov = torch.cholesky_solve(eye, Lp)
     return stable_cholesky(0.5 * (cov + cov.mT), name=f"inverse of {name}")
-
-
-def _whitened_gaussian_kl(mean: Tensor, chol: Tensor) -> Tensor:
-    """``KL[N(m, R R^T) || N(0, I)]`` for lower-triangular ``R``."""
-    diag = chol.diagonal(dim1=-2, dim2=-1)
-    return 0.5 * (
-        chol.square().sum() + mean.square().sum() - diag.numel() - 2.0 * diag.abs().log().sum()
-    )
 
 
 @dataclass
@@ -234,7 +222,7 @@ class VariationalFamily(nn.Module):
         super().__init__()
         sizes = [int(s) for s in sizes]
         if not sizes or min(sizes) < 1:
-            raise ValueError(f"{type(self).__name__}: need at least one component with M >= 1")
+            raise InputDataError(f"{type(self).__name__}: need at least one component with M >= 1")
         self.sizes = sizes
         self.whiten = bool(whiten)
         self._factory = {"dtype": dtype or torch.get_default_dtype(), "device": device}
@@ -286,7 +274,7 @@ class VariationalFamily(nn.Module):
     def _whitened_cross(self, state: VariationalState, Kux: list[Tensor]) -> list[Tensor]:
         """``a_c = L_c^{-1} K_{U_c f_c}``."""
         assert state.chol is not None
-        return [_solve_lower(L, K) for L, K in zip(state.chol, Kux, strict=True)]
+        return [solve_lower(L, K) for L, K in zip(state.chol, Kux, strict=True)]
 
     def _new(self, *shape: int) -> Tensor:
         return torch.zeros(*shape, **self._factory)
@@ -349,12 +337,10 @@ class MeanFieldPosterior(VariationalFamily):
         if self.whiten:
             return m, R
         L = state.chol[c]
-        return _solve_lower(L, m.unsqueeze(-1)).squeeze(-1), _solve_lower(L, R)
+        return solve_lower(L, m.unsqueeze(-1)).squeeze(-1), solve_lower(L, R)
 
     def kl(self, state: VariationalState) -> Tensor:
-        return sum(
-            _whitened_gaussian_kl(*self._whitened_q(state, c)) for c in range(self.num_components)
-        )
+        return sum(whitened_kl(*self._whitened_q(state, c)) for c in range(self.num_components))
 
     def project(self, state: VariationalState, Kux: list[Tensor]) -> Projection:
         a = self._whitened_cross(state, Kux)
@@ -416,14 +402,14 @@ class FullCovariancePosterior(VariationalFamily):
         if not self.whiten:  # v = blockdiag(L)^{-1} U: R~ stays lower triangular
             o = self.offsets
             m = torch.cat(
-                [_solve_lower(L, m[o[c] : o[c + 1], None])[:, 0] for c, L in enumerate(chol)]
+                [solve_lower(L, m[o[c] : o[c + 1], None])[:, 0] for c, L in enumerate(chol)]
             )
-            R = torch.cat([_solve_lower(L, R[o[c] : o[c + 1]]) for c, L in enumerate(chol)])
+            R = torch.cat([solve_lower(L, R[o[c] : o[c + 1]]) for c, L in enumerate(chol)])
         state.extra["m"], state.extra["R"] = m, R
         return state
 
     def kl(self, state: VariationalState) -> Tensor:
-        return _whitened_gaussian_kl(state.extra["m"], state.extra["R"])
+        return whitened_kl(state.extra["m"], state.extra["R"])
 
     def project(self, state: VariationalState, Kux: list[Tensor]) -> Projection:
         a = self._whitened_cross(state, Kux)
@@ -469,7 +455,7 @@ class CoupledPrecisionPosterior(VariationalFamily):
         super().__init__(sizes, whiten, dtype, device)
         self.rank = int(rank) if rank is not None else max(self.sizes)
         if self.rank < 1:
-            raise ValueError(f"CoupledPrecisionPosterior: rank must be >= 1, got {rank}")
+            raise InputDataError(f"CoupledPrecisionPosterior: rank must be >= 1, got {rank}")
         self.init_scale = float(init_scale)
         self.mean = nn.ParameterList([nn.Parameter(self._new(m)) for m in self.sizes])
         self.B_raw = nn.ParameterList(
@@ -536,7 +522,7 @@ class CoupledPrecisionPosterior(VariationalFamily):
             A = A + Bc.mT @ KBc  # A = I + B^T K_UU B (Appendix C.3), O(C M^3)
         LA = stable_cholesky(A, name="A = I + B^T K_UU B")
         state.extra["LA"] = LA
-        state.extra["W"] = [_solve_lower(LA, Bc.mT) for Bc in B]  # L_A^{-1} B_c^T (C.1)
+        state.extra["W"] = [solve_lower(LA, Bc.mT) for Bc in B]  # L_A^{-1} B_c^T (C.1)
         state.extra["KB"] = KB
         return state
 

@@ -3,7 +3,7 @@
 Wu et al. (2022), "Hierarchical Inducing Point Gaussian Process for Inter-domain
 Observations". The model (Eqs. 1-3): ``rho ~ GP(0, k)``, ``y_n ~ p(y_n | (L_n rho)(x_n))``
 with a linear operator per observation (value, partial derivative, line integral; see
-:mod:`bo_ncgp.models.interdomain`). Inducing values ``u = rho(grid)`` are whitened,
+:mod:`bo_ncgp.models.hipgp.interdomain`). Inducing values ``u = rho(grid)`` are whitened,
 ``u = R eps`` (Eq. 11), and ``q(eps)`` is block-independent (Eq. 23). Then (Eqs. 13-14)
 
     ELBO = sum_n E_{q(eps) p(rho*_n | eps)} [log p(y_n | rho*_n)] - KL(q(eps) || N(0, I))
@@ -18,28 +18,32 @@ by an adjoint solve (:func:`bo_ncgp.linalg.cg_solve`).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import gpytorch
 import torch
 from torch import Tensor
 
+from bo_ncgp.exceptions import InputDataError, UnsupportedError
 from bo_ncgp.likelihoods import Gaussian
 from bo_ncgp.linalg.toeplitz import Grid
-from bo_ncgp.models.hipgp.variational import BlockGaussian
-from bo_ncgp.models.hipgp.whitening import CholeskyWhitener, FFTWhitener
-from bo_ncgp.models.interdomain import (
+from bo_ncgp.models._checks import check_inputs
+from bo_ncgp.models.base import Callback, LatentGP
+from bo_ncgp.models.hipgp.interdomain import (
     OpSpec,
     as_op_codes,
     cross_covariance,
     transformed_covariance,
     transformed_variance,
 )
+from bo_ncgp.models.hipgp.variational import BlockGaussian
+from bo_ncgp.models.hipgp.whitening import CholeskyWhitener, FFTWhitener
+from bo_ncgp.models.training import AdamStepper, FitClock, NonFinitePolicy
 
 __all__ = ["HIPGP"]
 
 
-class HIPGP(torch.nn.Module):
+class HIPGP(torch.nn.Module, LatentGP):
     """Inter-domain SVGP with grid inducing points (HIP-GP, Wu et al. 2022).
 
     Args:
@@ -74,6 +78,8 @@ class HIPGP(torch.nn.Module):
         (torch.Size([5]), True)
     """
 
+    supports_fit = True
+
     def __init__(
         self,
         kernel: gpytorch.kernels.Kernel,
@@ -93,9 +99,9 @@ class HIPGP(torch.nn.Module):
         if not isinstance(grid, Grid):
             grid = Grid(*grid)
         if whitening not in ("fft", "cholesky"):
-            raise ValueError(f"HIPGP: whitening must be 'fft' or 'cholesky', got {whitening!r}")
+            raise InputDataError(f"HIPGP: whitening must be 'fft' or 'cholesky', got {whitening!r}")
         if variational not in ("block", "mean_field", "full"):
-            raise ValueError(
+            raise InputDataError(
                 f"HIPGP: variational must be 'block', 'mean_field' or 'full', got {variational!r}"
             )
         self.kernel = kernel
@@ -119,6 +125,8 @@ class HIPGP(torch.nn.Module):
         self._whitener_cache: tuple | None = None
         self._Z: Tensor | None = None
         self.last_pcg_iterations: int | None = None
+        #: ELBO estimates of the last :meth:`fit` (one per minibatch with learned hyperparameters)
+        self.history: list[float] = []
 
     # ----------------------------------------------------------------- pieces
     @property
@@ -165,14 +173,8 @@ class HIPGP(torch.nn.Module):
             )
         return w
 
-    def _check_X(self, X: Tensor, what: str = "X") -> None:
-        if not isinstance(X, Tensor) or X.dim() < 2 or X.shape[-1] != self.dim:
-            shape = tuple(X.shape) if isinstance(X, Tensor) else type(X).__name__
-            raise ValueError(f"HIPGP: {what} must have shape (..., n, {self.dim}), got {shape}")
-        if X.shape[-2] == 0:
-            raise ValueError(f"HIPGP: {what} is empty")
-        if not torch.isfinite(X).all():
-            raise ValueError(f"HIPGP: {what} contains NaN or inf")
+    def _check_X(self, X: Tensor, what: str = "X", matrix: bool = False) -> None:
+        check_inputs(X, "HIPGP", name=what, dims=self.dim, matrix=matrix, allow_empty=False)
 
     def whitened_cross_covariance(self, X: Tensor, codes: Tensor) -> Tensor:
         """Rows ``k_n^T`` (Eq. 20) for ``X (n, D)``, shape ``(n, N)``."""
@@ -202,23 +204,21 @@ class HIPGP(torch.nn.Module):
         return elp, (y - mean) / s2, 1.0 / s2
 
     def _prepare(self, X, y, op, obs_noise):
-        self._check_X(X)
-        if X.dim() != 2:
-            raise ValueError(f"HIPGP: training inputs must be (n, D), got {tuple(X.shape)}")
+        self._check_X(X, matrix=True)
         y = torch.as_tensor(y, dtype=X.dtype, device=X.device).reshape(-1)
         if y.numel() != X.shape[0]:
-            raise ValueError(f"HIPGP: X has {X.shape[0]} rows but y has {y.numel()} entries")
+            raise InputDataError(f"HIPGP: X has {X.shape[0]} rows but y has {y.numel()} entries")
         if not torch.isfinite(y).all():
-            raise ValueError("HIPGP: y contains NaN or inf")
+            raise InputDataError("HIPGP: y contains NaN or inf")
         y = self.likelihood.check_targets(y)
         codes = as_op_codes(op, X.shape[0], self.dim, X.device)
         if obs_noise is not None:
             if not isinstance(self.likelihood, Gaussian):
-                raise ValueError("HIPGP: obs_noise needs the Gaussian likelihood")
+                raise UnsupportedError("HIPGP: obs_noise needs the Gaussian likelihood")
             obs_noise = torch.as_tensor(obs_noise, dtype=X.dtype, device=X.device)
             obs_noise = obs_noise.expand(X.shape[0]).reshape(-1)
             if not bool((obs_noise > 0).all()):
-                raise ValueError("HIPGP: obs_noise must be positive")
+                raise InputDataError("HIPGP: obs_noise must be positive")
         return y, codes, obs_noise
 
     def elbo(
@@ -234,7 +234,7 @@ class HIPGP(torch.nn.Module):
 
         Args:
             X: ``(n, D)`` observation locations; y: ``(n,)`` targets.
-            op: observation operator(s), see :func:`bo_ncgp.models.interdomain.as_op_codes`.
+            op: observation operator(s), see :func:`bo_ncgp.models.hipgp.interdomain.as_op_codes`.
             num_data: size of the full data set (``n`` when omitted).
             obs_noise: known per-observation noise variances ``sigma_n^2`` (Gaussian only).
         """
@@ -275,6 +275,8 @@ class HIPGP(torch.nn.Module):
         self,
         X: Tensor,
         y: Tensor,
+        *,
+        callback: Callback | None = None,
         op: OpSpec = None,
         obs_noise: Tensor | None = None,
         num_epochs: int = 1,
@@ -283,65 +285,76 @@ class HIPGP(torch.nn.Module):
         learn_hyperparameters: bool = False,
         hyper_lr: float = 0.01,
         generator: torch.Generator | None = None,
-        callback: Callable[[int, int, float | None], None] | None = None,
         progress: bool = False,
-    ) -> list[float]:
-        """Stochastic variational inference: per minibatch one natural-gradient step of
-        ``q`` and (optionally) one Adam step of the hyperparameters on the ELBO.
+        on_nonfinite: NonFinitePolicy = "stop",
+    ) -> HIPGP:
+        """Stochastic variational inference (Sec. 3.4): per minibatch one natural-gradient
+        step of ``q`` and (optionally) one Adam step of the hyperparameters on the ELBO
+        (Eqs. 13-14) through :class:`bo_ncgp.models.training.AdamStepper`.
 
         Args:
             X, y, op, obs_noise: training data (see :meth:`elbo`).
+            callback: ``callback(FitStep) -> bool | None`` after every minibatch, with
+                ``info = {"epoch": e, "batch": b}`` and, when hyperparameters are learned, the
+                loss ``-ELBO / n``; ``True`` stops.
             num_epochs: passes over the data.
             batch_size: minibatch size (all data when omitted).
             natgrad_lr: natural-gradient step size (1 = jump to the minibatch optimum).
             learn_hyperparameters: also learn kernel/likelihood hyperparameters.
             hyper_lr: Adam learning rate for the hyperparameters.
             generator: RNG for the minibatch order.
-            callback: ``callback(epoch, step, elbo_or_None)`` after every minibatch.
             progress: show a tqdm bar over epochs.
+            on_nonfinite: ``"stop"`` or ``"raise"`` on a non-finite ELBO or gradient
+                (:mod:`bo_ncgp.models.training`).
 
         Returns:
-            ELBO estimates (one per minibatch when hyperparameters are learned, else empty).
+            ``self``; :attr:`history` holds the ELBO estimates (one per minibatch when
+            hyperparameters are learned, else empty).
         """
         y, codes, obs_noise = self._prepare(X, y, op, obs_noise)
         n = X.shape[0]
         bs = n if batch_size is None else int(batch_size)
         if bs < 1:
-            raise ValueError(f"HIPGP.fit: batch_size must be positive, got {batch_size}")
+            raise InputDataError(f"HIPGP.fit: batch_size must be positive, got {batch_size}")
         hypers = [p for p in self.parameters() if p.requires_grad]
         if obs_noise is not None:
             hypers = [p for p in self.kernel.parameters() if p.requires_grad]
-        opt = torch.optim.Adam(hypers, lr=hyper_lr) if learn_hyperparameters and hypers else None
-        trace: list[float] = []
+        stepper = (
+            AdamStepper(hypers, hyper_lr, on_nonfinite=on_nonfinite, name="HIPGP.fit")
+            if learn_hyperparameters and hypers
+            else None
+        )
+        self.history = []
         epochs = range(num_epochs)
         if progress:
             from tqdm.auto import tqdm
 
             epochs = tqdm(epochs, desc="HIPGP epochs")
+        clock, count = FitClock(), 0
         for epoch in epochs:
             perm = torch.randperm(n, generator=generator, device="cpu").to(X.device)
             for step, s in enumerate(range(0, n, bs)):
                 idx = perm[s : s + bs]
                 Xb, yb, cb = X[idx], y[idx], codes[idx]
                 nb = None if obs_noise is None else obs_noise[idx]
-                with torch.set_grad_enabled(opt is not None):
+                with torch.set_grad_enabled(stepper is not None):
                     K = self.whitened_cross_covariance(Xb, cb)
                 self.natgrad_step(Xb, yb, cb, num_data=n, lr=natgrad_lr, obs_noise=nb, K=K)
                 value = None
-                if opt is not None:
-                    opt.zero_grad()
+                if stepper is not None:
                     loss = -self._elbo_from(K, Xb, yb, cb, n, nb) / n
-                    loss.backward()
-                    opt.step()
-                    value = float(-loss.detach()) * n
-                    trace.append(value)
-                if callback is not None:
-                    callback(epoch, step, value)
-        return trace
+                    if not stepper.step(loss):
+                        return self
+                    value = float(loss.detach())
+                    self.history.append(-value * n)
+                if clock.notify(callback, count, self, value, {"epoch": epoch, "batch": step}):
+                    return self
+                count += 1
+        return self
 
     # -------------------------------------------------------------- prediction
     def predict_f(
-        self, X: Tensor, op: OpSpec = None, full_cov: bool = False
+        self, X: Tensor, full_cov: bool = False, *, op: OpSpec = None
     ) -> tuple[Tensor, Tensor]:
         """Posterior of ``L rho`` at ``X (..., n, D)``: the latent ``rho`` (``op='value'``)
         or a transformed domain (``'integral'``, ``('derivative', d)``, codes ``(n,)``).
@@ -373,13 +386,12 @@ class HIPGP(torch.nn.Module):
         cov = torch.stack(covs).reshape(*batch, n, n)
         return mean, cov
 
-    def predict_y(self, X: Tensor, op: OpSpec = None) -> tuple[Tensor, Tensor]:
-        """Predictive mean and variance of observations (Gaussian likelihood: latent variance
-        plus noise; otherwise ``likelihood.predictive_mean`` and the latent variance)."""
+    def predict_y(self, X: Tensor, *, op: OpSpec = None) -> Tensor:
+        """Predictive mean ``E[y]`` of observations of ``L rho`` at ``X`` (the likelihood's
+        ``predictive_mean`` of :meth:`predict_f`). With the Gaussian likelihood the variance
+        of an observation is ``predict_f(X, op=op)[1] + likelihood.noise``."""
         mean, var = self.predict_f(X, op=op)
-        if isinstance(self.likelihood, Gaussian):
-            return mean, var + self.likelihood.noise.to(var)
-        return self.likelihood.predictive_mean(mean, var), var
+        return self.likelihood.predictive_mean(mean, var)
 
     @torch.no_grad()
     def latent_grid_mean(self) -> Tensor:

@@ -16,7 +16,8 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from bo_ncgp.linalg import stable_cholesky
+from bo_ncgp.exceptions import InputDataError
+from bo_ncgp.linalg import solve_lower, stable_cholesky
 
 __all__ = ["BlockGaussian"]
 
@@ -42,13 +43,13 @@ class BlockGaussian(torch.nn.Module):
         self.grid_shape = tuple(int(s) for s in grid_shape)
         self.block_shape = tuple(int(b) for b in block_shape)
         if len(self.block_shape) != len(self.grid_shape):
-            raise ValueError(
+            raise InputDataError(
                 f"block_shape {self.block_shape} must have one entry per grid axis "
                 f"{self.grid_shape}"
             )
         for g, b in zip(self.grid_shape, self.block_shape, strict=True):
             if b < 1 or g % b:
-                raise ValueError(
+                raise InputDataError(
                     f"block_shape {self.block_shape} must tile the whitened grid "
                     f"{self.grid_shape} (each axis divisible)"
                 )
@@ -99,7 +100,7 @@ class BlockGaussian(torch.nn.Module):
 
     def _half_solve(self, K: Tensor) -> Tensor:
         Kb = self.to_blocks(K).movedim(-3, -1)  # (B, Mb, n)
-        return torch.linalg.solve_triangular(self.prec_chol, Kb, upper=False)
+        return solve_lower(self.prec_chol, Kb)
 
     def covariance_form(self, K1: Tensor, K2: Tensor) -> Tensor:
         """``K1 S K2^T`` for ``K1 (n1, N)``, ``K2 (n2, N)``."""

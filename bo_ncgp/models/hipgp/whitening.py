@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from bo_ncgp.linalg import stable_cholesky
+from bo_ncgp.linalg import solve_lower, stable_cholesky
 from bo_ncgp.linalg.cg import CGResult
 from bo_ncgp.linalg.toeplitz import CirculantEmbedding, Grid, circulant_first_row
 
@@ -106,7 +106,7 @@ class CholeskyWhitener:
 
     def whiten(self, k_un: Tensor) -> Tensor:
         """``(n, M)`` -> ``(n, M)`` rows of ``L^{-1} k*_{u,n}``."""
-        return torch.linalg.solve_triangular(self.L, k_un.mT, upper=False).mT
+        return solve_lower(self.L, k_un.mT).mT
 
     def root_mv(self, e: Tensor) -> Tensor:
         return e @ self.L.mT

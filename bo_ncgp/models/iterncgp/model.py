@@ -27,27 +27,26 @@ from __future__ import annotations
 
 import copy
 import math
-import time
 import warnings
-from collections.abc import Callable
 from typing import Literal, NamedTuple
 
 import gpytorch
 import torch
 from torch import Tensor
 
-from bo_ncgp.exceptions import NumericalWarning
+from bo_ncgp.exceptions import InputDataError, NumericalWarning, UnsupportedError
 from bo_ncgp.likelihoods import Bernoulli, Gaussian, Likelihood, Poisson, Softmax
 from bo_ncgp.linalg import stable_cholesky
+from bo_ncgp.models._checks import check_inputs
+from bo_ncgp.models.base import Callback, LatentGP
 from bo_ncgp.models.iterncgp.belief import Belief
 from bo_ncgp.models.iterncgp.newton import LaplaceState, NewtonConfig, newton_laplace
 from bo_ncgp.models.iterncgp.operators import LatentKernelOperator, _check_kernel
 from bo_ncgp.models.iterncgp.policies import Policy, make_policy
 from bo_ncgp.models.iterncgp.problem import PseudoRegressionProblem
+from bo_ncgp.models.training import FitClock
 
 __all__ = ["IterNCGP", "RatePrediction"]
-
-Callback = Callable[[int, int, float, "IterNCGP"], bool | None]
 
 
 class RatePrediction(NamedTuple):
@@ -72,25 +71,7 @@ class RatePrediction(NamedTuple):
     upper: Tensor
 
 
-class _Clock:
-    """Wall-clock that excludes the time spent in callbacks."""
-
-    def __init__(self) -> None:
-        self.start = time.perf_counter()
-        self.paused = 0.0
-
-    def elapsed(self) -> float:
-        return time.perf_counter() - self.start - self.paused
-
-    def run_excluded(self, fn: Callable[[], bool | None]) -> bool | None:
-        t = time.perf_counter()
-        try:
-            return fn()
-        finally:
-            self.paused += time.perf_counter() - t
-
-
-class IterNCGP(torch.nn.Module):
+class IterNCGP(torch.nn.Module, LatentGP):
     """Computation-aware Laplace approximation of a GP with a non-Gaussian likelihood.
 
     Args:
@@ -129,6 +110,8 @@ class IterNCGP(torch.nn.Module):
         (torch.Size([3]), True)
     """
 
+    supports_fit = True
+
     def __init__(
         self,
         kernel: gpytorch.kernels.Kernel,
@@ -147,28 +130,28 @@ class IterNCGP(torch.nn.Module):
     ) -> None:
         super().__init__()
         if not isinstance(kernel, gpytorch.kernels.Kernel):
-            raise ValueError(f"IterNCGP: kernel must be a gpytorch Kernel, got {type(kernel)}")
+            raise InputDataError(f"IterNCGP: kernel must be a gpytorch Kernel, got {type(kernel)}")
         if not isinstance(likelihood, Likelihood):
-            raise ValueError(
+            raise InputDataError(
                 f"IterNCGP: likelihood must be a bo_ncgp.likelihoods Likelihood, got "
                 f"{type(likelihood)}"
             )
         _check_kernel(kernel, likelihood.num_latents)
         if max_solver_iters_per_step is not None and int(max_solver_iters_per_step) < 0:
-            raise ValueError(
+            raise InputDataError(
                 f"IterNCGP: max_solver_iters_per_step must be >= 0 or None, got "
                 f"{max_solver_iters_per_step}"
             )
         if int(max_newton_steps) < 1:
-            raise ValueError(f"IterNCGP: max_newton_steps must be >= 1, got {max_newton_steps}")
+            raise InputDataError(f"IterNCGP: max_newton_steps must be >= 1, got {max_newton_steps}")
         if compression_rank is not None and int(compression_rank) < 0:
-            raise ValueError(
+            raise InputDataError(
                 f"IterNCGP: compression_rank must be >= 0 or None, got {compression_rank}"
             )
         if tol < 0 or solver_rtol < 0 or solver_atol < 0:
-            raise ValueError("IterNCGP: tolerances must be non-negative")
+            raise InputDataError("IterNCGP: tolerances must be non-negative")
         if backend not in ("auto", "dense", "chunked", "keops"):
-            raise ValueError(
+            raise InputDataError(
                 f"IterNCGP: unknown backend {backend!r}; use 'auto', 'dense', 'chunked' or 'keops'"
             )
         self.kernel = kernel
@@ -207,11 +190,6 @@ class IterNCGP(torch.nn.Module):
         self.fit_seconds = 0.0
 
     @property
-    def num_latents(self) -> int:
-        """C, the number of latent functions."""
-        return self.likelihood.num_latents
-
-    @property
     def train_inputs(self) -> Tensor | None:
         return self._X
 
@@ -235,30 +213,16 @@ class IterNCGP(torch.nn.Module):
 
     # ------------------------------------------------------------- validation
     def _check_inputs(self, X: Tensor, name: str = "X", train: bool = True) -> Tensor:
-        if not isinstance(X, Tensor):
-            raise ValueError(f"IterNCGP: {name} must be a torch.Tensor, got {type(X)}")
-        if not X.is_floating_point():
-            raise ValueError(f"IterNCGP: {name} must be a floating-point tensor, got {X.dtype}")
-        if train and X.dim() != 2:
-            raise ValueError(f"IterNCGP: {name} must have shape (n, d), got {tuple(X.shape)}")
-        if X.dim() < 2:
-            raise ValueError(f"IterNCGP: {name} must have shape (..., n, d), got {tuple(X.shape)}")
-        if train and X.shape[-2] == 0:
-            raise ValueError(f"IterNCGP: {name} is empty (no data points)")
-        if self._X is not None and X.shape[-1] != self._X.shape[-1]:
-            raise ValueError(
-                f"IterNCGP: {name} has {X.shape[-1]} input dimensions, the training inputs "
-                f"have {self._X.shape[-1]}"
-            )
-        if not torch.isfinite(X).all():
-            raise ValueError(f"IterNCGP: {name} contains NaN or inf")
-        return X
+        dims = None if self._X is None else self._X.shape[-1]
+        return check_inputs(
+            X, "IterNCGP", name=name, dims=dims, matrix=train, allow_empty=not train
+        )
 
     def _check_targets(self, y: Tensor, X: Tensor, name: str = "y") -> Tensor:
         if not isinstance(y, Tensor):
             y = torch.as_tensor(y)
         if y.dim() == 0 or y.shape[-1] != X.shape[-2]:
-            raise ValueError(
+            raise InputDataError(
                 f"IterNCGP: {name} must have shape (*b, n) with n = {X.shape[-2]} points (the "
                 f"rows of X), got {tuple(y.shape)}"
             )
@@ -275,17 +239,18 @@ class IterNCGP(torch.nn.Module):
         return m.to(dtype=X.dtype)
 
     # -------------------------------------------------------------------- fit
-    def fit(self, X: Tensor, y: Tensor, callback: Callback | None = None) -> IterNCGP:
+    def fit(self, X: Tensor, y: Tensor, *, callback: Callback | None = None) -> IterNCGP:
         """Run IterNCGP (Algorithm 1) on ``(X, y)`` from the prior mean.
 
         Args:
             X: ``(n, d)`` training inputs.
             y: ``(*b, n)`` targets (labels for classifiers, counts for Poisson/Binomial).
-            callback: ``callback(newton_step, solver_iter, elapsed_seconds, model)``, called
-                after the initial belief of every Newton step (``solver_iter = 0``) and after
-                every solver iteration; ``model`` predicts with the current belief.
-                ``elapsed_seconds`` excludes the time spent in callbacks. Returning True stops
-                the fit (the model keeps the current belief).
+            callback: ``callback(FitStep) -> bool | None``, called after the initial belief of
+                every Newton step (``info["solver_iter"] == 0``) and after every solver
+                iteration, with ``info = {"newton_step": i, "solver_iter": j}``; ``FitStep.model``
+                (this model) predicts with the current belief and ``FitStep.seconds`` excludes
+                the time spent in callbacks. Returning True stops the fit (the model keeps the
+                current belief).
 
         Returns:
             self.
@@ -313,8 +278,8 @@ class IterNCGP(torch.nn.Module):
         callback: Callback | None,
         w0: Tensor | None,
     ) -> None:
-        clock = _Clock()
-        total = [0]
+        clock = FitClock()
+        total, calls = [0], [0]
 
         def hook(i: int, j: int, belief: Belief, problem: PseudoRegressionProblem) -> bool:
             if j > 0:
@@ -325,7 +290,9 @@ class IterNCGP(torch.nn.Module):
             if callback is None:
                 return False
             self.fit_seconds = clock.elapsed()
-            return bool(clock.run_excluded(lambda: callback(i, j, self.fit_seconds, self)))
+            calls[0] += 1
+            info = {"newton_step": i, "solver_iter": j}
+            return clock.notify(callback, calls[0] - 1, self, info=info)
 
         state = newton_laplace(
             self._K, self.likelihood, self._y, self._m, f0, policy, config, S, T, hook, w0
@@ -424,12 +391,12 @@ class IterNCGP(torch.nn.Module):
         """
         lik = self.likelihood
         if not isinstance(lik, Bernoulli | Softmax):
-            raise ValueError(
+            raise UnsupportedError(
                 f"IterNCGP.predict_proba: needs a Bernoulli or Softmax likelihood, got "
                 f"{lik.name}; use predict_y (or predict_rate for Poisson)"
             )
         if method not in ("probit", "mc", "quadrature"):
-            raise ValueError(f"IterNCGP.predict_proba: unknown method {method!r}")
+            raise InputDataError(f"IterNCGP.predict_proba: unknown method {method!r}")
         if method == "probit":
             mean, var = self.predict_f(X)
             kappa = torch.rsqrt(1 + math.pi / 8 * var)
@@ -438,7 +405,7 @@ class IterNCGP(torch.nn.Module):
             return torch.softmax(mean * kappa, dim=-1)
         if method == "quadrature":
             if not isinstance(lik, Bernoulli):
-                raise ValueError("IterNCGP.predict_proba: 'quadrature' is for binary models")
+                raise UnsupportedError("IterNCGP.predict_proba: 'quadrature' is for binary models")
             mean, var = self.predict_f(X)
             return lik.predictive_mean(mean, var)
         if isinstance(lik, Bernoulli):
@@ -456,12 +423,6 @@ class IterNCGP(torch.nn.Module):
         eps = torch.randn(shape, generator=generator, dtype=like.dtype, device="cpu")
         return eps.to(like.device)
 
-    def predict_y(self, X: Tensor) -> Tensor:
-        """``E[y]`` under the latent posterior (likelihood's ``predictive_mean``; for the
-        softmax this uses the per-class marginals)."""
-        mean, var = self.predict_f(X)
-        return self.likelihood.predictive_mean(mean, var)
-
     def predict_rate(
         self,
         X: Tensor,
@@ -474,9 +435,9 @@ class IterNCGP(torch.nn.Module):
         Returns the MC mean, median and central ``level`` interval, each ``(..., m)``.
         """
         if not isinstance(self.likelihood, Poisson):
-            raise ValueError("IterNCGP.predict_rate: needs a Poisson likelihood")
+            raise UnsupportedError("IterNCGP.predict_rate: needs a Poisson likelihood")
         if not 0 < level < 1:
-            raise ValueError(f"IterNCGP.predict_rate: level must be in (0, 1), got {level}")
+            raise InputDataError(f"IterNCGP.predict_rate: level must be in (0, 1), got {level}")
         mean, var = self.predict_f(X)
         eps = self._normal((num_samples, *mean.shape), mean, generator)
         rate = torch.exp(mean + var.sqrt() * eps)
@@ -511,6 +472,7 @@ class IterNCGP(torch.nn.Module):
         self,
         X_new: Tensor,
         y_new: Tensor,
+        *,
         num_iters: int = 5,
         max_newton_steps: int = 2,
         callback: Callback | None = None,
@@ -539,12 +501,16 @@ class IterNCGP(torch.nn.Module):
         self._require_fit()
         X_new = self._check_inputs(X_new, "X_new", train=False)
         if X_new.shape[-2] == 0:
-            raise ValueError("IterNCGP: X_new is empty (no data points)")
+            raise InputDataError("IterNCGP: X_new is empty (no data points)")
         y_new = self._check_targets(y_new, X_new, "y_new")
         if X_new.dtype != self._X.dtype or X_new.device != self._X.device:
-            raise ValueError("IterNCGP.condition: X_new must match the training dtype and device")
+            raise InputDataError(
+                "IterNCGP.condition: X_new must match the training dtype and device"
+            )
         if int(num_iters) < 0 or int(max_newton_steps) < 1:
-            raise ValueError("IterNCGP.condition: need num_iters >= 0 and max_newton_steps >= 1")
+            raise InputDataError(
+                "IterNCGP.condition: need num_iters >= 0 and max_newton_steps >= 1"
+            )
         n, n_new, C, d = self._X.shape[-2], X_new.shape[-2], self.num_latents, X_new.shape[-1]
         try:
             batch = torch.broadcast_shapes(
@@ -552,7 +518,7 @@ class IterNCGP(torch.nn.Module):
             )
             xbatch = torch.broadcast_shapes(self._X.shape[:-2], X_new.shape[:-2])
         except RuntimeError as err:
-            raise ValueError(
+            raise InputDataError(
                 f"IterNCGP.condition: batch shapes do not broadcast: model "
                 f"{tuple(self.batch_shape)}, X_new {tuple(X_new.shape)}, y_new {tuple(y_new.shape)}"
             ) from err

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
+from bo_ncgp.exceptions import InputDataError
 from bo_ncgp.likelihoods import Likelihood
 from bo_ncgp.models.iterncgp.belief import Belief
 from bo_ncgp.models.iterncgp.itergp import itergp
@@ -42,16 +43,9 @@ class NewtonConfig:
     """Settings of the two loops (see :class:`~bo_ncgp.models.iterncgp.IterNCGP`).
 
     Example:
-        >>> import gpytorch
-        >>> from bo_ncgp.likelihoods import Bernoulli
-        >>> from bo_ncgp.models.iterncgp import CGPolicy
-        >>> X = torch.linspace(0, 1, 8).unsqueeze(-1); y = (X[:, 0] > 0.5).to(X.dtype)
-        >>> K = LatentKernelOperator(gpytorch.kernels.RBFKernel(), X, 1, backend="dense")
-        >>> f0 = torch.zeros(1, 8, 1)  # start at the prior mean m = 0
         >>> cfg = NewtonConfig(max_solver_iters=2, max_newton_steps=5)  # 2 products with K/step
-        >>> state = newton_laplace(K, Bernoulli(), y, f0, f0, CGPolicy(), cfg)
-        >>> len(state.steps) <= 5, all(s.solver_iters <= 2 for s in state.steps)
-        (True, True)
+        >>> cfg.max_solver_iters, cfg.recycle, cfg.line_search
+        (2, True, True)
     """
 
     max_newton_steps: int = 20
@@ -69,16 +63,10 @@ class NewtonStepInfo:
     """Diagnostics of one Newton step (:attr:`LaplaceState.steps`).
 
     Example:
-        >>> import gpytorch
-        >>> from bo_ncgp.likelihoods import Bernoulli
-        >>> from bo_ncgp.models.iterncgp import CGPolicy
-        >>> X = torch.linspace(0, 1, 8).unsqueeze(-1); y = (X[:, 0] > 0.5).to(X.dtype)
-        >>> K = LatentKernelOperator(gpytorch.kernels.RBFKernel(), X, 1, backend="dense")
-        >>> f0 = torch.zeros(1, 8, 1)  # start at the prior mean m = 0
-        >>> state = newton_laplace(K, Bernoulli(), y, f0, f0, CGPolicy(), NewtonConfig())
-        >>> info = state.steps[-1]  # the step that met the outer tolerance
-        >>> info.step == len(state.steps) - 1, info.rel_change <= 1e-2, info.step_size
-        (True, True, 1.0)
+        >>> info = NewtonStepInfo(0, solver_iters=4, recycled_rank=0, rank=4,
+        ...                       residual_norm=1e-3, rel_change=0.5)
+        >>> info.step_size  # a full Newton step unless the line search damped it
+        1.0
     """
 
     step: int
@@ -103,18 +91,10 @@ class LaplaceState:
         converged: the outer stopping criterion was met.
         interrupted: a hook asked to stop.
 
-    Example:
-        >>> import gpytorch
-        >>> from bo_ncgp.likelihoods import Bernoulli
-        >>> from bo_ncgp.models.iterncgp import CGPolicy
-        >>> X = torch.linspace(0, 1, 8).unsqueeze(-1); y = (X[:, 0] > 0.5).to(X.dtype)
-        >>> K = LatentKernelOperator(gpytorch.kernels.RBFKernel(), X, 1, backend="dense")
-        >>> f0 = torch.zeros(1, 8, 1)  # start at the prior mean m = 0
-        >>> state = newton_laplace(K, Bernoulli(), y, f0, f0, CGPolicy(), NewtonConfig())
-        >>> state.converged, state.f.shape, state.S.shape == state.T.shape
-        (True, torch.Size([1, 8, 1]), True)
-        >>> bool(torch.allclose(state.f, K.matmul(state.w)))  # f = m + K w
-        True
+    Example (a run: :func:`newton_laplace`):
+        >>> import dataclasses
+        >>> [f.name for f in dataclasses.fields(LaplaceState)][:5]
+        ['f', 'w', 'belief', 'S', 'T']
     """
 
     f: Tensor
@@ -166,6 +146,11 @@ def newton_laplace(
         >>> grad = lik.grad(y, st.f[0, :, 0]).reshape(1, 8, 1)
         >>> st.converged, bool(torch.allclose(st.f, K.matmul(grad), atol=1e-3))
         (True, True)
+        >>> bool(torch.allclose(st.f, K.matmul(st.w))), st.S.shape == st.T.shape  # f = m + K w
+        (True, True)
+        >>> info = st.steps[-1]  # the step that met the outer tolerance
+        >>> info.step == len(st.steps) - 1, info.rel_change <= 1e-4, info.step_size
+        (True, True, 1.0)
     """
     outer = RelativeChange(config.tol)
     inner_stop = MaxIterations(config.max_solver_iters) | ResidualNorm(
@@ -227,7 +212,7 @@ def newton_laplace(
             converged = True
             break
     if state is None:
-        raise ValueError("newton_laplace: max_newton_steps must be >= 1")
+        raise InputDataError("newton_laplace: max_newton_steps must be >= 1")
     return LaplaceState(
         f=f,
         w=w,

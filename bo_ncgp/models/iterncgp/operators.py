@@ -26,7 +26,8 @@ import gpytorch
 import torch
 from torch import Tensor
 
-from bo_ncgp.linalg import KernelOperator
+from bo_ncgp.exceptions import InputDataError
+from bo_ncgp.linalg import KernelOperator, latent_block
 
 __all__ = [
     "LatentKernelOperator",
@@ -82,7 +83,7 @@ def _check_kernel(kernel: gpytorch.kernels.Kernel, num_latents: int) -> bool:
         return True
     if bs == (num_latents,):
         return False
-    raise ValueError(
+    raise InputDataError(
         f"IterNCGP: the kernel's batch_shape must be () (shared by all latent functions) or "
         f"(C,) = ({num_latents},) (one GP per latent function), got {bs}"
     )
@@ -182,17 +183,16 @@ class LatentKernelOperator:
 
     def prior_diag(self, X_star: Tensor) -> Tensor:
         """``k_c(x, x)`` for every latent function: ``(..., C|1, m)``."""
-        return self.kernel(X_star.unsqueeze(-3), X_star.unsqueeze(-3), diag=True)
+        return latent_block(self.kernel, X_star, diag=True)
 
     def prior_cov(self, X_star: Tensor) -> Tensor:
         """``K_c(X_star, X_star)``: ``(..., C|1, m, m)``."""
-        Xs = X_star.unsqueeze(-3)
-        return self.kernel(Xs, Xs).to_dense()
+        return latent_block(self.kernel, X_star)
 
 
 def _check_latent(V: Tensor, n: int) -> None:
     if V.dim() < 3 or V.shape[-2] != n:
-        raise ValueError(
+        raise InputDataError(
             f"LatentKernelOperator: expected a (*b, C, {n}, k) tensor, got {tuple(V.shape)}"
         )
 

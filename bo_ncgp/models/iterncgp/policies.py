@@ -24,6 +24,7 @@ import copy
 import torch
 from torch import Tensor
 
+from bo_ncgp.exceptions import InputDataError
 from bo_ncgp.models.iterncgp.problem import PseudoRegressionProblem
 
 __all__ = ["CGPolicy", "Policy", "UnitVectorPolicy", "make_policy"]
@@ -114,7 +115,9 @@ class UnitVectorPolicy(Policy):
         if permutation is not None:
             permutation = torch.as_tensor(permutation, dtype=torch.long).cpu()
             if permutation.dim() != 1:
-                raise ValueError("UnitVectorPolicy: permutation must be a 1-D tensor of indices")
+                raise InputDataError(
+                    "UnitVectorPolicy: permutation must be a 1-D tensor of indices"
+                )
         self.permutation = permutation
         self._order: Tensor | None = None
         self._cursor = 0
@@ -126,7 +129,7 @@ class UnitVectorPolicy(Policy):
         if self._order is None or self._order.numel() != n:
             order = torch.arange(n) if self.permutation is None else self.permutation
             if order.numel() != n or not torch.equal(torch.sort(order).values, torch.arange(n)):
-                raise ValueError(
+                raise InputDataError(
                     f"UnitVectorPolicy: permutation must be a permutation of range({n}) (the "
                     f"number of training points), got {order.numel()} entries"
                 )
@@ -175,6 +178,6 @@ def make_policy(policy: str | Policy) -> Policy:
         return CGPolicy()
     if policy == "unit_vector":
         return UnitVectorPolicy()
-    raise ValueError(
+    raise InputDataError(
         f"IterNCGP: unknown policy {policy!r}; use 'cg', 'unit_vector' or a Policy instance"
     )

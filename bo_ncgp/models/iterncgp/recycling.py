@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from bo_ncgp.exceptions import InputDataError
 from bo_ncgp.models.iterncgp.operators import inner
 from bo_ncgp.models.iterncgp.problem import PseudoRegressionProblem
 
@@ -48,17 +49,10 @@ class RecycledBelief:
         T: ``T U = K S U``.
         eigenvalues: kept eigenvalues of ``M``, ``(*b, R)`` (zero where dropped).
 
-    Example:
-        >>> import gpytorch
-        >>> from bo_ncgp.likelihoods import Gaussian
-        >>> from bo_ncgp.models.iterncgp import LatentKernelOperator
-        >>> X, y, S = torch.rand(6, 1), torch.randn(6), torch.randn(1, 6, 3)  # 3 old actions
-        >>> K = LatentKernelOperator(gpytorch.kernels.RBFKernel(), X, 1, backend="dense")
-        >>> problem = PseudoRegressionProblem(K, Gaussian(0.1), y, torch.zeros(1, 6, 1), 0.0)
-        >>> rec = virtual_solver_run(S, K.matmul(S), problem, rank=2)  # compress to R = 2
-        >>> G = inner(rec.Q, rec.KQ + problem.noise_matmul(rec.Q))  # Q^T (K + W^-1) Q
-        >>> rec.Q.shape, rec.eigenvalues.shape, bool(torch.allclose(G, torch.eye(2), atol=1e-4))
-        (torch.Size([1, 6, 2]), torch.Size([2]), True)
+    Example (computed by :func:`virtual_solver_run`):
+        >>> import dataclasses
+        >>> [f.name for f in dataclasses.fields(RecycledBelief)]
+        ['Q', 'KQ', 'S', 'T', 'eigenvalues']
     """
 
     Q: Tensor
@@ -100,9 +94,13 @@ def virtual_solver_run(
         >>> r0 = problem.residual(rec.Q @ c, rec.KQ @ c)
         >>> bool(inner(S, r0).abs().max() <= 1e-4 * S.norm() * problem.rhs.norm())
         True
+        >>> rec = virtual_solver_run(S, K.matmul(S), problem, rank=2)  # compress to R = 2
+        >>> G = inner(rec.Q, rec.KQ + problem.noise_matmul(rec.Q))  # Q^T (K + W^-1) Q
+        >>> rec.Q.shape, rec.eigenvalues.shape, bool(torch.allclose(G, torch.eye(2), atol=1e-4))
+        (torch.Size([1, 6, 2]), torch.Size([2]), True)
     """
     if rank is not None and int(rank) < 0:
-        raise ValueError(f"virtual_solver_run: rank must be >= 0 or None, got {rank}")
+        raise InputDataError(f"virtual_solver_run: rank must be >= 0 or None, got {rank}")
     B = S.shape[-1]
     batch = torch.broadcast_shapes(S.shape[:-3], problem.rhs.shape[:-3])
     S = S.expand(*batch, *S.shape[-3:])

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from bo_ncgp.exceptions import InputDataError
+
 __all__ = [
     "AnyOf",
     "MaxIterations",
@@ -108,7 +110,7 @@ class MaxIterations(StoppingCriterion):
 
     def __init__(self, max_iters: int | None) -> None:
         if max_iters is not None and int(max_iters) < 0:
-            raise ValueError(f"MaxIterations: max_iters must be >= 0, got {max_iters}")
+            raise InputDataError(f"MaxIterations: max_iters must be >= 0, got {max_iters}")
         self.max_iters = None if max_iters is None else int(max_iters)
 
     def __call__(self, state: SolverState) -> Tensor:
@@ -127,7 +129,9 @@ class ResidualNorm(StoppingCriterion):
 
     def __init__(self, atol: float = 1e-5, rtol: float = 1e-5) -> None:
         if atol < 0 or rtol < 0:
-            raise ValueError(f"ResidualNorm: tolerances must be >= 0, got atol={atol}, rtol={rtol}")
+            raise InputDataError(
+                f"ResidualNorm: tolerances must be >= 0, got atol={atol}, rtol={rtol}"
+            )
         self.atol = float(atol)
         self.rtol = float(rtol)
 
@@ -149,7 +153,7 @@ class RelativeChange:
 
     def __init__(self, tol: float = 1e-2) -> None:
         if tol < 0:
-            raise ValueError(f"RelativeChange: tol must be >= 0, got {tol}")
+            raise InputDataError(f"RelativeChange: tol must be >= 0, got {tol}")
         self.tol = float(tol)
 
     @staticmethod

@@ -14,7 +14,19 @@ which this form handles without any pseudo-inverse).
 
 from __future__ import annotations
 
+import gpytorch
 import torch
+
+
+def rbf(outputscale=2.0, lengthscale=0.3, batch_shape=None):
+    """Scaled RBF kernel (batch shape ``()`` or ``(C,)``) with fixed hyperparameters."""
+    batch_shape = torch.Size() if batch_shape is None else batch_shape
+    k = gpytorch.kernels.ScaleKernel(
+        gpytorch.kernels.RBFKernel(batch_shape=batch_shape), batch_shape=batch_shape
+    )
+    k.base_kernel.lengthscale = lengthscale
+    k.outputscale = outputscale
+    return k
 
 
 def full_kernel(blocks: torch.Tensor) -> torch.Tensor:

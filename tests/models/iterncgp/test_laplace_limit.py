@@ -7,23 +7,28 @@
 * a Gaussian likelihood needs one Newton step and gives the exact GP regression posterior.
 """
 
-import gpytorch
 import pytest
 import torch
 
 from bo_ncgp.likelihoods import Bernoulli, Binomial, Gaussian, Poisson, Softmax
 from bo_ncgp.models.iterncgp import IterNCGP, UnitVectorPolicy
-from tests.models.iterncgp._reference import dense_laplace
+from tests.models.iterncgp._reference import dense_laplace, rbf
 
 
-def rbf(outputscale=2.0, lengthscale=0.3, batch_shape=None):
-    batch_shape = torch.Size() if batch_shape is None else batch_shape
-    k = gpytorch.kernels.ScaleKernel(
-        gpytorch.kernels.RBFKernel(batch_shape=batch_shape), batch_shape=batch_shape
+def exact_solver_model(k, lik, policy, iters_per_step, recycle):
+    """IterNCGP run to the Laplace mode with solver tolerances off (budget by iterations)."""
+    return IterNCGP(
+        k,
+        lik,
+        policy=policy,
+        max_solver_iters_per_step=iters_per_step,
+        max_newton_steps=40,
+        recycle=recycle,
+        tol=1e-12,
+        solver_rtol=0.0,
+        solver_atol=0.0,
+        backend="dense",
     )
-    k.base_kernel.lengthscale = lengthscale
-    k.outputscale = outputscale
-    return k
 
 
 def problem(name, n):
@@ -68,18 +73,7 @@ def test_unit_vector_full_rank_equals_dense_laplace(name, n, recycle):
     Xs = torch.rand(9, 2)
     F_ref, predict = dense_laplace(k, lik, X, y, C)
     mean_ref, var_ref = predict(Xs)
-    model = IterNCGP(
-        k,
-        lik,
-        policy="unit_vector",
-        max_solver_iters_per_step=n * C,
-        max_newton_steps=40,
-        recycle=recycle,
-        tol=1e-12,
-        solver_rtol=0.0,
-        solver_atol=0.0,
-        backend="dense",
-    ).fit(X, y)
+    model = exact_solver_model(k, lik, "unit_vector", n * C, recycle).fit(X, y)
     assert model._state.converged
     mode, (mean, var) = model.mode, model.predict_f(Xs)
     if C == 1:
@@ -115,18 +109,7 @@ def test_unit_vector_permutation_is_subset_of_data(name, n):
     perm = torch.randperm(n)
     sub = perm[:12]
     _, predict = dense_laplace(k, lik, X[sub], y[sub], C)
-    model = IterNCGP(
-        k,
-        lik,
-        policy=UnitVectorPolicy(perm),
-        max_solver_iters_per_step=12 * C,
-        max_newton_steps=40,
-        recycle=False,
-        tol=1e-12,
-        solver_rtol=0.0,
-        solver_atol=0.0,
-        backend="dense",
-    ).fit(X, y)
+    model = exact_solver_model(k, lik, UnitVectorPolicy(perm), 12 * C, False).fit(X, y)
     Xs = torch.rand(6, 2)
     mean_ref, var_ref = predict(Xs)
     mean, var = model.predict_f(Xs)

@@ -9,19 +9,10 @@ import torch
 
 from bo_ncgp.likelihoods import Bernoulli, Gaussian, Poisson, Softmax
 from bo_ncgp.models import IterNCGP
+from bo_ncgp.models import training as training_module
 from bo_ncgp.models.iterncgp import UnitVectorPolicy
-from bo_ncgp.models.iterncgp import model as model_module
-from tests.models.iterncgp._reference import dense_laplace
-
-
-def rbf(outputscale=2.0, lengthscale=0.3, batch_shape=None):
-    batch_shape = torch.Size() if batch_shape is None else batch_shape
-    k = gpytorch.kernels.ScaleKernel(
-        gpytorch.kernels.RBFKernel(batch_shape=batch_shape), batch_shape=batch_shape
-    )
-    k.base_kernel.lengthscale = lengthscale
-    k.outputscale = outputscale
-    return k
+from tests.models.contract import ModelContractTests
+from tests.models.iterncgp._reference import dense_laplace, rbf
 
 
 def binary_data(n=40, d=2):
@@ -155,11 +146,12 @@ def test_poisson_rate_by_monte_carlo():
 # ------------------------------------------------------------------ callbacks
 def test_callback_signature_excludes_its_own_time_and_can_stop(monkeypatch):
     now = [0.0]
-    monkeypatch.setattr(model_module.time, "perf_counter", lambda: now[0])
+    monkeypatch.setattr(training_module.time, "perf_counter", lambda: now[0])
     calls = []
 
-    def callback(i, j, elapsed, model):
-        calls.append((i, j, elapsed, model.num_solver_iters))
+    def callback(step):
+        i, j = step.info["newton_step"], step.info["solver_iter"]
+        calls.append((i, j, step.seconds, step.model.num_solver_iters, step.step))
         now[0] += 100.0  # an expensive callback
         return i == 1 and j == 2
 
@@ -176,6 +168,7 @@ def test_callback_signature_excludes_its_own_time_and_can_stop(monkeypatch):
     assert calls[0][:2] == (0, 0) and calls[-1][:2] == (1, 2)
     assert all(c[2] == 0.0 for c in calls)  # the fake clock only moved inside callbacks
     assert [c[3] for c in calls] == [0, 1, 2, 3, 4, 4, 5, 6]
+    assert [c[4] for c in calls] == list(range(8))
     assert model.num_solver_iters == 6
     model.predict_f(X[:2])  # the interrupted model predicts with its current belief
 
@@ -368,3 +361,21 @@ def test_keops_backend_matches_dense(batched):
         out[backend] = m.predict_f(Xs)
     torch.testing.assert_close(out["keops"][0], out["dense"][0])
     torch.testing.assert_close(out["keops"][1], out["dense"][1])
+
+
+class TestIterNCGPContract(ModelContractTests):
+    def make(self):
+        X, y = binary_data(20)
+        return IterNCGP(rbf(), Bernoulli(), max_solver_iters_per_step=4, backend="dense"), X, y
+
+
+def test_pool_fantasies_through_condition():
+    model, _, _ = fitted_binary()
+    pool = torch.rand(7, 2)
+    fant = model.pool_fantasies(pool)
+    Y = torch.tensor([[0.0, 1.0], [1.0, 1.0]])
+    mean, var = fant.conditioned(torch.tensor([0, 4]), Y)
+    assert mean.shape == var.shape == (2, 2, 7)
+    ref, ref_var = model.condition(pool[4:5], Y[1, :1]).predict_f(pool)
+    torch.testing.assert_close(mean[1, 0], ref)
+    torch.testing.assert_close(var[1, 0], ref_var)

@@ -120,8 +120,8 @@ def test_marginal_variance_never_increases_within_a_newton_step(policy):
     Xs = torch.rand(10, 2)
     record = {}
 
-    def callback(i, j, elapsed, model):
-        record.setdefault(i, []).append(model.predict_f(Xs)[1])
+    def callback(step):
+        record.setdefault(step.info["newton_step"], []).append(step.model.predict_f(Xs)[1])
 
     IterNCGP(
         kernel(C, batched=True),

@@ -28,6 +28,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from bo_ncgp.exceptions import InputDataError, UnsupportedError
+
 __all__ = [
     "INTEGRAL",
     "VALUE",
@@ -77,7 +79,7 @@ def as_op_codes(op: OpSpec, n: int, D: int, device=None) -> Tensor:
         code = INTEGRAL
     elif isinstance(op, str) and op == "derivative":
         if D != 1:
-            raise ValueError(f"op='derivative' is ambiguous in D = {D}; use ('derivative', d)")
+            raise InputDataError(f"op='derivative' is ambiguous in D = {D}; use ('derivative', d)")
         code = derivative(0)
     elif isinstance(op, tuple) and len(op) == 2 and op[0] == "derivative":
         code = derivative(op[1])
@@ -88,11 +90,11 @@ def as_op_codes(op: OpSpec, n: int, D: int, device=None) -> Tensor:
         if codes.numel() == 1:
             codes = codes.expand(n)
         if codes.numel() != n:
-            raise ValueError(f"op codes have {codes.numel()} entries for {n} observations")
+            raise InputDataError(f"op codes have {codes.numel()} entries for {n} observations")
         _check_codes(codes, D)
         return codes
     else:
-        raise ValueError(
+        raise InputDataError(
             f"unknown observation operator {op!r}; use 'value', 'integral', "
             "('derivative', d) or a tensor of codes"
         )
@@ -103,7 +105,7 @@ def as_op_codes(op: OpSpec, n: int, D: int, device=None) -> Tensor:
 
 def _check_codes(codes: Tensor, D: int) -> None:
     if codes.numel() and (int(codes.min()) < INTEGRAL or int(codes.max()) > D):
-        raise ValueError(
+        raise InputDataError(
             f"operator codes must lie in [-1, {D}] (-1 integral, 0 value, d+1 derivative "
             f"along dim d), got range [{int(codes.min())}, {int(codes.max())}]"
         )
@@ -202,7 +204,7 @@ def kernel_derivative_pairs(
         h = -3 * (same / l1 - math.sqrt(3) * t1 * t2 / (l1 * l2 * r)) * e
     else:
         if bool(((d1 >= 0) | (d2 >= 0)).any()):
-            raise ValueError(
+            raise UnsupportedError(
                 "derivative observations need a differentiable kernel (RBF, Matern-3/2 or "
                 f"Matern-5/2); got {fam}"
             )
@@ -263,6 +265,13 @@ def _rbf_integral_var(profile: StationaryProfile, X: Tensor) -> Tensor:
 
 
 # ------------------------------------------------------------------- public helpers
+def _require_profile(profile: StationaryProfile | None) -> None:
+    if profile is None:
+        raise UnsupportedError(
+            "derivative observations need an RBF or Matern kernel (optionally scaled)"
+        )
+
+
 def cross_covariance(
     kernel: gpytorch.kernels.Kernel,
     Z: Tensor,
@@ -293,10 +302,7 @@ def cross_covariance(
         out = out.index_copy(-1, vals.nonzero().squeeze(-1), kernel(Z, X[vals]).to_dense())
     ders = codes > 0
     if bool(ders.any()):
-        if profile is None:
-            raise ValueError(
-                "derivative observations need an RBF or Matern kernel (optionally scaled)"
-            )
+        _require_profile(profile)
         idx = ders.nonzero().squeeze(-1)
         tau = Z.unsqueeze(-2) - X[idx].unsqueeze(-3)  # (M, nd, D): tau = z - x
         dcode = (codes[idx] - 1).expand(M, -1)
@@ -332,10 +338,7 @@ def transformed_variance(
     profile = StationaryProfile.from_kernel(kernel)
     ders = codes > 0
     if bool(ders.any()):
-        if profile is None:
-            raise ValueError(
-                "derivative observations need an RBF or Matern kernel (optionally scaled)"
-            )
+        _require_profile(profile)
         d = codes[ders] - 1
         zero = X.new_zeros(int(ders.sum()), X.shape[-1])
         out = out.masked_scatter(ders, kernel_derivative_pairs(profile, zero, d, d))
@@ -399,7 +402,7 @@ def transformed_covariance(
         X2, codes2 = X1, codes1
     profile = StationaryProfile.from_kernel(kernel)
     if profile is None:
-        raise ValueError("transformed_covariance needs an RBF or Matern kernel")
+        raise UnsupportedError("transformed_covariance needs an RBF or Matern kernel")
     p1, w1, d1, o1 = _functionals(X1, codes1, num_quad)
     p2, w2, d2, o2 = _functionals(X2, codes2, num_quad)
     tau = p1.unsqueeze(-2) - p2.unsqueeze(-3)

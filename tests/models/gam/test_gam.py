@@ -9,7 +9,6 @@ from gpytorch.priors import GammaPrior
 
 from bo_ncgp.likelihoods import Bernoulli, Binomial, Gaussian, Poisson, Softmax
 from bo_ncgp.models import SparseGAM as LazySparseGAM
-from bo_ncgp.models.anova_kernel import ANOVAKernel
 from bo_ncgp.models.gam import (
     AdditiveComponent,
     CoupledPrecisionPosterior,
@@ -18,6 +17,8 @@ from bo_ncgp.models.gam import (
     SparseGAM,
     VariationalFamily,
 )
+from bo_ncgp.models.gam.anova_kernel import ANOVAKernel
+from tests.models.contract import ModelContractTests
 
 FAMILIES = ["mean_field", "coupled_precision", "full"]
 
@@ -124,8 +125,8 @@ def test_fit_increases_elbo_and_recovers_function(posterior):
     X, y, f = data(60)
     model = SparseGAM(components(), Gaussian(0.1), posterior)
     before = float(model.elbo(X, y).detach())
-    hist = model.fit(X, y, num_steps=40, lr=0.05)
-    assert len(hist) == 40
+    assert model.fit(X, y, num_steps=40, lr=0.05) is model
+    assert len(model.history) == 40
     after = float(model.elbo(X, y).detach())
     assert after > before
     with torch.no_grad():
@@ -146,7 +147,7 @@ def test_fit_minibatch_and_callback():
         lr=0.05,
         batch_size=16,
         generator=g,
-        callback=lambda s, m, v: seen.append(s),
+        callback=lambda s: seen.append(s.step),
         init_variational=False,  # Adam alone must make progress
     )
     assert seen == list(range(30))
@@ -313,7 +314,17 @@ def test_refresh_keeps_only_improvements():
     assert not model._refresh_variational(X, y)
     for k, v in model.variational.state_dict().items():
         assert torch.equal(v, state[k])
-    hist = model.fit(X, y, num_steps=6, lr=0.01, init_variational=False, refresh_every=3)
+    hist = model.fit(X, y, num_steps=6, lr=0.01, init_variational=False, refresh_every=3).history
     assert len(hist) == 6 and all(torch.isfinite(torch.tensor(hist)))
     with pytest.raises(ValueError, match="refresh_every"):
         model.fit(X, y, num_steps=1, refresh_every=0)
+
+
+class TestSparseGAMContract(ModelContractTests):
+    def make(self):
+        g = torch.Generator().manual_seed(0)
+        X = torch.rand(12, 2, generator=g, dtype=torch.float64)
+        y = torch.sin(5 * X[:, 0]) + X[:, 1]
+        Z = torch.linspace(0, 1, 3, dtype=torch.float64)
+        model = SparseGAM([(RBFKernel(), [0], Z), (RBFKernel(), [1], Z)], Gaussian(0.1))
+        return model, X, y

@@ -10,7 +10,7 @@ import torch
 from gpytorch.kernels import RBFKernel, ScaleKernel
 from torch.func import functional_call
 
-from bo_ncgp.models.anova_kernel import ANOVAKernel
+from bo_ncgp.models.gam.anova_kernel import ANOVAKernel
 
 
 def grid(a, b, n=4001):

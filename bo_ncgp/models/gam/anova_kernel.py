@@ -34,6 +34,8 @@ import torch
 from gpytorch.kernels import RBFKernel
 from torch import Tensor
 
+from bo_ncgp.exceptions import InputDataError, UnsupportedError
+
 __all__ = ["ANOVAKernel"]
 
 _SQRT_HALF_PI = math.sqrt(math.pi / 2.0)
@@ -59,9 +61,11 @@ class ANOVAKernel(RBFKernel):
 
     def __init__(self, lower: float = 0.0, upper: float = 1.0, **kwargs) -> None:
         if kwargs.get("ard_num_dims") not in (None, 1):
-            raise ValueError("ANOVAKernel: the kernel is one-dimensional; ard_num_dims must be 1")
+            raise InputDataError(
+                "ANOVAKernel: the kernel is one-dimensional; ard_num_dims must be 1"
+            )
         if not (math.isfinite(lower) and math.isfinite(upper) and upper > lower):
-            raise ValueError(
+            raise InputDataError(
                 f"ANOVAKernel: need finite lower < upper, got lower={lower}, upper={upper}"
             )
         super().__init__(**kwargs)
@@ -87,9 +91,9 @@ class ANOVAKernel(RBFKernel):
 
     def forward(self, x1: Tensor, x2: Tensor, diag: bool = False, **params) -> Tensor:
         if params.get("last_dim_is_batch", False):
-            raise ValueError("ANOVAKernel: last_dim_is_batch is not supported")
+            raise UnsupportedError("ANOVAKernel: last_dim_is_batch is not supported")
         if x1.shape[-1] != 1 or x2.shape[-1] != 1:
-            raise ValueError(
+            raise InputDataError(
                 "ANOVAKernel: inputs must be one-dimensional (..., n, 1); got shapes "
                 f"{tuple(x1.shape)} and {tuple(x2.shape)} (select a column with active_dims)"
             )

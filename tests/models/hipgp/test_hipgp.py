@@ -6,7 +6,8 @@ import torch
 
 from bo_ncgp.likelihoods import Bernoulli, Gaussian
 from bo_ncgp.models.hipgp import HIPGP, Grid
-from bo_ncgp.models.interdomain import as_op_codes, transformed_covariance
+from bo_ncgp.models.hipgp.interdomain import as_op_codes, transformed_covariance
+from tests.models.contract import ModelContractTests
 
 
 def _kernel(D, ls, var=0.5, family="rbf"):
@@ -183,12 +184,13 @@ def test_hyperparameter_learning_increases_elbo_and_non_gaussian_runs():
     m = HIPGP(
         k, Grid([0.0], [1.0], (32,)), likelihood=Gaussian(0.3), pcg_tol=1e-8, embedding_factor=4
     )
-    trace = m.fit(X, y, num_epochs=15, learn_hyperparameters=True, hyper_lr=0.05)
+    trace = m.fit(X, y, num_epochs=15, learn_hyperparameters=True, hyper_lr=0.05).history
     assert trace[-1] > trace[0]
     yb = (y > 0).double()
     mb = HIPGP(_kernel(1, 0.1, family="matern"), Grid([0.0], [1.0], (32,)), likelihood=Bernoulli())
     mb.fit(X, yb, num_epochs=5, natgrad_lr=0.5)
-    p = mb.predict_y(X)[0]
+    p = mb.predict_y(X)
+    assert p.shape == (60,)
     assert float(((p > 0.5).double() == yb).double().mean()) > 0.8
 
 
@@ -219,3 +221,32 @@ def test_bad_inputs():
         m.fit(torch.rand(2, 2), torch.zeros(2), obs_noise=torch.tensor([0.1, -1.0]))
     with pytest.raises(ValueError, match="batch_size"):
         m.fit(torch.rand(2, 2), torch.zeros(2), batch_size=0)
+
+
+def test_fit_callback_gets_fit_steps_per_minibatch():
+    m = HIPGP(_kernel(1, 0.2), Grid([0.0], [1.0], (16,)), likelihood=Gaussian(0.1))
+    X = torch.rand(20, 1, dtype=torch.float64)
+    seen = []
+    m.fit(X, X[:, 0].sin(), callback=seen.append, num_epochs=2, batch_size=8)
+    assert [s.step for s in seen] == list(range(6))
+    assert [dict(s.info) for s in seen[:4]] == [
+        {"epoch": 0, "batch": 0},
+        {"epoch": 0, "batch": 1},
+        {"epoch": 0, "batch": 2},
+        {"epoch": 1, "batch": 0},
+    ]
+    assert all(s.model is m and s.loss is None for s in seen)
+    seen.clear()
+    m.fit(X, X[:, 0].sin(), callback=seen.append, learn_hyperparameters=True, batch_size=8)
+    assert all(s.loss is not None for s in seen)
+    assert [-s.loss * 20 for s in seen] == m.history
+
+
+class TestHIPGPContract(ModelContractTests):
+    multi_step = False  # one natural-gradient step per minibatch; one minibatch by default
+
+    def make(self):
+        k = _kernel(1, 0.2)
+        m = HIPGP(k, Grid([0.0], [1.0], (16,)), likelihood=Gaussian(0.1))
+        X = torch.rand(12, 1, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+        return m, X, torch.sin(6 * X[:, 0])

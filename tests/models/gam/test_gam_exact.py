@@ -17,8 +17,8 @@ import torch
 from gpytorch.kernels import RBFKernel, ScaleKernel
 
 from bo_ncgp.likelihoods import Bernoulli, Gaussian
-from bo_ncgp.models.anova_kernel import ANOVAKernel
 from bo_ncgp.models.gam import SparseGAM
+from bo_ncgp.models.gam.anova_kernel import ANOVAKernel
 
 FAMILIES = ["mean_field", "coupled_precision", "full"]
 

@@ -1,0 +1,389 @@
+"""The gradient-based optimisation loops of bo_ncgp's models, with one non-finite policy.
+
+Every model that learns parameters by Adam (the sparse GAM's ELBO, HIP-GP's hyperparameters)
+takes its steps through :class:`AdamStepper` -- directly where the model interleaves other
+updates between the Adam steps (HIP-GP's natural-gradient steps) -- or through
+:func:`minimize_adam`, the whole loop with the :class:`~bo_ncgp.models.base.FitStep`
+callback. Full-batch deterministic objectives may use :func:`minimize_lbfgs` instead. Loops
+that do not step an optimiser (IterNCGP's Newton steps) report through :class:`FitClock`.
+
+The non-finite policy (the same everywhere): when the loss or any gradient of a step is NaN or
+infinite (or the loss raises :class:`~bo_ncgp.exceptions.NotPSDError`, or the update leaves a
+parameter non-finite), the step is undone -- the parameters and the optimiser's moments are
+exactly as they were before it --, one :class:`~bo_ncgp.exceptions.NumericalWarning` is
+emitted and training stops (``on_nonfinite="stop"``, the default) or :class:`NonFiniteError` is
+raised (``on_nonfinite="raise"``).
+
+Example:
+    >>> import torch
+    >>> w = torch.nn.Parameter(torch.tensor([3.0]))
+    >>> losses = minimize_adam([w], lambda step: (w**2).sum(), num_steps=200, lr=0.1)
+    >>> len(losses), bool(w.abs() < 0.1)
+    (200, True)
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Literal
+
+import torch
+from torch import Tensor
+
+from bo_ncgp.exceptions import BoNCGPError, InputDataError, NotPSDError, NumericalWarning
+from bo_ncgp.models.base import Callback, FitStep, notify
+
+__all__ = [
+    "AdamStepper",
+    "FitClock",
+    "NonFiniteError",
+    "NonFinitePolicy",
+    "minimize_adam",
+    "minimize_lbfgs",
+]
+
+#: what a non-finite loss or gradient does: warn and stop, or raise :class:`NonFiniteError`
+NonFinitePolicy = Literal["stop", "raise"]
+
+
+class NonFiniteError(BoNCGPError, FloatingPointError):
+    """A training step produced a NaN or infinite loss or gradient (``on_nonfinite="raise"``).
+
+    Example:
+        >>> issubclass(NonFiniteError, FloatingPointError)
+        True
+    """
+
+
+class FitClock:
+    """Training time without the time spent in callbacks; calls a callback with a
+    :class:`~bo_ncgp.models.base.FitStep` (used by every model's training loop).
+
+    Example:
+        >>> clock = FitClock()
+        >>> seen = []
+        >>> clock.notify(lambda s: seen.append(s) or True, 0, model=None, info={"epoch": 0})
+        True
+        >>> seen[0].step, seen[0].info["epoch"], seen[0].seconds <= clock.elapsed()
+        (0, 0, True)
+    """
+
+    def __init__(self) -> None:
+        self.start = time.perf_counter()
+        self.paused = 0.0
+
+    def elapsed(self) -> float:
+        """Seconds since the clock started, minus the seconds spent in callbacks."""
+        return time.perf_counter() - self.start - self.paused
+
+    def notify(
+        self,
+        callback: Callback | None,
+        step: int,
+        model: Any,
+        loss: float | None = None,
+        info: Mapping[str, Any] | None = None,
+    ) -> bool:
+        """Call ``callback(FitStep(...))`` (if given) with the training time so far; the
+        time spent in the callback is not counted. ``True`` when the callback asks to stop."""
+        if callback is None:
+            return False
+        t = time.perf_counter()
+        fit_step = FitStep(step, model, loss, t - self.start - self.paused, dict(info or {}))
+        try:
+            return notify(callback, fit_step)
+        finally:
+            self.paused += time.perf_counter() - t
+
+
+def _all_finite(tensors: Sequence[Tensor]) -> bool:
+    """Whether every entry of every tensor is finite (one device synchronisation)."""
+    if not tensors:
+        return True
+    flags = [torch.isfinite(t.detach()).all() for t in tensors]
+    if all(f.device == flags[0].device for f in flags):
+        return bool(torch.stack(flags).all())
+    return all(bool(f) for f in flags)
+
+
+class AdamStepper:
+    """One Adam step per :meth:`step` call, under the non-finite policy of this module.
+
+    A step fails when the loss is NaN or infinite, when its evaluation raises
+    :class:`~bo_ncgp.exceptions.NotPSDError`, when a gradient is non-finite, or when the
+    parameters are non-finite after the update (and after ``project``). A failed step leaves
+    the parameters and the optimiser's state as they were before it.
+
+    Args:
+        params: the parameters to optimise (those without ``requires_grad`` are left out).
+        lr: Adam learning rate (``torch.optim.Adam`` with its defaults otherwise).
+        on_nonfinite: ``"stop"`` (warn, undo the step, report it) or ``"raise"``.
+        project: called after every update, e.g. to clamp parameters into constraints that
+            their parameterisation does not enforce (projected gradient).
+        companions: other optimisers stepped on the same backward pass before the Adam step
+            (e.g. :class:`gpytorch.optim.NGD` on variational parameters); their parameters
+            are checked and restored with Adam's.
+        name: who is training, for the warning and error messages.
+
+    Attributes:
+        stopped: ``True`` once a step failed (the caller ends its loop).
+
+    Example:
+        >>> w = torch.nn.Parameter(torch.tensor([1.0]))
+        >>> stepper = AdamStepper([w], lr=0.5)
+        >>> stepper.step((w - 2.0).square().sum()), round(float(w), 3)
+        (True, 1.5)
+        >>> import warnings
+        >>> with warnings.catch_warnings(record=True) as caught:
+        ...     warnings.simplefilter("always")
+        ...     ok = stepper.step((w * float("nan")).sum())
+        >>> ok, stepper.stopped, round(float(w), 3), len(caught)  # the step was not applied
+        (False, True, 1.5, 1)
+    """
+
+    def __init__(
+        self,
+        params: Iterable[torch.nn.Parameter],
+        lr: float,
+        *,
+        on_nonfinite: NonFinitePolicy = "stop",
+        project: Callable[[], None] | None = None,
+        companions: Sequence[torch.optim.Optimizer] = (),
+        name: str = "training",
+    ) -> None:
+        if on_nonfinite not in ("stop", "raise"):
+            raise InputDataError(f"on_nonfinite must be 'stop' or 'raise', got {on_nonfinite!r}")
+        self.params = [p for p in params if p.requires_grad]
+        self.optimizer = torch.optim.Adam(self.params, lr=lr)
+        self.companions = list(companions)
+        self._optimizers = [*self.companions, self.optimizer]
+        self._all_params = [
+            p for opt in self._optimizers for g in opt.param_groups for p in g["params"]
+        ]
+        self.on_nonfinite = on_nonfinite
+        self.project = project
+        self.name = name
+        self.stopped = False
+
+    def step(self, loss: Tensor | Callable[[], Tensor]) -> bool:
+        """Back-propagate ``loss`` (a scalar to minimise, or a function that computes it) and
+        take one Adam step.
+
+        Returns:
+            ``True`` when the step was taken; ``False`` when it failed (the step is undone, a
+            :class:`NumericalWarning` emitted and :attr:`stopped` set), unless
+            ``on_nonfinite="raise"``.
+        """
+        for opt in self._optimizers:
+            opt.zero_grad(set_to_none=True)
+        problem = None
+        try:
+            value = loss() if callable(loss) else loss
+        except NotPSDError as err:
+            problem = f"a matrix that is not positive definite ({err})"
+        else:
+            if not bool(torch.isfinite(value.detach()).all()):
+                problem = f"a non-finite loss ({float(value.detach()):.4g})"
+            else:
+                value.backward()
+                if not _all_finite([p.grad for p in self._all_params if p.grad is not None]):
+                    problem = "a non-finite gradient"
+        if problem is None:
+            saved = self._snapshot()
+            for opt in self._optimizers:
+                opt.step()
+            if self.project is not None:
+                self.project()
+            if _all_finite(self._all_params):
+                return True
+            self._restore(saved)
+            problem = "non-finite parameters after the update"
+        for opt in self._optimizers:
+            opt.zero_grad(set_to_none=True)
+        msg = (
+            f"{self.name}: {problem}; the step was undone and training stopped at the "
+            "parameters before it (lower the learning rate or rescale the data)"
+        )
+        if self.on_nonfinite == "raise":
+            raise NonFiniteError(msg)
+        warnings.warn(msg, NumericalWarning, stacklevel=3)
+        self.stopped = True
+        return False
+
+    def _snapshot(self) -> tuple[list[Tensor], list[dict]]:
+        states = [
+            {
+                p: {k: v.clone() if isinstance(v, Tensor) else v for k, v in st.items()}
+                for p, st in opt.state.items()
+            }
+            for opt in self._optimizers
+        ]
+        return [p.detach().clone() for p in self._all_params], states
+
+    @torch.no_grad()
+    def _restore(self, saved: tuple[list[Tensor], list[dict]]) -> None:
+        values, states = saved
+        for p, v in zip(self._all_params, values, strict=True):
+            p.copy_(v)
+        for opt, state in zip(self._optimizers, states, strict=True):
+            opt.state.clear()
+            opt.state.update(state)
+
+
+def minimize_adam(
+    params: Iterable[torch.nn.Parameter],
+    loss_fn: Callable[[int], Tensor],
+    num_steps: int,
+    *,
+    lr: float = 0.01,
+    model: Any = None,
+    callback: Callback | None = None,
+    on_nonfinite: NonFinitePolicy = "stop",
+    after_step: Callable[[int], None] | None = None,
+    info: Callable[[int], Mapping[str, Any]] | None = None,
+    progress: str | None = None,
+    project: Callable[[], None] | None = None,
+    name: str = "training",
+) -> list[float]:
+    """Minimise ``loss_fn(step)`` by ``num_steps`` Adam steps (:class:`AdamStepper`).
+
+    Args:
+        params: parameters to optimise.
+        loss_fn: the objective of step ``step`` (a scalar; a minibatch estimate is fine).
+        num_steps: Adam steps.
+        lr: learning rate.
+        model: the model passed to the callback in :class:`FitStep`.
+        callback: ``callback(FitStep) -> bool | None`` after every step taken (with the loss
+            and the training time so far, callbacks excluded); ``True`` stops.
+        on_nonfinite: the non-finite policy (module docstring).
+        after_step: called as ``after_step(step)`` after each step's callback unless it
+            stopped training (e.g. a periodic re-initialisation of variational parameters).
+        info: ``info(step)`` gives :attr:`FitStep.info`.
+        progress: a description to show a tqdm bar with the loss (``None``: no bar).
+        project: called after every update (:class:`AdamStepper`).
+        name: who is training, for messages.
+
+    Returns:
+        The loss of every step taken (before its update).
+
+    Example:
+        >>> w = torch.nn.Parameter(torch.tensor([3.0]))
+        >>> seen = []
+        >>> losses = minimize_adam([w], lambda s: (w**2).sum(), 100, lr=0.1,
+        ...                        callback=lambda s: seen.append(s.step) or s.step == 4)
+        >>> len(losses), seen  # the callback stopped training after step 4
+        (5, [0, 1, 2, 3, 4])
+    """
+    if int(num_steps) < 0:
+        raise InputDataError(f"{name}: num_steps must be >= 0, got {num_steps}")
+    stepper = AdamStepper(params, lr, on_nonfinite=on_nonfinite, project=project, name=name)
+    steps: Iterable[int] = range(int(num_steps))
+    bar = None
+    if progress is not None:
+        from tqdm.auto import trange
+
+        steps = bar = trange(int(num_steps), desc=progress)
+    history: list[float] = []
+    clock = FitClock()
+    for step in steps:
+        loss = loss_fn(step)
+        if not stepper.step(loss):
+            break
+        value = float(loss.detach())
+        history.append(value)
+        if bar is not None and step % 10 == 0:
+            bar.set_postfix(loss=f"{value:.4f}")
+        if callback is not None and clock.notify(
+            callback, step, model, value, info(step) if info is not None else None
+        ):
+            break
+        if after_step is not None:
+            after_step(step)
+    if bar is not None:
+        bar.close()
+    return history
+
+
+def minimize_lbfgs(
+    params: Iterable[torch.nn.Parameter],
+    loss_fn: Callable[[], Tensor],
+    max_iter: int,
+    *,
+    lr: float = 1.0,
+    line_search_fn: str | None = "strong_wolfe",
+    tolerance_grad: float = 1e-7,
+    tolerance_change: float = 1e-9,
+    history_size: int = 100,
+    on_nonfinite: NonFinitePolicy = "stop",
+    name: str = "training",
+) -> float:
+    """Minimise ``loss_fn()`` by one ``torch.optim.LBFGS`` run of up to ``max_iter``
+    iterations, under the non-finite policy of this module.
+
+    The run fails when the loss raises :class:`~bo_ncgp.exceptions.NotPSDError` or the loss at
+    the final parameters is non-finite; the parameters are then restored to those before the
+    run, with one :class:`NumericalWarning` (or :class:`NonFiniteError` with
+    ``on_nonfinite="raise"``).
+
+    Args:
+        params: parameters to optimise.
+        loss_fn: the full-batch objective (deterministic, as L-BFGS needs).
+        max_iter: L-BFGS iterations; lr, line_search_fn, tolerance_grad, tolerance_change,
+            history_size: those of ``torch.optim.LBFGS``.
+        on_nonfinite: the non-finite policy (module docstring).
+        name: who is training, for messages.
+
+    Returns:
+        The loss at the final (or restored) parameters.
+
+    Example:
+        >>> w = torch.nn.Parameter(torch.tensor([3.0, -1.0]))
+        >>> loss = minimize_lbfgs([w], lambda: ((w - 1.0) ** 2).sum(), 20)
+        >>> round(loss, 6), [round(v, 4) for v in w.tolist()]
+        (0.0, [1.0, 1.0])
+    """
+    if on_nonfinite not in ("stop", "raise"):
+        raise InputDataError(f"on_nonfinite must be 'stop' or 'raise', got {on_nonfinite!r}")
+    params = [p for p in params if p.requires_grad]
+    saved = [p.detach().clone() for p in params]
+    opt = torch.optim.LBFGS(
+        params,
+        lr=lr,
+        max_iter=int(max_iter),
+        line_search_fn=line_search_fn,
+        tolerance_grad=tolerance_grad,
+        tolerance_change=tolerance_change,
+        history_size=history_size,
+    )
+
+    def closure() -> Tensor:
+        opt.zero_grad()
+        loss = loss_fn()
+        loss.backward()
+        return loss
+
+    with torch.enable_grad():
+        try:
+            last = float(opt.step(closure).detach())
+        except NotPSDError:
+            last = float("nan")
+    opt.zero_grad(set_to_none=True)
+    with torch.no_grad():
+        if math.isfinite(last):
+            last = float(loss_fn())
+        if math.isfinite(last):
+            return last
+        for p, v in zip(params, saved, strict=True):
+            p.copy_(v)
+    msg = (
+        f"{name}: L-BFGS met a non-finite loss or a matrix that is not positive definite; "
+        "the parameters before the run were restored (rescale the data or use Adam)"
+    )
+    if on_nonfinite == "raise":
+        raise NonFiniteError(msg)
+    warnings.warn(msg, NumericalWarning, stacklevel=2)
+    with torch.no_grad():
+        return float(loss_fn())
