@@ -35,7 +35,7 @@ def _strategies(args):
     from bo_ncgp.campaigns.strategies.registry import build_strategy
 
     dual = dict(init_rounds=args.init_rounds, init_hyper_steps=args.init_hyper_steps)
-    acq = dict(num_fantasies=args.fantasies, criterion=args.criterion, clamp=args.clamp_per_village)
+    acq = dict(num_fantasies=args.fantasies, criterion=args.criterion, gain=args.gain)
     options = {
         "entropy": {**acq, **dual},
         "refit-entropy": dict(
@@ -91,7 +91,8 @@ def _time_strategy(strategy, problem, args) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from bo_ncgp.bo.acquisition import CRITERIA
+    from bo_ncgp.bo.acquisition import CRITERIA, GAINS
+    from experiments.chang2023 import maddox_acquisition  # noqa: F401 (spiked, clamped)
 
     p = argparse.ArgumentParser(
         prog="bo-ncgp hotspots-timing", description=__doc__.split("\n\n")[0]
@@ -120,9 +121,17 @@ def main(argv: list[str] | None = None) -> int:
         help="entropy, svgp-entropy: pool uncertainty (spiked = Maddox et al.'s script's)",
     )
     p.add_argument(
+        "--gain",
+        default="reduction",
+        choices=GAINS,
+        help="entropy, svgp-entropy: how village entropy changes count (clamped: Maddox et al.)",
+    )
+    p.add_argument(
         "--clamp-per-village",
-        action="store_true",
-        help="entropy, svgp-entropy: count only per-village entropy decreases (Maddox et al.)",
+        dest="gain",
+        action="store_const",
+        const="clamped",
+        help="entropy, svgp-entropy: count only per-village entropy decreases (= --gain clamped)",
     )
     p.add_argument(
         "--strategies",
