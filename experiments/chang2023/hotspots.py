@@ -8,7 +8,7 @@ Maddox et al.'s script registered (:mod:`experiments.chang2023.maddox_acquisitio
 Their acquisition on their model loop (Chang et al.'s Fig. 4 runs):
 
     python -m experiments.chang2023.hotspots --strategy svgp-entropy --criterion spiked \\
-        --clamp-per-village --out experiments/results/hotspots_svgp_maddox_acq
+        --clamp-per-village --out experiments/chang2023/results/hotspots/svgp_entropy_spiked
 
 Campaigns stored with the earlier settings names (``"clamp": true/false``, no ``rel_tol``)
 resume: their configurations are read by :func:`experiments.chang2023.legacy.upgrade_config`.

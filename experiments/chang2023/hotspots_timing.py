@@ -12,7 +12,7 @@ refit-entropy step extrapolated to the full candidate set and fantasy count of `
     python -m experiments.chang2023.hotspots_timing            # or: bo-ncgp hotspots-timing
     python -m experiments.chang2023.hotspots_timing --quick    # CI smoke test (seconds)
 
-Writes ``experiments/results/hotspots/timing.json`` (``--out``).
+Writes ``experiments/chang2023/results/hotspots/timing.json`` (``--out``).
 """
 
 from __future__ import annotations
@@ -25,7 +25,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-ROOT = Path(__file__).resolve().parents[2]
+from experiments import harness
+
+HOTSPOTS = harness.results_dir(__file__, "hotspots")
 
 
 STRATEGIES = ("entropy", "refit-entropy", "random", "svgp-entropy")
@@ -138,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         default="entropy,refit-entropy,random",
         help=f"comma-separated, from {','.join(STRATEGIES)}; ratios are taken to entropy",
     )
-    p.add_argument("--out", type=Path, default=ROOT / "experiments/results/hotspots/timing.json")
+    p.add_argument("--out", type=Path, default=HOTSPOTS / "timing.json")
     p.add_argument("--quick", action="store_true", help="tiny sizes for a smoke test")
     args = p.parse_args(argv)
     args.strategies = [s for s in args.strategies.split(",") if s]
