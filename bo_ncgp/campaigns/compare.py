@@ -6,7 +6,7 @@ the seed-to-seed spread that dominates the unpaired s.e. of either mean. For eve
 step this module reports the mean +- s.e. of ``a - b`` over the seeds present in both folders
 and how many seeds have ``a < b``.
 
-    bo-ncgp compare results/hotspots_spiked/entropy results/hotspots_v2/entropy \\
+    bo-ncgp compare results/hotspots/entropy results/hotspots/random \\
         --metrics accuracy,mse --at 150,199 --json paired.json
 """
 

@@ -165,18 +165,17 @@ class Campaign:
     @classmethod
     def resume(cls, out_dir: str | Path, problem: Problem, strategy: Strategy) -> Campaign:
         """Reload an interrupted campaign from ``out_dir`` (problem and strategy must be
-        constructed as in the original run; their configs are checked; a key the saved
-        config predates is read as the object's ``legacy_config`` value, see
-        :attr:`~bo_ncgp.campaigns.strategies.base.Strategy.legacy_config`; only keys of
-        the object's config count)."""
+        constructed as in the original run; their configs are checked, each saved one as
+        read by the object's ``read_saved_config`` where it has one, see
+        :meth:`~bo_ncgp.campaigns.strategies.base.Strategy.read_saved_config`)."""
         state = read_json(Path(out_dir) / STATE)
         if state.get("format") != FORMAT_VERSION:
             raise ValueError(f"{out_dir}: unsupported campaign state format {state.get('format')}")
         for key, obj in (("problem", problem), ("strategy", strategy)):
-            # keys the saved config predates take the value that reproduces the saved run
+            # a config saved under other settings names, in the terms of the object's config
             given = _jsonable(obj.config())
-            legacy = _jsonable(getattr(obj, "legacy_config", {}))
-            saved = {**{k: v for k, v in legacy.items() if k in given}, **state[key]}
+            read = getattr(obj, "read_saved_config", None)
+            saved = _jsonable(read(dict(state[key]))) if callable(read) else state[key]
             if saved != given:
                 raise ValueError(
                     f"{out_dir}: the {key} differs from the saved run: saved {state[key]}, "
@@ -466,6 +465,7 @@ def run_seed(
     num_initial: int,
     threads: int | None = None,
     progress: bool = False,
+    read_saved_config: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Run (or resume) the campaign of one seed of a registered problem and strategy under
     ``out_root/seed_<seed>``; a picklable job for executors that run whole seeds.
@@ -479,6 +479,10 @@ def run_seed(
         budget, batch_size, num_initial: as :class:`Campaign`.
         threads: torch threads of the process (unchanged if ``None``).
         progress: show a progress bar.
+        read_saved_config: the strategy's
+            :meth:`~bo_ncgp.campaigns.strategies.base.Strategy.read_saved_config` when a
+            saved campaign is resumed (picklable, for process executors; default: the
+            strategy's own).
 
     Returns:
         ``{"seed", "seconds", "final"}``: the seed, wall-clock seconds and the metrics of the
@@ -498,11 +502,18 @@ def run_seed(
 
     if threads is not None:
         torch.set_num_threads(int(threads))
+
+    def make_strategy() -> Strategy:
+        built = build_strategy(problem, strategy, **strategy_options)
+        if read_saved_config is not None:
+            built.read_saved_config = read_saved_config  # type: ignore[method-assign]
+        return built
+
     instance = make_problem(problem, seed=seed, **problem_options)
     t0 = time.perf_counter()
     (state,) = run_seeds(
         lambda: instance,
-        lambda: build_strategy(problem, strategy, **strategy_options),
+        make_strategy,
         [seed],
         out_root,
         budget=budget,

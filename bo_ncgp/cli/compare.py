@@ -1,6 +1,6 @@
 """``bo-ncgp compare``: paired differences A - B of campaign metrics over the seeds both ran.
 
-    bo-ncgp compare results/hotspots_spiked/entropy results/hotspots_v2/entropy \\
+    bo-ncgp compare results/hotspots/entropy results/hotspots/random \\
         --metrics accuracy,mse --at 150,199 --json paired.json
 """
 

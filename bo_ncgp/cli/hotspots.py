@@ -18,6 +18,10 @@ Each strategy's per-seed results are also written to ``OUT/<strategy>/archive/``
 `bo_ncgp.campaigns.archive`): small tables to commit, so that seeds run on another machine
 are pooled with them and compared seed by seed after the ``state.json`` files are gone.
 
+``--criterion`` and ``--gain`` offer the criteria and gains registered in
+:mod:`bo_ncgp.bo.acquisition.pool` when the arguments are parsed (the library's, plus those of
+any module imported before, such as an experiment's).
+
 Bad arguments (non-positive counts, a threshold outside ``(0, 1)``, more villages than the
 file has, a missing or malformed data file) are reported before any seed starts.
 
@@ -33,6 +37,7 @@ import math
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -131,7 +136,7 @@ def _options():
     """Command-line options of the strategies: ``(flag, dest, [(config, field)], argparse
     keywords, help)``. Each reaches the config fields listed (of the strategy chosen) and
     defaults to those fields' defaults (``None`` in the parsed arguments: not given)."""
-    from bo_ncgp.bo.acquisition import CRITERIA
+    from bo_ncgp.bo.acquisition import CRITERIA, GAINS
     from bo_ncgp.campaigns.strategies import hotspot_models as hm
     from bo_ncgp.campaigns.strategies import hotspots as hs
 
@@ -154,12 +159,11 @@ def _options():
             ("--compute-dtype", "compute_dtype", [(ent, "compute_dtype")],
              dict(choices=("float32", "float64")), "dtype of the entropy sums"),
             ("--criterion", "criterion", [(ent, "criterion")], dict(choices=CRITERIA),
-             "entropy, svgp-entropy: pool uncertainty (spiked = Maddox et al.'s script's "
-             "criterion; refit-entropy always uses exceedance)"),
-            ("--clamp-per-village", "clamp_per_village", [(ent, "clamp")],
-             dict(action="store_const", const=True),
-             "entropy, svgp-entropy: count only per-village entropy decreases (as Maddox et "
-             "al.'s script; with --criterion spiked: their acquisition)"),
+             "entropy, svgp-entropy: per-village uncertainty summed over the pool, a "
+             "registered criterion (refit-entropy always uses exceedance)"),
+            ("--gain", "gain", [(ent, "gain")], dict(choices=GAINS),
+             "entropy, svgp-entropy: how each village's entropy change counts, a registered "
+             "gain (reduction: the decrease of the summed entropy)"),
             ("--inner-steps", "inner_steps", [(dual, "num_inner_steps")], dict(type=_POS),
              "site updates per survey"),
             ("--rho", "rho", [(dual, "rho")], dict(type=_damping),
@@ -331,8 +335,15 @@ def summarise_hotspots(
     )
 
 
-def run(args: argparse.Namespace) -> int:
+def run(
+    args: argparse.Namespace,
+    *,
+    read_saved_config: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+) -> int:
     """Run (or resume) the seeds in parallel, then summarise and plot ``OUT``.
+
+    ``read_saved_config`` (picklable) reads the strategy configurations of resumed campaigns,
+    see :func:`bo_ncgp.campaigns.runner.run_seed`.
 
     Example:
         >>> p = argparse.ArgumentParser()
@@ -387,6 +398,7 @@ def run(args: argparse.Namespace) -> int:
                     num_initial=args.initial,
                     threads=args.threads,
                     progress=progress,
+                    read_saved_config=read_saved_config,
                 ): s
                 for s in seeds
             }

@@ -11,8 +11,8 @@ for each block. This script measures how much that noise changes the choice.
 
 For each seed it refits the svgp-entropy model (Maddox et al.'s SVGP, early-stopped, from
 scratch) on the first ``--step`` villages an existing ``svgp-entropy`` campaign surveyed, scores
-every remaining village (a) exactly (``ThresholdEntropyReduction(criterion="spiked",
-clamp=True)``: the same fantasies, no sampling noise) and (b) ``--reps`` times with the Monte
+every remaining village (a) exactly (their acquisition, ``maddox_acquisition``: the same
+fantasies, no sampling noise) and (b) ``--reps`` times with the Monte
 Carlo estimator above (our predictive-quantile fantasies; the per-village samples are
 independent, where the script samples the pool jointly), and reports the rank correlation, how
 often the noisy argmax is the exact one, and where the noisy choice ranks under the exact
@@ -21,7 +21,7 @@ scores.
     python -m experiments.chang2023.hotspots_acq_noise --seeds 3 --threads 1
     python -m experiments.chang2023.hotspots_acq_noise --quick     # smoke test (synthetic pool)
 
-Writes ``experiments/results/hotspots/acq_noise.json`` (``--out``).
+Writes ``experiments/chang2023/results/hotspots/acq_noise.json`` (``--out``).
 """
 
 from __future__ import annotations
@@ -36,16 +36,20 @@ import torch
 from scipy.stats import spearmanr
 from torch import Tensor
 
-ROOT = Path(__file__).resolve().parents[2]
+from experiments import harness
+from experiments.chang2023.maddox_acquisition import (
+    bernoulli_entropy_of_logit,
+    maddox_acquisition,
+)
+
+HOTSPOTS = harness.results_dir(__file__, "hotspots")
 
 
 def spiked_mc(mean: Tensor, var: Tensor, eps: Tensor, level: float) -> Tensor:
     """Monte Carlo ``E[h(sigmoid f) 1(f > level)]``, ``f = mean + sd eps_s``, averaged over
     the leading dimension ``S`` of ``eps (S, P)``; ``mean, var (..., P)`` -> ``(..., P)``."""
-    from bo_ncgp.bo.acquisition import _bernoulli_entropy_of_logit
-
     f = mean.unsqueeze(-2) + var.clamp_min(0).sqrt().unsqueeze(-2) * eps  # (..., S, P)
-    h = torch.where(f > level, _bernoulli_entropy_of_logit(f), torch.zeros_like(f))
+    h = torch.where(f > level, bernoulli_entropy_of_logit(f), torch.zeros_like(f))
     return h.mean(-2)
 
 
@@ -59,18 +63,15 @@ def sobol_normal(n: int, dim: int, generator: torch.Generator, like: Tensor) -> 
 def mc_scores(acq, num_fantasies: int, samples: int, block: int, generator) -> Tensor:
     """Maddox et al.'s estimator of the clamped spiked entropy reduction (module docstring)
     for every pool member of ``acq``, with our fantasies and dual conditioning."""
-    from bo_ncgp.bo.acquisition import (
-        conditioned_pool_marginals,
-        predictive_quantile_fantasies,
-    )
+    from bo_ncgp.bo.acquisition import predictive_quantile_fantasies
 
-    st, dual, level = acq.state, acq.dual, acq.level
-    Y = predictive_quantile_fantasies(dual.likelihood, st.mean, st.var, num_fantasies)
+    st, level = acq.fantasies, acq.level
+    Y = predictive_quantile_fantasies(acq.latent.likelihood, st.mean, st.var, num_fantasies)
     out, P = [], st.mean.shape[0]
     with torch.no_grad():
         for start in range(0, P, block):
             sl = slice(start, start + block)
-            m, v = conditioned_pool_marginals(dual, st, st.G[:, sl], st.mean[sl], st.var[sl], Y[sl])
+            m, v = st.conditioned(torch.arange(start, min(start + block, P)), Y[sl])
             h_now = spiked_mc(st.mean, st.var, sobol_normal(samples, P, generator, m), level)
             h_after = spiked_mc(m, v, sobol_normal(samples, P, generator, m), level)  # (b, J, P)
             out.append((h_now - h_after).clamp_min(0).sum(-1).mean(-1))
@@ -81,7 +82,7 @@ def _fitted_strategy(pool, surveyed: np.ndarray, counts: np.ndarray, num_initial
     from bo_ncgp.campaigns.strategies.registry import build_strategy
 
     strat = build_strategy(
-        "hotspots", "svgp-entropy", num_steps=steps, criterion="spiked", clamp=True
+        "hotspots", "svgp-entropy", num_steps=steps, criterion="spiked", gain="clamped"
     )
     strat.setup(pool, pool.seed)
     strat.scale_pool(pool.features[surveyed[:num_initial]])
@@ -90,12 +91,9 @@ def _fitted_strategy(pool, surveyed: np.ndarray, counts: np.ndarray, num_initial
 
 
 def analyse(strat, rest: np.ndarray, args, generator) -> dict:
-    from bo_ncgp.bo.acquisition import ThresholdEntropyReduction
-
-    acq = ThresholdEntropyReduction(
-        strat.model, strat.U[torch.as_tensor(rest)], strat.threshold,
-        num_fantasies=args.fantasies, criterion="spiked", clamp=True,
-    )  # fmt: skip
+    acq = maddox_acquisition(
+        strat.model, strat.U[torch.as_tensor(rest)], strat.threshold, num_fantasies=args.fantasies
+    )
     exact = acq.score_pool()
     best = int(exact.argmax())
     order = torch.argsort(torch.argsort(exact, descending=True))  # 0 = best
@@ -127,7 +125,7 @@ def run(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(
         prog="bo-ncgp hotspots-acq-noise", description=__doc__.split("\n")[0]
     )
-    p.add_argument("--campaign", default=str(ROOT / "experiments/results/hotspots_svgp_stop"))
+    p.add_argument("--campaign", default=str(HOTSPOTS / "svgp_entropy"))
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--first-seed", type=int, default=0)
     p.add_argument("--step", type=int, default=150, help="surveyed villages of the fit")
@@ -137,7 +135,7 @@ def run(argv: list[str] | None = None) -> dict:
     p.add_argument("--batch-limit", type=int, default=8, help="candidates per block (Chang: 8)")
     p.add_argument("--svgp-steps", type=int, default=1000)
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--out", default=str(ROOT / "experiments/results/hotspots/acq_noise.json"))
+    p.add_argument("--out", default=str(HOTSPOTS / "acq_noise.json"))
     p.add_argument("--quick", action="store_true", help="synthetic 60-village pool, 2 reps")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)

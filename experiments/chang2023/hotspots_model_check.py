@@ -28,7 +28,7 @@ seeds), the learned hyperparameters and the fit time.
     python -m experiments.chang2023.hotspots_model_check          # or: bo-ncgp hotspots-model-check
     python -m experiments.chang2023.hotspots_model_check --quick  # CI smoke test (seconds)
 
-Writes ``experiments/results/hotspots/model_check.json`` (``--out``).
+Writes ``experiments/chang2023/results/hotspots/model_check.json`` (``--out``).
 """
 
 from __future__ import annotations
@@ -41,7 +41,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-ROOT = Path(__file__).resolve().parents[2]
+from experiments import harness
+
+HOTSPOTS = harness.results_dir(__file__, "hotspots")
 
 
 def _dual(more: bool = False, **kw):
@@ -198,9 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     p.add_argument("--variants", default="all", help="';'-separated names, or 'all'")
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument(
-        "--out", type=Path, default=ROOT / "experiments/results/hotspots/model_check.json"
-    )
+    p.add_argument("--out", type=Path, default=HOTSPOTS / "model_check.json")
     p.add_argument("--quick", action="store_true", help="tiny sizes for a smoke test")
     args = p.parse_args(argv)
     every = ["const-prevalence", *VARIANTS, *MADDOX]

@@ -12,7 +12,7 @@ refit-entropy step extrapolated to the full candidate set and fantasy count of `
     python -m experiments.chang2023.hotspots_timing            # or: bo-ncgp hotspots-timing
     python -m experiments.chang2023.hotspots_timing --quick    # CI smoke test (seconds)
 
-Writes ``experiments/results/hotspots/timing.json`` (``--out``).
+Writes ``experiments/chang2023/results/hotspots/timing.json`` (``--out``).
 """
 
 from __future__ import annotations
@@ -25,7 +25,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-ROOT = Path(__file__).resolve().parents[2]
+from experiments import harness
+
+HOTSPOTS = harness.results_dir(__file__, "hotspots")
 
 
 STRATEGIES = ("entropy", "refit-entropy", "random", "svgp-entropy")
@@ -35,7 +37,7 @@ def _strategies(args):
     from bo_ncgp.campaigns.strategies.registry import build_strategy
 
     dual = dict(init_rounds=args.init_rounds, init_hyper_steps=args.init_hyper_steps)
-    acq = dict(num_fantasies=args.fantasies, criterion=args.criterion, clamp=args.clamp_per_village)
+    acq = dict(num_fantasies=args.fantasies, criterion=args.criterion, gain=args.gain)
     options = {
         "entropy": {**acq, **dual},
         "refit-entropy": dict(
@@ -91,7 +93,8 @@ def _time_strategy(strategy, problem, args) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from bo_ncgp.bo.acquisition import CRITERIA
+    from bo_ncgp.bo.acquisition import CRITERIA, GAINS
+    from experiments.chang2023 import maddox_acquisition  # noqa: F401 (spiked, clamped)
 
     p = argparse.ArgumentParser(
         prog="bo-ncgp hotspots-timing", description=__doc__.split("\n\n")[0]
@@ -120,16 +123,24 @@ def main(argv: list[str] | None = None) -> int:
         help="entropy, svgp-entropy: pool uncertainty (spiked = Maddox et al.'s script's)",
     )
     p.add_argument(
+        "--gain",
+        default="reduction",
+        choices=GAINS,
+        help="entropy, svgp-entropy: how village entropy changes count (clamped: Maddox et al.)",
+    )
+    p.add_argument(
         "--clamp-per-village",
-        action="store_true",
-        help="entropy, svgp-entropy: count only per-village entropy decreases (Maddox et al.)",
+        dest="gain",
+        action="store_const",
+        const="clamped",
+        help="entropy, svgp-entropy: count only per-village entropy decreases (= --gain clamped)",
     )
     p.add_argument(
         "--strategies",
         default="entropy,refit-entropy,random",
         help=f"comma-separated, from {','.join(STRATEGIES)}; ratios are taken to entropy",
     )
-    p.add_argument("--out", type=Path, default=ROOT / "experiments/results/hotspots/timing.json")
+    p.add_argument("--out", type=Path, default=HOTSPOTS / "timing.json")
     p.add_argument("--quick", action="store_true", help="tiny sizes for a smoke test")
     args = p.parse_args(argv)
     args.strategies = [s for s in args.strategies.split(",") if s]

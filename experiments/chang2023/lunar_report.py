@@ -12,8 +12,8 @@ model update, acquisition optimisation and evaluation (the initial design is exc
 * the wall-clock speed-up of evaluating one batch of lunar-lander evaluations with a process
   pool of 2 workers over 1 worker (the same points, the same episodes).
 
-    python -m experiments.chang2023.lunar_report experiments/results/lunar  # bo-ncgp lunar-report
-    python -m experiments.chang2023.lunar_report experiments/results/lunar --measure
+    bo-ncgp lunar-report experiments/chang2023/results/lunar
+    bo-ncgp lunar-report experiments/chang2023/results/lunar --measure
 
 Writes ``report.json`` into the campaign folder (``--out`` to change) and prints a Markdown table.
 """

@@ -14,16 +14,20 @@ knobs, both provided here:
   the criterion ``"spiked"`` (:func:`bo_ncgp.bo.acquisition.register_criterion`);
 * each pool village's entropy decrease is clamped at zero before summing
   (:func:`clamped_gain`, the ``gain`` of
-  :class:`~bo_ncgp.bo.acquisition.ThresholdEntropyReduction`).
+  :class:`~bo_ncgp.bo.acquisition.ThresholdEntropyReduction`). Importing this module
+  registers it as the gain ``"clamped"`` (:func:`bo_ncgp.bo.acquisition.register_gain`).
+
+With both registered, the hotspot strategies take them by name (``criterion="spiked"``,
+``gain="clamped"``), and so does the command :mod:`experiments.chang2023.hotspots`.
 
 Their Monte Carlo estimates of both entropies (16 samples each) are not reproduced; the
 fantasies and the conditioning are the library's.
 
 Example:
     >>> import torch
-    >>> from bo_ncgp.bo.acquisition import CRITERIA
-    >>> CRITERIA["spiked"] is spiked_entropy  # registered on import
-    True
+    >>> from bo_ncgp.bo.acquisition import CRITERIA, GAINS
+    >>> CRITERIA["spiked"] is spiked_entropy, GAINS["clamped"] is clamped_gain  # on import
+    (True, True)
     >>> clamped_gain(torch.tensor([0.5, 0.1]), torch.tensor([[[0.2, 0.3]]]))
     tensor([[[0.3000, 0.0000]]])
 """
@@ -35,7 +39,7 @@ import math
 import torch
 from torch import Tensor
 
-from bo_ncgp.bo.acquisition import ThresholdEntropyReduction, register_criterion
+from bo_ncgp.bo.acquisition import ThresholdEntropyReduction, register_criterion, register_gain
 
 __all__ = ["bernoulli_entropy_of_logit", "clamped_gain", "maddox_acquisition", "spiked_entropy"]
 
@@ -187,3 +191,4 @@ def maddox_acquisition(
 
 
 register_criterion("spiked", spiked_entropy)
+register_gain("clamped", clamped_gain)

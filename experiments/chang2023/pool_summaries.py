@@ -7,17 +7,21 @@ exactly: with ``S_i = n_i m_i`` and ``Q_i = (n_i - 1) n_i se_i^2 + n_i m_i^2``,
 
     m = sum S_i / N,    s^2 = (sum Q_i - N m^2) / (N - 1),    se = s / sqrt(N).
 
-    python -m experiments.chang2023.pool_summaries old/summary.json new/summary.json \\
+    python -m experiments.chang2023.pool_summaries old/summary.json new/ \\
         --strategy svgp-entropy --out pooled.json
 
-Only the summarised steps (``--at`` of the summaries) are pooled; the per-step curves are not.
+(a folder stands for its ``summary.json``). Only the summarised steps (``--at`` of the
+summaries) are pooled; the per-step curves are not. Configurations stored under older
+settings names are read in today's terms (:func:`experiments.chang2023.legacy.upgrade_config`).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -50,19 +54,29 @@ def pool_mean_se(parts: list[dict[str, float]]) -> dict[str, float]:
 
 
 def pool_entries(
-    entries: list[dict[str, Any]], legacy: dict[str, Any] | None = None
+    entries: list[dict[str, Any]],
+    read_config: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Pool one strategy's summary entries (see ``bo-ncgp hotspots --summary-only``) of
     disjoint seed sets: every ``{metric: {step: {mean, se, n}}}`` at the steps all entries
     share, and the per-step timings; ``seeds`` and ``finished`` are added up.
 
-    ``legacy``: values of configuration keys that older entries lack (they ran before the
-    setting existed), see :func:`experiments.chang2023.legacy.legacy_config`.
+    ``read_config``: reads each entry's stored configuration in today's terms before they are
+    compared (e.g. :func:`experiments.chang2023.legacy.upgrade_config`); default: as stored.
 
     Raises:
         ValueError: if the entries' strategy configurations differ (naming the keys).
+
+    Example:
+        >>> entry = lambda m, cfg: {"seeds": 1, "finished": 1, "config": cfg,
+        ...                         "mse": {"200": {"mean": m, "se": math.nan, "n": 1}}}
+        >>> pooled = pool_entries([entry(0.1, {"clamp": True}), entry(0.3, {"gain": "clamped"})],
+        ...                       lambda c: {"gain": "clamped"} if c.get("clamp") else c)
+        >>> pooled["config"], pooled["mse"]["200"]["mean"], pooled["seeds"]
+        ({'gain': 'clamped'}, 0.2, 2)
     """
-    configs = [{**(legacy or {}), **e["config"]} for e in entries]
+    read = read_config or dict
+    configs = [read(dict(e["config"])) for e in entries]
     differ = sorted(
         k for k in set().union(*configs) if len({json.dumps(c.get(k)) for c in configs}) > 1
     )
@@ -93,19 +107,28 @@ def pool_entries(
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="bo-ncgp pool-summaries", description=__doc__.splitlines()[0])
-    p.add_argument("summaries", nargs="+", type=Path, help="summary.json files (disjoint seeds)")
+    p.add_argument(
+        "summaries",
+        nargs="+",
+        type=Path,
+        help="summary.json files or folders holding one (disjoint seeds)",
+    )
     p.add_argument("--strategy", required=True, help="strategy name in the summaries")
     p.add_argument("--out", type=Path, required=True, help="pooled summary (JSON)")
     args = p.parse_args(argv)
     entries = []
+    args.summaries = [f / "summary.json" if f.is_dir() else f for f in args.summaries]
     for f in args.summaries:
+        if not f.is_file():
+            p.error(f"no summary file {f}")
         summary = json.loads(f.read_text())
         if args.strategy not in summary:
             p.error(f"{f} has no strategy {args.strategy!r} (has {sorted(summary)})")
         entries.append(summary[args.strategy])
-    from experiments.chang2023.legacy import legacy_config
+    from experiments.chang2023.legacy import upgrade_config
 
-    pooled = {args.strategy: pool_entries(entries, legacy_config(args.strategy))}
+    read = functools.partial(upgrade_config, strategy=args.strategy)
+    pooled = {args.strategy: pool_entries(entries, read)}
     pooled[args.strategy]["sources"] = [str(f) for f in args.summaries]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(pooled, indent=1))

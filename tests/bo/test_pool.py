@@ -11,13 +11,17 @@ import torch
 from bo_ncgp.bo import DualSVGPModel
 from bo_ncgp.bo.acquisition import (
     CRITERIA,
+    GAINS,
     ThresholdEntropyReduction,
     check_criterion,
+    check_gain,
+    entropy_reduction,
     exceedance_entropy,
     exceedance_probability,
     fantasies_of,
     predictive_quantile_fantasies,
     register_criterion,
+    register_gain,
     threshold_entropy_reduction,
 )
 from bo_ncgp.bo.acquisition.pool import _log_pmf_grid
@@ -222,6 +226,42 @@ def test_a_gain_function_replaces_the_per_point_change(binomial_model):
         acq.fantasies, torch.arange(30), LEVEL, 6, pool_weights=w, gain=doubled, chunk_size=7
     )
     assert torch.allclose(weighted, 2 * (change * w).sum(-1).mean(-1).detach(), atol=1e-10)
+
+
+def test_gains_are_registered_by_name_and_reduction_is_the_plain_path(binomial_model):
+    pool = torch.rand(25, 2)
+    plain = ThresholdEntropyReduction(binomial_model, pool, 0.2, num_fantasies=4)
+    named = ThresholdEntropyReduction(binomial_model, pool, 0.2, num_fantasies=4, gain="reduction")
+    assert named.gain is None and torch.equal(named.score_pool(), plain.score_pool())  # bitwise
+    unfused = ThresholdEntropyReduction(  # the same sum, per point (other rounding)
+        binomial_model, pool, 0.2, num_fantasies=4, gain=lambda h, g: entropy_reduction(h, g)
+    )
+    assert torch.allclose(unfused.score_pool(), plain.score_pool(), atol=1e-10)
+
+    def halved(h_now, h_after):
+        return 0.5 * (h_now - h_after)
+
+    register_gain("test-halved", halved)
+    try:
+        register_gain("test-halved", halved)  # the same: a no-op
+        with pytest.raises(InputDataError, match="already registered"):
+            register_gain("test-halved", entropy_reduction)
+        assert check_gain("test-halved") == "test-halved"
+        half = ThresholdEntropyReduction(
+            binomial_model, pool, 0.2, num_fantasies=4, gain="test-halved"
+        )
+        assert torch.allclose(half.score_pool(), 0.5 * plain.score_pool(), atol=1e-10)
+        fant = plain.fantasies
+        direct = threshold_entropy_reduction(fant, torch.arange(25), LEVEL, 4, gain="test-halved")
+        assert torch.allclose(direct, half.score_pool(), atol=1e-12)
+    finally:
+        del GAINS["test-halved"]
+    with pytest.raises(InputDataError, match="gain must be one of"):
+        ThresholdEntropyReduction(binomial_model, pool, 0.2, gain="test-halved")
+    with pytest.raises(InputDataError, match="non-empty str"):
+        register_gain("", halved)
+    with pytest.raises(InputDataError, match="callable"):
+        ThresholdEntropyReduction(binomial_model, pool, 0.2, gain=3)
 
 
 def test_a_registered_criterion_drives_the_acquisition(binomial_model):

@@ -166,13 +166,14 @@ def test_pooling_summaries_of_disjoint_seeds_equals_summarising_all_seeds(tmp_pa
         mod.pool_entries([other["random"], whole["random"]])
     # a setting added later: entries without it pool with ones that have the legacy value only
     old_cfg, new_cfg = (json.loads(json.dumps(whole["random"])) for _ in range(2))
-    new_cfg["config"]["clamp"] = False
-    with pytest.raises(ValueError, match="clamp"):
+    new_cfg["config"]["tol"] = 0.1
+    with pytest.raises(ValueError, match="tol"):
         mod.pool_entries([old_cfg, new_cfg])
-    assert mod.pool_entries([old_cfg, new_cfg], {"clamp": False})["config"]["clamp"] is False
-    new_cfg["config"]["clamp"] = True
-    with pytest.raises(ValueError, match="clamp"):
-        mod.pool_entries([old_cfg, new_cfg], {"clamp": False})
-    from experiments.chang2023.legacy import legacy_config
 
-    assert legacy_config("svgp-entropy")["clamp"] is False and legacy_config("x") == {}
+    def read(config):  # entries stored before ``tol`` existed ran with 0.1
+        return {"tol": 0.1, **config}
+
+    assert mod.pool_entries([old_cfg, new_cfg], read)["config"]["tol"] == 0.1
+    new_cfg["config"]["tol"] = 0.2
+    with pytest.raises(ValueError, match="tol"):
+        mod.pool_entries([old_cfg, new_cfg], read)

@@ -34,10 +34,9 @@ def _config(parser, argv):
     return build_strategy("hotspots", args.strategy, **strategy_options(args)).config()
 
 
-@pytest.mark.parametrize("clamp", [False, True])
-def test_the_converted_model_predicts_as_the_refitted_svgp_and_drives_the_choice(clamp):
+def test_the_converted_model_predicts_as_the_refitted_svgp_and_drives_the_choice():
     prob = toy_pool()
-    strat = svgp_entropy(num_steps=20, num_fantasies=4, criterion="spiked", clamp=clamp)
+    strat = svgp_entropy(num_steps=20, num_fantasies=4)
     hist = _observe_initial(strat, prob)
     assert strat.model.num_data == INIT and strat.model.mean_constant != 0.0
     with torch.no_grad():
@@ -52,8 +51,6 @@ def test_the_converted_model_predicts_as_the_refitted_svgp_and_drives_the_choice
         strat.U[rest],
         0.2,
         num_fantasies=4,
-        criterion="spiked",
-        clamp=clamp,
         compute_dtype=torch.float32,  # the strategy's default
     ).score_pool()
     assert torch.allclose(strat.acquisition.last_scores, scores)
@@ -106,9 +103,9 @@ def test_cli_builds_it_with_maddox_defaults_and_checks_its_options():
     assert conf["outputscale_prior"] is True and conf["beta"] == 0.1 and conf["num_steps"] == 7
     conf = _config(parser, ["--strategy", "svgp-entropy", "--svgp-rel-tol", "0"])
     assert conf["rel_tol"] is None  # 0 switches early stopping off
-    assert conf["clamp"] is False
-    assert _config(parser, ["--strategy", "svgp-entropy", "--clamp-per-village"])["clamp"]
-    assert _config(parser, ["--strategy", "entropy", "--clamp-per-village"])["clamp"] is True
+    assert conf["criterion"] == "exceedance" and conf["gain"] == "reduction"
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--strategy", "svgp-entropy", "--clamp-per-village"])
     with pytest.raises(SystemExit):
         parser.parse_args(["--strategy", "svgp-entropy", "--svgp-rel-tol", "-1"])
     # the other strategies keep the outputscale prior by default
@@ -185,31 +182,6 @@ def test_fit_stops_early_by_botorchs_moving_average_rule_as_a_truncated_fit():
     assert fitted(3000, 1e-4)[0].steps_taken > k  # a tighter tolerance runs longer
     with pytest.raises(ValueError, match="rel_tol"):
         ConstantMeanSVGP(X).fit(X, y, lik, steps=1, rel_tol=-1.0)
-
-
-def test_a_campaign_saved_before_rel_tol_existed_resumes_only_without_early_stopping(tmp_path):
-    kw = dict(num_steps=15, num_fantasies=4)
-    old = svgp_entropy(**kw, rel_tol=None)
-    st, _ = run(tmp_path / "old", "svgp-entropy", strategy=old)
-    state_file = tmp_path / "old" / "state.json"
-    state = json.loads(state_file.read_text())
-    del state["strategy"]["rel_tol"], state["strategy"]["clamp"]  # saved before both existed
-    state_file.write_text(json.dumps(state))
-    from experiments.chang2023.legacy import legacy_strategy
-
-    with pytest.raises(ValueError, match="strategy differs"):
-        Campaign.resume(tmp_path / "old", toy_pool(0), legacy_strategy("svgp-entropy", **kw))
-    with pytest.raises(ValueError, match="strategy differs"):  # it did not clamp either
-        Campaign.resume(
-            tmp_path / "old", toy_pool(0),
-            legacy_strategy("svgp-entropy", **kw, rel_tol=None, clamp=True),
-        )  # fmt: skip
-    with pytest.raises(ValueError, match="strategy differs"):  # without the legacy values
-        Campaign.resume(tmp_path / "old", toy_pool(0), svgp_entropy(**kw, rel_tol=None))
-    again = Campaign.resume(
-        tmp_path / "old", toy_pool(0), legacy_strategy("svgp-entropy", **kw, rel_tol=None)
-    ).run(progress=False)
-    assert again["evaluations"] == st["evaluations"]
 
 
 def test_a_finished_svgp_random_campaign_saved_before_rel_tol_existed_resumes(tmp_path):

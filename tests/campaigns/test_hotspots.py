@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ from bo_ncgp.bo.acquisition import ThresholdEntropyReduction
 from bo_ncgp.campaigns import Campaign
 from bo_ncgp.campaigns.strategies.base import History
 from bo_ncgp.campaigns.strategies.registry import build_strategy
+from bo_ncgp.cli.hotspots import add_arguments
 from bo_ncgp.problems.base import Evaluation
 from bo_ncgp.problems.hotspots import HotspotPool
 
@@ -111,36 +113,59 @@ def test_entropy_picks_the_argmax_of_the_acquisition():
         strat.ask(hist, 2, np.random.default_rng(0))
 
 
-def test_spiked_criterion_reaches_the_acquisition_and_the_config():
-    from bo_ncgp.cli.hotspots import add_arguments, strategy_options
+def test_criterion_and_gain_reach_the_acquisition_and_the_config():
+    from bo_ncgp.bo.acquisition import CRITERIA, GAINS, register_gain
+    from bo_ncgp.cli.hotspots import strategy_options
+
+    def doubled(h_now, h_after):  # a toy gain registered by a user
+        return 2 * (h_now - h_after)
 
     prob = toy_pool()
-    strat = hotspot_strategy(
-        "entropy", num_fantasies=4, compute_dtype="float64", criterion="spiked", **DUAL
-    )
-    hist = _observe_initial(strat, prob)
-    (choice,) = strat.ask(hist, 1, np.random.default_rng(0))
-    rest = prob.remaining(hist.indices)
-    acq = ThresholdEntropyReduction(
-        strat.model, strat.U[rest], 0.2, num_fantasies=4, criterion="spiked"
-    )
-    assert torch.allclose(strat.acquisition.last_scores, acq.score_pool())
-    assert choice == rest[int(acq.score_pool().argmax())]
-    assert strat.config()["criterion"] == "spiked"
-    parser = argparse.ArgumentParser()
-    add_arguments(parser)
-    args = parser.parse_args(["--strategy", "entropy", "--criterion", "spiked"])
-    assert hotspot_strategy("entropy", **strategy_options(args)).config()["criterion"] == "spiked"
+    register_gain("test-doubled", doubled)
+    try:
+        strat = hotspot_strategy(
+            "entropy", num_fantasies=4, compute_dtype="float64", gain="test-doubled", **DUAL
+        )
+        hist = _observe_initial(strat, prob)
+        (choice,) = strat.ask(hist, 1, np.random.default_rng(0))
+        rest = prob.remaining(hist.indices)
+        acq = ThresholdEntropyReduction(
+            strat.model, strat.U[rest], 0.2, num_fantasies=4, gain=doubled
+        )
+        assert torch.allclose(strat.acquisition.last_scores, acq.score_pool())
+        assert choice == rest[int(acq.score_pool().argmax())]
+        assert strat.config()["gain"] == "test-doubled"
+        parser = argparse.ArgumentParser()
+        add_arguments(parser)
+        args = parser.parse_args(["--strategy", "entropy", "--gain", "test-doubled"])
+        config = hotspot_strategy("entropy", **strategy_options(args)).config()
+        assert config["gain"] == "test-doubled"
+    finally:
+        del GAINS["test-doubled"]
     args = parser.parse_args([])
-    assert hotspot_strategy(args.strategy, **strategy_options(args)).config()["criterion"] == (
-        "exceedance"
-    )
-    from bo_ncgp.bo.acquisition import CRITERIA
-
-    choices = next(x.choices for x in parser._actions if x.dest == "criterion")
-    assert tuple(choices) == CRITERIA  # the CLI offers exactly the library's criteria
+    config = hotspot_strategy(args.strategy, **strategy_options(args)).config()
+    assert (config["criterion"], config["gain"]) == ("exceedance", "reduction")
+    # the CLI offers exactly the registered criteria and gains, as registered when parsing
+    for dest, registry in (("criterion", CRITERIA), ("gain", GAINS)):
+        choices = next(x.choices for x in parser._actions if x.dest == dest)
+        assert tuple(choices) == tuple(registry)
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--gain", "test-doubled"])  # no longer registered
     with pytest.raises(ValueError, match="criterion must be one of"):
         hotspot_strategy("entropy", criterion="entropy")
+    with pytest.raises(ValueError, match="gain must be one of"):
+        hotspot_strategy("entropy", gain="clamp")
+
+
+def test_the_library_names_no_option_of_a_paper_script():
+    from bo_ncgp.bo.acquisition import CRITERIA, GAINS
+
+    if "experiments.chang2023.maddox_acquisition" not in sys.modules:
+        assert tuple(CRITERIA) == ("exceedance",) and tuple(GAINS) == ("reduction",)
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    flags = {o for a in parser._actions for o in a.option_strings}
+    assert "--clamp-per-village" not in flags and {"--criterion", "--gain"} <= flags
 
 
 def _interrupted(strategy):
@@ -239,34 +264,6 @@ def test_divergence_guard_redoes_the_update_with_more_damping():
     _observe_initial(normal, prob)
     normal.observe(prob.pool[[i]], [Evaluation(float(prob.observe(i)))], h2)
     assert normal.surrogate.retries == 0
-
-
-def test_timing_script_quick(data_root, tmp_path):
-    from experiments.chang2023 import hotspots_timing as mod
-
-    out = tmp_path / "timing.json"
-    assert mod.main(["--quick", "--data-root", str(data_root), "--out", str(out)]) == 0
-    res = json.loads(out.read_text())
-    assert set(res["results"]) == {"entropy", "refit-entropy", "random"}
-    for r in res["results"].values():
-        assert len(r["step_seconds"]) == 1 and r["mean_step_seconds"] > 0
-    assert res["pool_size"] == 1480 and res["speedup_refit_over_entropy_per_step"] > 0
-    out2 = tmp_path / "timing_svgp.json"
-    argv = ["--quick", "--data-root", str(data_root), "--out", str(out2)]
-    spiked = ["--criterion", "spiked", "--clamp-per-village"]
-    assert mod.main([*argv, *spiked, "--strategies", "entropy,svgp-entropy,refit-entropy"]) == 0
-    res = json.loads(out2.read_text())
-    assert set(res["results"]) == {"entropy", "svgp-entropy", "refit-entropy"}
-    assert res["settings"]["criterion"] == "spiked" and res["settings"]["clamp_per_village"]
-    step = {k: v["mean_step_seconds"] for k, v in res["results"].items()}
-    assert res["ratio_svgp_entropy_over_entropy_per_step"] == pytest.approx(
-        step["svgp-entropy"] / step["entropy"]
-    )
-    assert res["ratio_refit_entropy_over_svgp_entropy_per_step"] == pytest.approx(
-        step["refit-entropy"] / step["svgp-entropy"]
-    )
-    with pytest.raises(SystemExit):  # entropy is the reference of every ratio
-        mod.main([*argv, "--strategies", "random,svgp-entropy"])
 
 
 def test_refit_fantasies_warm_start_at_the_fitted_posterior():
@@ -405,29 +402,3 @@ def test_model_check_script_quick(data_root, tmp_path):
         assert 0 <= s["mse"] < 1 and 0 <= s["accuracy"] <= 1 and s["outputscale"] > 0
     assert "constant" in res["variants"]["const-mean,no-os-prior"]["summary"]
     assert "constant" in res["variants"]["maddox"]["summary"]  # its learned ConstantMean
-
-
-def test_acq_noise_script_estimator_converges_to_the_exact_clamped_scores():
-    from experiments.chang2023 import hotspots_acq_noise as mod
-
-    rng = np.random.default_rng(0)
-    X = rng.random((40, 2))
-    pool = HotspotPool(X, 1 / (1 + np.exp(-(4 * X[:, 0] - 3))), 0.1, seed=0)
-    surveyed = pool.permutation[:15]
-    counts = np.array([pool.observe(int(i)) for i in surveyed])
-    strat = mod._fitted_strategy(pool, surveyed, counts, 10, steps=30)
-    rest = pool.remaining(surveyed)
-    acq = ThresholdEntropyReduction(
-        strat.model, strat.U[torch.as_tensor(rest)], 0.1, num_fantasies=4, criterion="spiked",
-        clamp=True,
-    )  # fmt: skip
-    exact = acq.score_pool()
-    g = torch.Generator().manual_seed(0)
-    many = mod.mc_scores(acq, 4, 8192, 8, g)  # the noise vanishes with many samples
-    assert torch.allclose(many, exact, atol=0.02 * float(exact.max()))
-    few = mod.mc_scores(acq, 4, 4, 8, g)  # and with few, the clamp biases every score upwards
-    assert (few - exact).mean() > 0.02 * float(exact.max())
-    out = mod.run(["--quick", "--seeds", "1"])
-    res = out["results"]["0"]
-    assert len(res["reps"]) == 2 and 0 <= res["argmax_equal_fraction"] <= 1
-    assert -1 <= res["mean_spearman"] <= 1

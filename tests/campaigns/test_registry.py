@@ -37,7 +37,7 @@ SAVED_DEFAULTS = {
         "compute_dtype": "float32",
         "chunk_size": 16,
         "criterion": "exceedance",
-        "clamp": False,
+        "gain": "reduction",
     },
     ("hotspots", "random"): {
         "name": "random",
@@ -83,7 +83,7 @@ SAVED_DEFAULTS = {
         "compute_dtype": "float32",
         "chunk_size": 16,
         "criterion": "exceedance",
-        "clamp": False,
+        "gain": "reduction",
     },
     ("hotspots", "svgp-random"): {
         "name": "svgp-random",

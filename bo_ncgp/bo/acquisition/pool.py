@@ -27,9 +27,10 @@ and the fantasies are its quantiles at the one-dimensional lattice points ``u_j 
 shift) / J`` -- a rank-1 lattice (QMC) rule in the inverse-CDF coordinate with equal weights.
 With ``shift = 1/2`` (default) it is the midpoint rule, deterministic and reproducible.
 
-How the per-point entropy changes count is a ``gain`` function: by default the reduction of
-the summed entropy, ``sum_x w_x (h(x) - h_j(x))``; a ``gain(h_now, h_after)`` replaces the
-per-point change ``h_now - h_after`` before the weighted sum (e.g. to count only decreases).
+How the per-point entropy changes count is a *gain* (see :func:`register_gain`): the
+library's gain ``"reduction"`` (the default) is the reduction of the summed entropy,
+``sum_x w_x (h(x) - h_j(x))``; another ``gain(h_now, h_after)`` replaces the per-point change
+``h_now - h_after`` before the weighted sum (e.g. to count only decreases).
 
 Example:
     >>> from gpytorch.kernels import RBFKernel
@@ -62,16 +63,21 @@ from bo_ncgp.models.base import PoolFantasies
 
 __all__ = [
     "CRITERIA",
+    "GAINS",
     "EntropyFn",
     "GainFn",
     "ThresholdEntropyReduction",
     "check_criterion",
+    "check_gain",
+    "entropy_reduction",
     "exceedance_entropy",
     "exceedance_probability",
     "fantasies_of",
     "latent_model",
     "predictive_quantile_fantasies",
     "register_criterion",
+    "register_gain",
+    "resolve_gain",
     "threshold_entropy_reduction",
 ]
 
@@ -152,6 +158,76 @@ def check_criterion(criterion: str) -> str:
     if criterion not in CRITERIA:
         raise InputDataError(f"criterion must be one of {tuple(CRITERIA)}, got {criterion!r}")
     return criterion
+
+
+# --------------------------------------------------------------------------- gains
+def entropy_reduction(h_now: Tensor, h_after: Tensor) -> Tensor:
+    """The gain ``"reduction"``: the per-point change ``h(x) - h_j(x)`` (module docstring), so
+    that ``a(x*) = H(q) - (1/J) sum_j H(q | x*, y_j)``.
+
+    Args:
+        h_now: ``(P,)`` per-point entropies now; h_after: ``(b, J, P)`` after each fantasy.
+
+    Example:
+        >>> entropy_reduction(torch.tensor([0.5, 0.1]), torch.tensor([[[0.2, 0.3]]]))
+        tensor([[[ 0.3000, -0.2000]]])
+    """
+    return h_now - h_after
+
+
+#: registered gains by name (:func:`register_gain`)
+GAINS: dict[str, GainFn] = {"reduction": entropy_reduction}
+
+
+def register_gain(name: str, gain: GainFn) -> GainFn:
+    """Register ``gain(h_now (P,), h_after (b, J, P)) -> (b, J, P)`` as the gain ``name``.
+
+    Registering the same function twice is a no-op; another function under a taken name is an
+    :class:`~bo_ncgp.exceptions.InputDataError`.
+
+    Example:
+        >>> def doubled(h_now, h_after):  # a toy gain: twice the per-point change
+        ...     return 2 * (h_now - h_after)
+        >>> _ = register_gain("toy-doubled", doubled)
+        >>> check_gain("toy-doubled"), resolve_gain("toy-doubled") is doubled
+        ('toy-doubled', True)
+        >>> del GAINS["toy-doubled"]
+    """
+    if not isinstance(name, str) or not name:
+        raise InputDataError(f"a gain name must be a non-empty str, got {name!r}")
+    if not callable(gain):
+        raise InputDataError(f"gain {name!r}: the gain must be callable")
+    if GAINS.get(name, gain) is not gain:
+        raise InputDataError(f"gain {name!r} is already registered with another function")
+    GAINS[name] = gain
+    return gain
+
+
+def check_gain(gain: str) -> str:
+    """``gain`` if it is registered in :data:`GAINS`, else an
+    :class:`~bo_ncgp.exceptions.InputDataError` naming them.
+
+    Example:
+        >>> check_gain("reduction")
+        'reduction'
+    """
+    if gain not in GAINS:
+        raise InputDataError(f"gain must be one of {tuple(GAINS)}, got {gain!r}")
+    return gain
+
+
+def resolve_gain(gain: str | GainFn | None) -> GainFn | None:
+    """The gain function of ``gain`` (a registered name, a function or ``None``), ``None``
+    for the plain reduction (:func:`entropy_reduction`, summed without per-point gains).
+
+    Example:
+        >>> resolve_gain("reduction") is None, resolve_gain(None) is None
+        (True, True)
+    """
+    fn = GAINS[check_gain(gain)] if isinstance(gain, str) else gain
+    if fn is not None and not callable(fn):
+        raise InputDataError(f"gain must be a registered name, a callable or None, got {gain!r}")
+    return None if fn is entropy_reduction else fn
 
 
 # --------------------------------------------------------------------------- fantasies
@@ -313,7 +389,7 @@ def threshold_entropy_reduction(
     pool_weights: Tensor | None = None,
     compute_dtype: torch.dtype | None = None,
     criterion: str = "exceedance",
-    gain: GainFn | None = None,
+    gain: str | GainFn | None = None,
     pool_size: int | None = None,
 ) -> Tensor:
     """``a(x*) = H(q) - (1/J) sum_j H(q | x*, y_j)`` for the candidates ``index`` of a pool
@@ -331,8 +407,9 @@ def threshold_entropy_reduction(
             about 3x faster on CPU, absolute error ~1e-4 nats on sums over ~1,000 points);
             default: the model's dtype. The conditioning itself runs in the model's dtype.
         criterion: a registered criterion (:data:`CRITERIA`), default ``"exceedance"``.
-        gain: optional ``gain(h_now (P,), h_after (b, J, P)) -> (b, J, P)`` replacing the
-            per-point change ``h_now - h_after``; then ``a(x*) = (1/J) sum_j sum_x w_x gain``.
+        gain: a registered gain (:data:`GAINS`) or a ``gain(h_now (P,), h_after (b, J, P))
+            -> (b, J, P)`` replacing the per-point change ``h_now - h_after``; then ``a(x*) =
+            (1/J) sum_j sum_x w_x gain``. Default (``None``): ``"reduction"``.
         pool_size: the entropies are summed over the first ``pool_size`` points of
             ``fantasies.X`` (default: all); candidates may lie beyond them.
 
@@ -356,6 +433,7 @@ def threshold_entropy_reduction(
     if chunk_size < 1:
         raise InputDataError(f"chunk_size must be >= 1, got {chunk_size}")
     entropy_fn = CRITERIA[check_criterion(criterion)]
+    gain = resolve_gain(gain)
     index = torch.as_tensor(index, dtype=torch.long, device=fantasies.mean.device)
     if index.dim() != 1:
         raise InputDataError(f"index must be (n,), got shape {tuple(index.shape)}")
@@ -419,7 +497,8 @@ class ThresholdEntropyReduction(AcquisitionFunction):
         compute_dtype: dtype of the entropy evaluations (see
             :func:`threshold_entropy_reduction`).
         criterion: a registered criterion (:data:`CRITERIA`), default ``"exceedance"``.
-        gain: optional per-point gain function (see :func:`threshold_entropy_reduction`).
+        gain: a registered gain (:data:`GAINS`) or a per-point gain function (see
+            :func:`threshold_entropy_reduction`); default ``"reduction"``.
 
     ``forward(X)`` scores ``X (b, 1, d)`` (any candidate points); :meth:`score_pool` scores
     pool members by index and reuses the pool's fantasies. Not differentiable in ``X`` (the
@@ -449,11 +528,11 @@ class ThresholdEntropyReduction(AcquisitionFunction):
         chunk_size: int = 16,
         compute_dtype: torch.dtype | None = None,
         criterion: str = "exceedance",
-        gain: GainFn | None = None,
+        gain: str | GainFn | None = None,
     ) -> None:
         super().__init__(model=model)
         self.criterion = check_criterion(criterion)
-        self.gain = gain
+        self.gain = resolve_gain(gain)
         if getattr(model, "input_transform", None) is not None:
             raise UnsupportedError(
                 "ThresholdEntropyReduction: models with an input transform are not supported"

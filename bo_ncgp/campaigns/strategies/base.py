@@ -10,7 +10,7 @@ make the same decisions.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
@@ -81,12 +81,6 @@ class Strategy:
 
     name: str = "strategy"
 
-    #: Config keys added after campaigns were saved, each with the value that reproduces
-    #: those campaigns. :meth:`Campaign.resume` reads a saved config that lacks such a key
-    #: as if it held this value, so an old campaign can be resumed by giving that value
-    #: (set on the instance by whoever resumes such campaigns).
-    legacy_config: ClassVar[dict[str, Any]] = {}
-
     def setup(self, problem: Problem, seed: int) -> None:
         """Called once before the first ``observe`` (fresh or resumed run)."""
         self.problem = problem
@@ -114,6 +108,20 @@ class Strategy:
 
     def config(self) -> dict[str, Any]:
         return {"name": self.name}
+
+    def read_saved_config(self, saved: dict[str, Any]) -> dict[str, Any]:
+        """A configuration saved by an earlier campaign, in the terms of :meth:`config`.
+
+        :meth:`Campaign.resume <bo_ncgp.campaigns.Campaign.resume>` compares the result with
+        :meth:`config`. The default reads it as stored; whoever resumes campaigns saved under
+        other settings names (keys added since, with the value those campaigns ran with;
+        renamed settings) overrides it, on a subclass or on the instance.
+
+        Example:
+            >>> RandomSearch().read_saved_config({"name": "random"})
+            {'name': 'random'}
+        """
+        return dict(saved)
 
 
 class RandomSearch(Strategy):

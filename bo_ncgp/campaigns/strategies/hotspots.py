@@ -24,7 +24,8 @@ Surrogates (models of the latent logit prevalence of every village):
 Acquisitions (which remaining village to survey next):
 
 * :class:`DualEntropy` (:class:`EntropyConfig`): the expected reduction of the summed
-  exceedance entropy over the remaining pool under QMC fantasies and dual conditioning
+  exceedance entropy (or of another registered criterion, counted by a registered gain) over
+  the remaining pool under QMC fantasies and dual conditioning
   (:class:`~bo_ncgp.bo.acquisition.ThresholdEntropyReduction`, rank-one fast path);
 * :class:`RandomVillage`: a uniformly random remaining village (one ``rng.choice`` over the
   remaining pool, so every random strategy of a seed surveys the same villages);
@@ -171,14 +172,20 @@ class EntropyConfig:
         num_fantasies: QMC fantasies per candidate village.
         compute_dtype: ``"float32"`` (~3x faster entropy sums) or ``"float64"``.
         chunk_size: candidates per vectorised block.
-        criterion: per-village uncertainty summed over the pool: ``"exceedance"`` (entropy of
-            ``P(prevalence > t)``) or ``"spiked"`` (the criterion of Maddox et al.'s script),
-            see :mod:`bo_ncgp.bo.acquisition`.
-        clamp: count only per-village entropy decreases, as Maddox et al.'s script does.
+        criterion: per-village uncertainty summed over the pool: a criterion registered in
+            :data:`bo_ncgp.bo.acquisition.CRITERIA`; the library's is ``"exceedance"`` (entropy
+            of ``P(prevalence > t)``).
+        gain: how each village's entropy change counts: a gain registered in
+            :data:`bo_ncgp.bo.acquisition.GAINS`; the library's is ``"reduction"`` (the plain
+            decrease of the summed entropy).
 
     Example:
-        >>> EntropyConfig(criterion="spiked").criterion
-        'spiked'
+        >>> EntropyConfig().criterion, EntropyConfig().gain
+        ('exceedance', 'reduction')
+        >>> EntropyConfig(gain="increase")
+        Traceback (most recent call last):
+        ...
+        bo_ncgp.exceptions.InputDataError: gain must be one of ('reduction'...), got 'increase'
         >>> EntropyConfig(compute_dtype="float16")
         Traceback (most recent call last):
         ...
@@ -189,12 +196,13 @@ class EntropyConfig:
     compute_dtype: str = "float32"
     chunk_size: int = 16
     criterion: str = "exceedance"
-    clamp: bool = False
+    gain: str = "reduction"
 
     def __post_init__(self) -> None:
-        from bo_ncgp.bo.acquisition import check_criterion
+        from bo_ncgp.bo.acquisition import check_criterion, check_gain
 
         check_criterion(self.criterion)
+        check_gain(self.gain)
         if self.compute_dtype not in _DTYPES:
             raise InputDataError(f"entropy: compute_dtype must be one of {sorted(_DTYPES)}")
 
@@ -401,7 +409,7 @@ class DualEntropy:
             chunk_size=int(c.chunk_size),
             compute_dtype=_DTYPES[c.compute_dtype],
             criterion=c.criterion,
-            clamp=bool(c.clamp),
+            gain=c.gain,
         )
         scores = acq.score_pool()
         self.last_scores = scores

@@ -1,0 +1,68 @@
+"""Hotspot active learning of Chang et al. (2023), Fig. 4, with Maddox et al.'s acquisition.
+
+The library's campaign command ``bo-ncgp hotspots`` (:mod:`bo_ncgp.cli.hotspots`: the same
+options, strategies, output folders, summary and plot), with the criterion and the gain of
+Maddox et al.'s script registered (:mod:`experiments.chang2023.maddox_acquisition`), so that
+``--criterion`` also offers ``spiked`` and ``--gain`` also offers ``clamped``;
+``--clamp-per-village`` is the name of ``--gain clamped`` in this reproduction's results.
+Their acquisition on their model loop (Chang et al.'s Fig. 4 runs):
+
+    python -m experiments.chang2023.hotspots --strategy svgp-entropy --criterion spiked \\
+        --clamp-per-village --out experiments/chang2023/results/hotspots/svgp_entropy_spiked
+
+Campaigns stored with the earlier settings names (``"clamp": true/false``, no ``rel_tol``)
+resume: their configurations are read by :func:`experiments.chang2023.legacy.upgrade_config`.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+__all__ = ["build_parser", "main"]
+
+PROG = "bo-ncgp chang2023-hotspots"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of ``bo-ncgp hotspots`` with Maddox et al.'s criterion and gain registered,
+    plus ``--clamp-per-village`` (``--gain clamped``).
+
+    Example:
+        >>> args = build_parser().parse_args(["--criterion", "spiked", "--clamp-per-village"])
+        >>> args.criterion, args.gain
+        ('spiked', 'clamped')
+    """
+    from bo_ncgp.cli.hotspots import HELP, add_arguments
+    from experiments.chang2023 import maddox_acquisition  # noqa: F401 (registers both)
+
+    parser = argparse.ArgumentParser(prog=PROG, description=f"{HELP}; Maddox et al.'s knobs")
+    add_arguments(parser)
+    group = parser.add_argument_group("Maddox et al.'s acquisition")
+    group.add_argument(
+        "--clamp-per-village",
+        dest="gain",
+        action="store_const",
+        const="clamped",
+        help="entropy, svgp-entropy: count only per-village entropy decreases, as Maddox et "
+        "al.'s script (= --gain clamped; with --criterion spiked: their acquisition)",
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command with ``argv`` (default: the process arguments); the exit code of
+    :func:`bo_ncgp.cli.hotspots.run`.
+
+    Example:
+        >>> main(["--quick", "--data-root", "/nonexistent"])  # doctest: +ELLIPSIS
+        2
+    """
+    from bo_ncgp.cli.hotspots import run
+    from experiments.chang2023.legacy import upgrade_config
+
+    args = build_parser().parse_args(argv)
+    return run(args, read_saved_config=upgrade_config)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
