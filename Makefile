@@ -49,6 +49,10 @@ check-install:
 	"$$tmp/venv/bin/python" -c "import bo_ncgp, experiments, sys; \
 	  paths = [bo_ncgp.__file__, experiments.__file__]; \
 	  sys.exit(0 if all(p.startswith('$$tmp/venv/') for p in paths) else 'not installed: %s' % paths)"; \
+	"$$tmp/venv/bin/python" -c "import sys; from importlib.metadata import files; \
+	  top = {f.parts[0] for f in files('bo-ncgp') if f.suffix == '.py'}; \
+	  data = [str(f) for f in files('bo-ncgp') if '/results/' in f.as_posix()]; \
+	  sys.exit(0 if top == {'bo_ncgp', 'experiments'} and not data else 'wheel: %s %s' % (top, data[:3]))"; \
 	echo "check-install: bo-ncgp --help"; \
 	"$$tmp/venv/bin/bo-ncgp" --help > "$$tmp/help.txt"; \
 	for cmd in demo hotspots lunar-lander banana hipgp-pcg iterncgp-gmm gam-friedman; do \
