@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from bo_ncgp.campaigns.storage import read_json, write_csv, write_json
+from bo_ncgp.exceptions import InputDataError
 
 __all__ = ["ARCHIVE", "load_states", "read_archive", "write_archive"]
 
@@ -60,7 +61,7 @@ def write_archive(folder: str | Path, states: list[dict[str, Any]]) -> Path:
         The archive folder.
 
     Raises:
-        ValueError: if ``states`` is empty, mixes strategies or repeats a seed.
+        InputDataError: if ``states`` is empty, mixes strategies or repeats a seed.
 
     Example:
         >>> import tempfile
@@ -79,13 +80,13 @@ def write_archive(folder: str | Path, states: list[dict[str, Any]]) -> Path:
         (True, [0.5, 1.0])
     """
     if not states:
-        raise ValueError("write_archive: no campaign states given")
+        raise InputDataError("write_archive: no campaign states given")
     names = {st["strategy"]["name"] for st in states}
     if len(names) > 1:
-        raise ValueError(f"write_archive: states of several strategies {sorted(names)}")
+        raise InputDataError(f"write_archive: states of several strategies {sorted(names)}")
     seeds = [int(st["seed"]) for st in states]
     if len(set(seeds)) != len(seeds):
-        raise ValueError(f"write_archive: a seed appears twice in {sorted(seeds)}")
+        raise InputDataError(f"write_archive: a seed appears twice in {sorted(seeds)}")
     states = sorted(states, key=lambda st: int(st["seed"]))
     metrics = sorted({m for st in states for it in st["iterations"] for m in it.get("metrics", {})})
     ev_rows, it_rows = [], []
@@ -129,7 +130,7 @@ def read_archive(folder: str | Path) -> dict[int, dict[str, Any]]:
 
     Raises:
         FileNotFoundError: if ``folder/archive/campaigns.json`` does not exist.
-        ValueError: if the tables name a seed that ``campaigns.json`` does not hold.
+        InputDataError: if the tables name a seed that ``campaigns.json`` does not hold.
     """
     arch = Path(folder) / ARCHIVE
     meta = read_json(arch / "campaigns.json")
@@ -149,7 +150,7 @@ def read_archive(folder: str | Path) -> dict[int, dict[str, Any]]:
     def owner(row: dict[str, str], table: str) -> dict[str, Any]:
         seed = int(row["seed"])
         if seed not in states:
-            raise ValueError(f"{arch / table}: seed {seed} is not in campaigns.json")
+            raise InputDataError(f"{arch / table}: seed {seed} is not in campaigns.json")
         return states[seed]
 
     with open(arch / "evaluations.csv", newline="") as fh:
