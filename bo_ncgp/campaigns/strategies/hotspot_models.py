@@ -136,15 +136,9 @@ class ConstantMeanSVGP(SVGP):
         self.steps_taken = 0
 
     def fit(
-        self,
-        X: Tensor,
-        y: Tensor,
-        likelihood: Likelihood,
-        beta: float | None = None,
-        steps: int | None = None,
-        lr: float | None = None,
-        rel_tol: float | None = None,
-    ) -> float:
+        self, X: Tensor, y: Tensor, likelihood: Likelihood, beta: float | None = None,
+        steps: int | None = None, lr: float | None = None, rel_tol: float | None = None,
+    ) -> float:  # fmt: skip
         """Adam (:func:`~bo_ncgp.models.training.minimize_adam`) on
         ``-(sum_i E_q log p(y_i|f_i) - beta KL[q(u)||p(u)] + log prior) / n`` (the tempered
         ELBO; ``beta = 1`` is the ELBO, Hensman et al. 2015, Eq. 10); returns the last loss.
