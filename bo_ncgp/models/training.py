@@ -11,8 +11,8 @@ The non-finite policy (the same everywhere): when the loss or any gradient of a 
 infinite (or the loss raises :class:`~bo_ncgp.exceptions.NotPSDError`, or the update leaves a
 parameter non-finite), the step is undone -- the parameters and the optimiser's moments are
 exactly as they were before it --, one :class:`~bo_ncgp.exceptions.NumericalWarning` is
-emitted and training stops (``on_nonfinite="stop"``, the default) or :class:`NonFiniteError` is
-raised (``on_nonfinite="raise"``).
+emitted and training stops (``on_nonfinite="stop"``, the default) or
+:class:`~bo_ncgp.exceptions.NonFiniteError` is raised (``on_nonfinite="raise"``).
 
 Example:
     >>> import torch
@@ -33,29 +33,20 @@ from typing import Any, Literal
 import torch
 from torch import Tensor
 
-from bo_ncgp.exceptions import BoNCGPError, InputDataError, NotPSDError, NumericalWarning
+from bo_ncgp.exceptions import InputDataError, NonFiniteError, NotPSDError, NumericalWarning
 from bo_ncgp.models.base import Callback, FitStep, notify
 
 __all__ = [
     "AdamStepper",
     "FitClock",
-    "NonFiniteError",
     "NonFinitePolicy",
     "minimize_adam",
     "minimize_lbfgs",
 ]
 
-#: what a non-finite loss or gradient does: warn and stop, or raise :class:`NonFiniteError`
+#: what a non-finite loss or gradient does: warn and stop, or raise
+#: :class:`~bo_ncgp.exceptions.NonFiniteError`
 NonFinitePolicy = Literal["stop", "raise"]
-
-
-class NonFiniteError(BoNCGPError, FloatingPointError):
-    """A training step produced a NaN or infinite loss or gradient (``on_nonfinite="raise"``).
-
-    Example:
-        >>> issubclass(NonFiniteError, FloatingPointError)
-        True
-    """
 
 
 class FitClock:

@@ -7,9 +7,9 @@ import warnings
 import pytest
 import torch
 
-from bo_ncgp.exceptions import NumericalWarning
+from bo_ncgp.exceptions import NonFiniteError, NumericalWarning
 from bo_ncgp.models.base import FitStep
-from bo_ncgp.models.training import AdamStepper, NonFiniteError, minimize_adam
+from bo_ncgp.models.training import AdamStepper, minimize_adam
 
 
 def test_matches_a_plain_adam_loop():

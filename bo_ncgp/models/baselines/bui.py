@@ -35,7 +35,7 @@ from torch import Tensor
 
 from bo_ncgp.exceptions import InputDataError, NotPSDError, NumericalWarning, UnsupportedError
 from bo_ncgp.likelihoods import Likelihood
-from bo_ncgp.linalg import stable_cholesky
+from bo_ncgp.linalg import jittered, latent_block, log_prior, stable_cholesky
 from bo_ncgp.models.base import Callback, LatentGP
 from bo_ncgp.models.baselines.objective import (
     OldPosterior,
@@ -44,7 +44,6 @@ from bo_ncgp.models.baselines.objective import (
     streaming_elbo,
 )
 from bo_ncgp.models.dual._state import InducingState, ResizableModule
-from bo_ncgp.models.dual.blocks import jittered, latent_block, log_prior
 from bo_ncgp.models.dual.inducing import check_inducing_points, select_inducing_points
 from bo_ncgp.models.dual.streaming import StepClock, backward_if_finite
 
@@ -253,7 +252,7 @@ class BuiStreamingSVGP(InducingState, ResizableModule, LatentGP):
         return elbo + self._log_prior()
 
     def _log_prior(self) -> Tensor:
-        return log_prior(self.kernel, self.likelihood, like=self._Z)
+        return log_prior(self.kernel, self.likelihood, dtype=self._Z.dtype, device=self._Z.device)
 
     def objective(self, X: Tensor, y: Tensor, old: OldPosterior | None = None) -> Tensor:
         """Eq. 5 (plus log priors) of the *current* ``q`` on ``(X, y)`` against ``old``

@@ -26,10 +26,9 @@ from torch import Tensor
 
 from bo_ncgp.exceptions import InputDataError, UnsupportedError
 from bo_ncgp.likelihoods import Likelihood
-from bo_ncgp.linalg import stable_cholesky
+from bo_ncgp.linalg import jittered, latent_block, stable_cholesky, whitened_kl
 from bo_ncgp.models.base import Callback, LatentGP
-from bo_ncgp.models.baselines.objective import gauss_kl_whitened, predictive_marginals
-from bo_ncgp.models.dual.blocks import jittered, latent_block
+from bo_ncgp.models.baselines.objective import predictive_marginals
 from bo_ncgp.models.dual.streaming import StepClock
 
 __all__ = ["OfflineSVGP"]
@@ -79,7 +78,7 @@ class _Native(torch.nn.Module):
                                     torch.tril(self.L_raw))  # fmt: skip
 
     def kl(self) -> Tensor:
-        return gauss_kl_whitened(self.mu, torch.tril(self.L_raw))
+        return whitened_kl(self.mu, torch.tril(self.L_raw)).sum()
 
 
 class OfflineSVGP(torch.nn.Module, LatentGP):

@@ -53,7 +53,7 @@ from torch import Tensor
 
 from bo_ncgp.exceptions import InputDataError
 from bo_ncgp.likelihoods import Likelihood
-from bo_ncgp.linalg import stable_cholesky
+from bo_ncgp.linalg import latent_block, log_prior, stable_cholesky
 from bo_ncgp.models.base import Callback, LatentGP
 from bo_ncgp.models.dual import streaming
 from bo_ncgp.models.dual._state import (
@@ -64,7 +64,6 @@ from bo_ncgp.models.dual._state import (
     same_key,
     shallow_module_copy,
 )
-from bo_ncgp.models.dual.blocks import latent_block, log_prior
 from bo_ncgp.models.dual.config import DualSVGPConfig
 from bo_ncgp.models.dual.inducing import check_inducing_points, project_dual_pair
 from bo_ncgp.models.dual.memory import Memory, bayesian_leverage_scores
@@ -408,7 +407,7 @@ class DualSVGP(InducingState, ResizableModule, LatentGP):
 
     # ------------------------------------------------------------- objectives
     def _log_prior(self) -> Tensor:
-        return log_prior(self.kernel, self.likelihood, like=self._Z)
+        return log_prior(self.kernel, self.likelihood, dtype=self._Z.dtype, device=self._Z.device)
 
     def _objective(
         self,
