@@ -121,6 +121,8 @@ class AdamStepper:
 
     Attributes:
         stopped: ``True`` once a step failed (the caller ends its loop).
+        loss: the (detached) loss of the last step taken, evaluated before its update
+            (``None`` before the first step).
 
     Example:
         >>> w = torch.nn.Parameter(torch.tensor([1.0]))
@@ -158,6 +160,8 @@ class AdamStepper:
         self.project = project
         self.name = name
         self.stopped = False
+        self.loss: Tensor | None = None
+        self._before_last: tuple[list[Tensor], list[dict]] | None = None
 
     def step(self, loss: Tensor | Callable[[], Tensor]) -> bool:
         """Back-propagate ``loss`` (a scalar to minimise, or a function that computes it) and
@@ -189,20 +193,59 @@ class AdamStepper:
             if self.project is not None:
                 self.project()
             if _all_finite(self._all_params):
+                self.loss = value.detach()
+                self._before_last = saved
                 return True
             self._restore(saved)
             problem = "non-finite parameters after the update"
         for opt in self._optimizers:
             opt.zero_grad(set_to_none=True)
+        self._fail(problem)
+        return False
+
+    def finish(self, loss: Callable[[], Tensor]) -> float:
+        """Check the loss at the final parameters (no gradients); when it is NaN or infinite
+        (or raises :class:`~bo_ncgp.exceptions.NotPSDError`) the last step taken fails like
+        any other step: it is undone and reported under the non-finite policy.
+
+        Returns:
+            The loss at the final parameters, or, when the last step was undone, its loss
+            before the update (the loss at the restored parameters).
+
+        Example:
+            >>> w = torch.nn.Parameter(torch.tensor([1.0]))
+            >>> stepper = AdamStepper([w], lr=0.5)
+            >>> stepper.step(lambda: (w - 2.0).square().sum()), round(stepper.finish(w.sum), 3)
+            (True, 1.5)
+            >>> import warnings
+            >>> with warnings.catch_warnings(record=True):
+            ...     warnings.simplefilter("always")
+            ...     value = stepper.finish(lambda: w.sum() / 0.0 - w.sum() / 0.0)  # NaN
+            >>> value, float(w), stepper.stopped  # w is back where it was before the step
+            (1.0, 1.0, True)
+        """
+        with torch.no_grad():
+            try:
+                value = float(loss())
+            except NotPSDError:
+                value = float("nan")
+        if math.isfinite(value) or self._before_last is None:
+            return value
+        self._restore(self._before_last)
+        self._before_last = None
+        self._fail(f"a non-finite loss after the last step ({value:.4g})")
+        return float(self.loss)
+
+    def _fail(self, problem: str) -> None:
+        """Report a failed (and undone) step under the non-finite policy."""
         msg = (
             f"{self.name}: {problem}; the step was undone and training stopped at the "
             "parameters before it (lower the learning rate or rescale the data)"
         )
         if self.on_nonfinite == "raise":
             raise NonFiniteError(msg)
-        warnings.warn(msg, NumericalWarning, stacklevel=3)
+        warnings.warn(msg, NumericalWarning, stacklevel=4)
         self.stopped = True
-        return False
 
     def _snapshot(self) -> tuple[list[Tensor], list[dict]]:
         states = [
