@@ -34,7 +34,7 @@ from torch import Tensor
 
 from bo_ncgp.exceptions import InputDataError, UnsupportedError
 from bo_ncgp.likelihoods import Likelihood
-from bo_ncgp.linalg import jittered, latent_block, log_prior, stable_cholesky
+from bo_ncgp.linalg import jittered, latent_block, log_prior, solve_lower, stable_cholesky
 from bo_ncgp.models.base import Callback, LatentGP
 from bo_ncgp.models.baselines.objective import (
     OldPosterior,
@@ -43,7 +43,11 @@ from bo_ncgp.models.baselines.objective import (
     streaming_elbo,
 )
 from bo_ncgp.models.dual._state import InducingState, ResizableModule
-from bo_ncgp.models.dual.inducing import check_inducing_points, select_inducing_points
+from bo_ncgp.models.dual.inducing import (
+    check_inducing_points,
+    check_kernel_and_likelihood,
+    select_inducing_points,
+)
 from bo_ncgp.models.training import AdamStepper, FitClock, minimize_lbfgs
 
 __all__ = ["BuiStreamingSVGP"]
@@ -97,21 +101,7 @@ class BuiStreamingSVGP(InducingState, ResizableModule, LatentGP):
         jitter: float = 1e-6,
     ) -> None:
         super().__init__()
-        if not isinstance(kernel, gpytorch.kernels.Kernel):
-            raise InputDataError(
-                f"BuiStreamingSVGP: kernel must be a GPyTorch kernel, got {kernel!r}"
-            )
-        if not isinstance(likelihood, Likelihood):
-            raise InputDataError(
-                "BuiStreamingSVGP: likelihood must be a bo_ncgp.likelihoods.Likelihood, got "
-                f"{type(likelihood).__name__}"
-            )
-        C = int(likelihood.num_latents)
-        kb = tuple(kernel.batch_shape)
-        if kb not in ((), (C,)):
-            raise InputDataError(
-                f"BuiStreamingSVGP: kernel batch_shape must be () or ({C},), got {kb}"
-            )
+        C = check_kernel_and_likelihood("BuiStreamingSVGP", kernel, likelihood)
         if int(num_steps) != num_steps or num_steps < 0:
             raise InputDataError(
                 f"BuiStreamingSVGP: num_steps must be a non-negative int, got {num_steps}"
@@ -228,10 +218,10 @@ class BuiStreamingSVGP(InducingState, ResizableModule, LatentGP):
                 eye = torch.eye(m, dtype=Z_new.dtype, device=Z_new.device)
                 return Z_new.new_zeros(self._C, m), eye.repeat(self._C, 1, 1)
             L_b = self._chol(self._Kzz(self._Z), "K_zz")
-            H = torch.linalg.solve_triangular(L_b, self._k(self._Z, Z_new), upper=False)
+            H = solve_lower(L_b, self._k(self._Z, Z_new))
             L_n = self._chol(self._Kzz(Z_new), "K(Z_new, Z_new)")
             # whitened map v_new = L_n^{-1} u_new with u_new | v ~ N(H^T v, K_nn - H^T H)
-            G = torch.linalg.solve_triangular(L_n, H.mT, upper=False)  # L_n^{-1} H^T
+            G = solve_lower(L_n, H.mT)  # L_n^{-1} H^T
             mu = (G @ self._mu.unsqueeze(-1)).squeeze(-1)
             eye = torch.eye(Z_new.shape[0], dtype=Z_new.dtype, device=Z_new.device)
             GL = G @ self._L

@@ -28,8 +28,9 @@ from torch import Tensor
 from bo_ncgp.exceptions import InputDataError, UnsupportedError
 from bo_ncgp.likelihoods import Likelihood
 from bo_ncgp.linalg import jittered, latent_block, stable_cholesky, whitened_kl
-from bo_ncgp.models.base import Callback, LatentGP
+from bo_ncgp.models.base import Callback, FitStep, LatentGP, notify
 from bo_ncgp.models.baselines.objective import predictive_marginals
+from bo_ncgp.models.dual.inducing import check_kernel_and_likelihood
 from bo_ncgp.models.svgp import SVGP
 from bo_ncgp.models.training import minimize_adam
 
@@ -98,21 +99,11 @@ class OfflineSVGP(torch.nn.Module, LatentGP):
         backend: str = "native",
     ) -> None:
         super().__init__()
-        if not isinstance(likelihood, Likelihood):
-            raise InputDataError(
-                "OfflineSVGP: likelihood must be a bo_ncgp.likelihoods.Likelihood, got "
-                f"{type(likelihood).__name__}"
-            )
+        self.C = check_kernel_and_likelihood("OfflineSVGP", kernel, likelihood)
         Z = torch.as_tensor(inducing_points)
         if Z.dim() != 2 or Z.shape[0] == 0 or not torch.isfinite(Z).all():
             raise InputDataError(
                 f"OfflineSVGP: inducing_points must be a finite (m, d) tensor, got {tuple(Z.shape)}"
-            )
-        self.C = int(likelihood.num_latents)
-        kb = tuple(kernel.batch_shape)
-        if kb not in ((), (self.C,)):
-            raise InputDataError(
-                f"OfflineSVGP: kernel batch_shape must be () or ({self.C},), got {kb}"
             )
         if backend not in ("native", "gpytorch"):
             raise InputDataError(
@@ -197,9 +188,12 @@ class OfflineSVGP(torch.nn.Module, LatentGP):
             pos += bs
             return -self.elbo(X[idx], y[idx], num_data=n) / n
 
-        self.losses += minimize_adam(self.parameters(), loss_fn, int(num_steps), lr=lr,
-                                     model=self, callback=callback, on_nonfinite="raise",
-                                     name="OfflineSVGP.fit")  # fmt: skip
+        def record(step: FitStep) -> bool:  # the losses so far survive a NonFiniteError
+            self.losses.append(step.loss)
+            return notify(callback, step)
+
+        minimize_adam(self.parameters(), loss_fn, int(num_steps), lr=lr, model=self,
+                      callback=record, on_nonfinite="raise", name="OfflineSVGP.fit")  # fmt: skip
         self.eval()
         return self
 

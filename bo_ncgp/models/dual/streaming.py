@@ -82,7 +82,8 @@ def update(model: DualSVGP, X: Tensor, y: Tensor, callback: Callback | None = No
         before = reported
         stop = False
         if model.num_hyper_steps > 0:
-            stop = hyper_steps(model, Xa, ya, eta, beta, weights, n_M > 0, report, r)
+            active = (Xa, ya, eta, beta, weights, n_M > 0)
+            stop = hyper_steps(model, active, report, r)
         if reported == before:  # no hyperparameter step ran: report the round
             stop = report(None, {"round": r})
         if stop:
@@ -113,16 +114,13 @@ def inner_steps(
 
 def hyper_steps(
     model: DualSVGP,
-    Xa: Tensor,
-    ya: Tensor,
-    eta: Tensor,
-    beta: Tensor,
-    weights: Tensor,
-    rest: bool,
+    active: tuple[Tensor, Tensor, Tensor, Tensor, Tensor, bool],
     report: Callable[[float, dict[str, int]], bool] | None = None,
     round_: int = 0,
 ) -> bool:
-    """Adam on Eq. 26 (or Eq. 21) plus log priors, sites and ``Z`` fixed (Sec. 3.4).
+    """Adam on Eq. 26 (or Eq. 21) plus log priors, sites and ``Z`` fixed (Sec. 3.4), on the
+    active points ``active = (X, y, eta, beta, weights, rest)`` (the first arguments of the
+    model's objective).
 
     The steps follow the non-finite policy of :mod:`bo_ncgp.models.training`: a step with a
     non-finite objective, gradient or result (or a non-PSD ``K_zz + B_u``) is undone and ends
@@ -143,7 +141,7 @@ def hyper_steps(
     stop = False
 
     def loss_fn() -> Tensor:
-        obj = model._objective(Xa, ya, eta, beta, weights, rest, model.hyper_objective, q_fixed)
+        obj = model._objective(*active, model.hyper_objective, q_fixed)
         return -(obj + model._log_prior())
 
     with torch.enable_grad():
