@@ -1,11 +1,13 @@
 """The gradient-based optimisation loops of bo_ncgp's models, with one non-finite policy.
 
-Every model that learns parameters by Adam (the sparse GAM's ELBO, HIP-GP's hyperparameters)
-takes its steps through :class:`AdamStepper` -- directly where the model interleaves other
-updates between the Adam steps (HIP-GP's natural-gradient steps) -- or through
+Every model that learns parameters by Adam (the sparse GAM's ELBO, HIP-GP's and the dual
+SVGP's hyperparameters, the streaming and offline SVGP baselines) takes its steps through
+:class:`AdamStepper` -- directly where the model interleaves other updates between the Adam
+steps (HIP-GP's natural-gradient steps, the dual SVGP's site updates) -- or through
 :func:`minimize_adam`, the whole loop with the :class:`~bo_ncgp.models.base.FitStep`
-callback. Full-batch deterministic objectives may use :func:`minimize_lbfgs` instead. Loops
-that do not step an optimiser (IterNCGP's Newton steps) report through :class:`FitClock`.
+callback. Full-batch deterministic objectives may use :func:`minimize_lbfgs` instead (the
+streaming baseline's ``optimizer="lbfgs"``). Loops that do not step an optimiser (IterNCGP's
+Newton steps) report through :class:`FitClock`.
 
 The non-finite policy (the same everywhere): when the loss or any gradient of a step is NaN or
 infinite (or the loss raises :class:`~bo_ncgp.exceptions.NotPSDError`, or the update leaves a
@@ -13,6 +15,7 @@ parameter non-finite), the step is undone -- the parameters and the optimiser's 
 exactly as they were before it --, one :class:`~bo_ncgp.exceptions.NumericalWarning` is
 emitted and training stops (``on_nonfinite="stop"``, the default) or
 :class:`~bo_ncgp.exceptions.NonFiniteError` is raised (``on_nonfinite="raise"``).
+:meth:`AdamStepper.finish` applies the same policy to the loss at the final parameters.
 
 Example:
     >>> import torch
