@@ -11,6 +11,10 @@ Catch :class:`BoNCGPError` for anything the library raises on purpose; the subcl
   where one latent is needed). Also a ``ValueError``.
 * :class:`NotPSDError` -- a matrix that must be positive definite is not, even after the
   jitter of :func:`bo_ncgp.linalg.stable_cholesky`. Also a ``ValueError``.
+* :class:`NonFiniteError` -- a training step produced a NaN or infinite loss, gradient or
+  parameter and the caller asked for an error rather than a warning
+  (``on_nonfinite="raise"`` of :mod:`bo_ncgp.models.training`). Also a
+  ``FloatingPointError``.
 * :class:`NumericalWarning` -- a numerical repair (jitter, clamping, a rolled-back step)
   that changes results slightly; a ``RuntimeWarning``.
 
@@ -31,6 +35,7 @@ from __future__ import annotations
 __all__ = [
     "BoNCGPError",
     "InputDataError",
+    "NonFiniteError",
     "NotPSDError",
     "NumericalWarning",
     "UnsupportedError",
@@ -78,6 +83,17 @@ class NotPSDError(BoNCGPError, ValueError):
         Traceback (most recent call last):
         ...
         bo_ncgp.exceptions.NotPSDError: ...
+    """
+
+
+class NonFiniteError(BoNCGPError, FloatingPointError):
+    """A training step produced a NaN or infinite loss, gradient or parameter (raised by the
+    training loops of :mod:`bo_ncgp.models.training` with ``on_nonfinite="raise"``; the
+    step is undone first).
+
+    Example:
+        >>> issubclass(NonFiniteError, FloatingPointError), issubclass(NonFiniteError, BoNCGPError)
+        (True, True)
     """
 
 

@@ -28,11 +28,16 @@ from pathlib import Path
 from typing import Any
 
 from bo_ncgp.campaigns.storage import read_json, write_csv, write_json
+from bo_ncgp.exceptions import InputDataError
 
 __all__ = ["ARCHIVE", "load_states", "read_archive", "write_archive"]
 
 ARCHIVE = "archive"
 _META_KEYS = ("problem", "strategy", "budget", "batch_size", "num_initial", "finished")
+#: per-iteration values of the runner, stored beside the strategy's metrics in columns named
+#: ``run:<key>`` (absent in older archives, which read back without them)
+_ITERATION_KEYS = ("best_value", "update_seconds", "acquisition_seconds", "evaluation_seconds")
+_RUN = "run:"
 
 
 def _cell(v: Any) -> str:
@@ -60,7 +65,7 @@ def write_archive(folder: str | Path, states: list[dict[str, Any]]) -> Path:
         The archive folder.
 
     Raises:
-        ValueError: if ``states`` is empty, mixes strategies or repeats a seed.
+        InputDataError: if ``states`` is empty, mixes strategies or repeats a seed.
 
     Example:
         >>> import tempfile
@@ -79,15 +84,18 @@ def write_archive(folder: str | Path, states: list[dict[str, Any]]) -> Path:
         (True, [0.5, 1.0])
     """
     if not states:
-        raise ValueError("write_archive: no campaign states given")
+        raise InputDataError("write_archive: no campaign states given")
     names = {st["strategy"]["name"] for st in states}
     if len(names) > 1:
-        raise ValueError(f"write_archive: states of several strategies {sorted(names)}")
+        raise InputDataError(f"write_archive: states of several strategies {sorted(names)}")
     seeds = [int(st["seed"]) for st in states]
     if len(set(seeds)) != len(seeds):
-        raise ValueError(f"write_archive: a seed appears twice in {sorted(seeds)}")
+        raise InputDataError(f"write_archive: a seed appears twice in {sorted(seeds)}")
     states = sorted(states, key=lambda st: int(st["seed"]))
     metrics = sorted({m for st in states for it in st["iterations"] for m in it.get("metrics", {})})
+    logged = [
+        k for k in _ITERATION_KEYS if any(k in it for st in states for it in st["iterations"])
+    ]
     ev_rows, it_rows = [], []
     meta: dict[str, Any] = {}
     for st in states:
@@ -107,6 +115,7 @@ def write_archive(folder: str | Path, states: list[dict[str, Any]]) -> Path:
             m = it.get("metrics", {})
             it_rows.append(
                 [str(seed), str(it.get("iteration", k)), str(int(it["num_evaluations"]))]
+                + [_cell(it.get(name)) for name in logged]
                 + [_cell(m.get(name)) for name in metrics]
             )
         meta[str(seed)] = {k: st.get(k) for k in _META_KEYS}
@@ -114,7 +123,7 @@ def write_archive(folder: str | Path, states: list[dict[str, Any]]) -> Path:
     arch = Path(folder) / ARCHIVE
     ev_header = ["seed", "index", "point", "value", "success", "error"]
     write_csv(arch / "evaluations.csv", ev_header, ev_rows)
-    it_header = ["seed", "iteration", "num_evaluations", *metrics]
+    it_header = ["seed", "iteration", "num_evaluations", *(_RUN + k for k in logged), *metrics]
     write_csv(arch / "iterations.csv", it_header, it_rows)
     write_json(arch / "campaigns.json", meta)
     return arch
@@ -129,7 +138,7 @@ def read_archive(folder: str | Path) -> dict[int, dict[str, Any]]:
 
     Raises:
         FileNotFoundError: if ``folder/archive/campaigns.json`` does not exist.
-        ValueError: if the tables name a seed that ``campaigns.json`` does not hold.
+        InputDataError: if the tables name a seed that ``campaigns.json`` does not hold.
     """
     arch = Path(folder) / ARCHIVE
     meta = read_json(arch / "campaigns.json")
@@ -149,7 +158,7 @@ def read_archive(folder: str | Path) -> dict[int, dict[str, Any]]:
     def owner(row: dict[str, str], table: str) -> dict[str, Any]:
         seed = int(row["seed"])
         if seed not in states:
-            raise ValueError(f"{arch / table}: seed {seed} is not in campaigns.json")
+            raise InputDataError(f"{arch / table}: seed {seed} is not in campaigns.json")
         return states[seed]
 
     with open(arch / "evaluations.csv", newline="") as fh:
@@ -165,12 +174,15 @@ def read_archive(folder: str | Path) -> dict[int, dict[str, Any]]:
     with open(arch / "iterations.csv", newline="") as fh:
         reader = csv.DictReader(fh)
         keys = ("seed", "iteration", "num_evaluations")
-        names = [f for f in reader.fieldnames or [] if f not in keys]
+        fields = reader.fieldnames or []
+        logged = [f for f in fields if f.startswith(_RUN)]
+        names = [f for f in fields if f not in keys and not f.startswith(_RUN)]
         for row in reader:
             owner(row, "iterations.csv")["iterations"].append(
                 {
                     "iteration": int(row["iteration"]),
                     "num_evaluations": int(row["num_evaluations"]),
+                    **{n[len(_RUN) :]: _float(row[n]) for n in logged if row[n] != ""},
                     "metrics": {n: float(row[n]) for n in names if row[n] != ""},
                 }
             )

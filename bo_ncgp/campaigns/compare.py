@@ -50,7 +50,7 @@ def paired_differences(
         found in both folders that reached the step (``a_lower``: seeds with ``a < b``).
 
     Raises:
-        ValueError: if the folders share no seed, or their campaigns ran on different data.
+        InputDataError: if the folders share no seed, or their campaigns ran on different data.
 
     Example:
         >>> import json, tempfile

@@ -31,6 +31,7 @@ import numpy as np
 from bo_ncgp.campaigns.executors import InlineExecutor, make_executor
 from bo_ncgp.campaigns.storage import read_json, write_csv, write_json
 from bo_ncgp.campaigns.strategies.base import History, Strategy
+from bo_ncgp.exceptions import InputDataError
 from bo_ncgp.problems.base import Evaluation, Problem
 
 __all__ = ["Campaign", "run_seed", "run_seeds"]
@@ -108,12 +109,12 @@ class Campaign:
         out_dir: str | Path,
     ) -> None:
         if budget < 1 or batch_size < 1 or num_initial < 1:
-            raise ValueError(
+            raise InputDataError(
                 f"Campaign: budget, batch_size and num_initial must be >= 1, got {budget}, "
                 f"{batch_size}, {num_initial}"
             )
         if num_initial > budget:
-            raise ValueError(f"Campaign: num_initial={num_initial} exceeds budget={budget}")
+            raise InputDataError(f"Campaign: num_initial={num_initial} exceeds budget={budget}")
         self.problem = problem
         self.strategy = strategy
         self.budget = int(budget)
@@ -170,14 +171,16 @@ class Campaign:
         :meth:`~bo_ncgp.campaigns.strategies.base.Strategy.read_saved_config`)."""
         state = read_json(Path(out_dir) / STATE)
         if state.get("format") != FORMAT_VERSION:
-            raise ValueError(f"{out_dir}: unsupported campaign state format {state.get('format')}")
+            raise InputDataError(
+                f"{out_dir}: unsupported campaign state format {state.get('format')}"
+            )
         for key, obj in (("problem", problem), ("strategy", strategy)):
             # a config saved under other settings names, in the terms of the object's config
             given = _jsonable(obj.config())
             read = getattr(obj, "read_saved_config", None)
             saved = _jsonable(read(dict(state[key]))) if callable(read) else state[key]
             if saved != given:
-                raise ValueError(
+                raise InputDataError(
                     f"{out_dir}: the {key} differs from the saved run: saved {state[key]}, "
                     f"given {obj.config()}"
                 )

@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from bo_ncgp.exceptions import InputDataError
+
 __all__ = ["mean_se", "mean_se_curve", "mean_se_dict"]
 
 
@@ -66,7 +68,7 @@ def mean_se_curve(curves: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """
     A = _finite(curves)
     if A.ndim != 2:
-        raise ValueError(f"mean_se_curve: expected a (seeds, steps) array, got shape {A.shape}")
+        raise InputDataError(f"mean_se_curve: expected a (seeds, steps) array, got shape {A.shape}")
     n = np.sum(np.isfinite(A), axis=0)
     with np.errstate(invalid="ignore", divide="ignore"):
         total = np.nansum(A, axis=0)

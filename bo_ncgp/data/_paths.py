@@ -14,13 +14,15 @@ import hashlib
 import os
 from pathlib import Path
 
+from bo_ncgp.exceptions import InputDataError
+
 __all__ = ["DataChecksumError", "data_file", "resolve_root", "sha256"]
 
 ENV_VAR = "BO_NCGP_DATA"
 _PROJECT = Path(__file__).resolve().parents[2]
 
 
-class DataChecksumError(ValueError):
+class DataChecksumError(InputDataError):
     """A data file does not match the checksum recorded in ``SHA256SUMS``.
 
     Example:

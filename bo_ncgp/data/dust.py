@@ -18,6 +18,7 @@ import torch
 from torch import Tensor
 
 from bo_ncgp.data._paths import data_file
+from bo_ncgp.exceptions import InputDataError
 
 __all__ = ["DUST_COLUMNS", "load_dust"]
 
@@ -55,7 +56,7 @@ def load_dust(
 
     Raises:
         FileNotFoundError: the file is missing (the message names it and the data root).
-        ValueError: the file does not have 12 header names and 13 values per row.
+        InputDataError: the file does not have 12 header names and 13 values per row.
 
     Example:
         >>> d = load_dust()  # doctest: +SKIP
@@ -67,19 +68,19 @@ def load_dust(
     with open(path) as fh:
         header = fh.readline().split()
     if header != list(DUST_COLUMNS[1:]):
-        raise ValueError(
+        raise InputDataError(
             f"{path}: unexpected header {header}; expected the 12 names {list(DUST_COLUMNS[1:])}"
         )
     table = np.loadtxt(path, skiprows=1, ndmin=2)
     if table.shape[1] != len(DUST_COLUMNS):
-        raise ValueError(
+        raise InputDataError(
             f"{path}: rows have {table.shape[1]} values, expected {len(DUST_COLUMNS)} "
             "(an unnamed index followed by the 12 named columns)"
         )
     if table.shape[0] == 0:
-        raise ValueError(f"{path}: no data rows")
+        raise InputDataError(f"{path}: no data rows")
     if not np.isfinite(table).all():
-        raise ValueError(f"{path}: contains NaN or inf")
+        raise InputDataError(f"{path}: contains NaN or inf")
     out: dict[str, Tensor] = {}
     for j, name in enumerate(DUST_COLUMNS):
         col = torch.from_numpy(np.ascontiguousarray(table[:, j]))

@@ -33,6 +33,7 @@ import torch
 from torch import Tensor
 
 from bo_ncgp.data._paths import data_file
+from bo_ncgp.exceptions import InputDataError
 
 __all__ = ["FEATURES", "HOTSPOT_THRESHOLDS", "HotspotData", "load_hotspots"]
 
@@ -94,11 +95,11 @@ def _read_rows(path: Path) -> tuple[list[str], list[list[str]]]:
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as err:
-        raise ValueError(f"{path}: not a UTF-8 text file ({err})") from err
+        raise InputDataError(f"{path}: not a UTF-8 text file ({err})") from err
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     rows = [r for r in csv.reader(io.StringIO(text)) if any(c.strip() for c in r)]
     if not rows:
-        raise ValueError(f"{path}: the file is empty (expected a header and village rows)")
+        raise InputDataError(f"{path}: the file is empty (expected a header and village rows)")
     return [c.strip() for c in rows[0]], rows[1:]
 
 
@@ -118,7 +119,7 @@ def load_hotspots(
 
     Raises:
         FileNotFoundError: the file is missing (the message names it and the data root).
-        ValueError: missing columns, an empty file, non-numeric or non-finite values, theta
+        InputDataError: missing columns, an empty file, non-numeric or non-finite values, theta
             outside ``[0, 1]``, or an unknown country without ``threshold`` (the message
             names the file and the problem).
 
@@ -130,29 +131,29 @@ def load_hotspots(
         >>> data = load_hotspots("civ")  # needs the shared data  # doctest: +SKIP
     """
     if not isinstance(country, str) or not country or "/" in country or "\\" in country:
-        raise ValueError(
+        raise InputDataError(
             f"load_hotspots: country must be a file prefix such as 'civ', got {country!r}"
         )
     if threshold is None:
         if country not in HOTSPOT_THRESHOLDS:
-            raise ValueError(
+            raise InputDataError(
                 f"load_hotspots: no default hotspot threshold for country {country!r} (known: "
                 f"{', '.join(sorted(HOTSPOT_THRESHOLDS))}); pass threshold=..."
             )
         threshold = HOTSPOT_THRESHOLDS[country]
     threshold = float(threshold)
     if not (math.isfinite(threshold) and 0.0 < threshold < 1.0):
-        raise ValueError(f"load_hotspots: threshold must lie in (0, 1), got {threshold}")
+        raise InputDataError(f"load_hotspots: threshold must lie in (0, 1), got {threshold}")
     path = data_file(f"hotspots/{country}_data.csv", root=root, hint=_HINT)
     header, rows = _read_rows(path)
     missing = [c for c in _REQUIRED if c not in header]
     if missing:
-        raise ValueError(
+        raise InputDataError(
             f"{path}: missing column(s) {', '.join(missing)}; expected the columns "
             f"{', '.join(_REQUIRED)} (found {', '.join(header)})"
         )
     if not rows:
-        raise ValueError(f"{path}: the file has a header but no village rows")
+        raise InputDataError(f"{path}: the file has a header but no village rows")
     col = {name: header.index(name) for name in _REQUIRED}
     numeric = (*FEATURES, "theta")
     values = np.empty((len(rows), len(numeric)))
@@ -160,25 +161,25 @@ def load_hotspots(
     for i, row in enumerate(rows):
         line = i + 2  # 1-based, after the header
         if len(row) != len(header):
-            raise ValueError(
+            raise InputDataError(
                 f"{path}: line {line} has {len(row)} fields, the header has {len(header)}"
             )
         for j, name in enumerate(numeric):
             try:
                 values[i, j] = float(row[col[name]])
             except ValueError:
-                raise ValueError(
+                raise InputDataError(
                     f"{path}: line {line}, column {name}: {row[col[name]]!r} is not a number"
                 ) from None
         disease.append(row[col["disease"]].strip())
     if not np.isfinite(values).all():
         i, j = np.argwhere(~np.isfinite(values))[0]
-        raise ValueError(f"{path}: line {i + 2}, column {numeric[j]} is NaN or infinite")
+        raise InputDataError(f"{path}: line {i + 2}, column {numeric[j]} is NaN or infinite")
     theta = values[:, -1]
     bad = (theta < 0) | (theta > 1)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise ValueError(
+        raise InputDataError(
             f"{path}: theta (the prevalence) must lie in [0, 1]; {int(bad.sum())} row(s) do not, "
             f"first at line {i + 2} (theta = {theta[i]})"
         )

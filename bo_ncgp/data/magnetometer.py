@@ -18,6 +18,7 @@ import torch
 from torch import Tensor
 
 from bo_ncgp.data._paths import data_file
+from bo_ncgp.exceptions import InputDataError
 
 __all__ = ["load_magnetometer"]
 
@@ -27,9 +28,9 @@ _HINT = "It is the Solin et al. (2018) invensense data (MIT licence) in the shar
 def _read(path, cols: int) -> np.ndarray:
     a = np.loadtxt(path, delimiter=",", ndmin=2)
     if a.shape[1] != cols:
-        raise ValueError(f"{path}: expected {cols} comma-separated columns, got {a.shape[1]}")
+        raise InputDataError(f"{path}: expected {cols} comma-separated columns, got {a.shape[1]}")
     if not np.isfinite(a).all():
-        raise ValueError(f"{path}: contains NaN or inf")
+        raise InputDataError(f"{path}: contains NaN or inf")
     return a
 
 
@@ -51,7 +52,7 @@ def load_magnetometer(
         number of every row).
 
     Raises:
-        ValueError: an unknown path number, or files whose lengths/columns disagree.
+        InputDataError: an unknown path number, or files whose lengths/columns disagree.
         FileNotFoundError: a file is missing (the message names it and the data root).
 
     Example:
@@ -61,10 +62,10 @@ def load_magnetometer(
     """
     paths = [int(p) for p in paths]
     if not paths:
-        raise ValueError("load_magnetometer: no paths requested")
+        raise InputDataError("load_magnetometer: no paths requested")
     bad = [p for p in paths if p < 1 or p > 9]
     if bad:
-        raise ValueError(f"load_magnetometer: path numbers must lie in 1..9, got {bad}")
+        raise InputDataError(f"load_magnetometer: path numbers must lie in 1..9, got {bad}")
     dtype = dtype or torch.get_default_dtype()
     locs, mags, times, ids = [], [], [], []
     for p in paths:
@@ -72,7 +73,7 @@ def load_magnetometer(
         mag = _read(data_file(f"streaming/invensense/{p}-mag.csv", root=root, hint=_HINT), 3)
         tim = _read(data_file(f"streaming/invensense/{p}-time.csv", root=root, hint=_HINT), 1)
         if not (len(loc) == len(mag) == len(tim)):
-            raise ValueError(
+            raise InputDataError(
                 f"load_magnetometer: path {p} has {len(loc)} positions, {len(mag)} field "
                 f"readings and {len(tim)} time stamps"
             )

@@ -35,6 +35,7 @@ import torch
 from torch import Tensor
 
 from bo_ncgp.data._paths import data_file, resolve_root
+from bo_ncgp.exceptions import InputDataError
 
 __all__ = [
     "MNIST_FILES",
@@ -99,7 +100,7 @@ def load_idx(path: str | os.PathLike) -> Tensor:
 
     Raises:
         FileNotFoundError: the file does not exist.
-        ValueError: bad magic number, unknown type code, or a size that does not match the
+        InputDataError: bad magic number, unknown type code, or a size that does not match the
             header (truncated file or trailing bytes).
 
     Example:
@@ -114,26 +115,26 @@ def load_idx(path: str | os.PathLike) -> Tensor:
         try:
             raw = gzip.decompress(raw)
         except (OSError, EOFError) as err:
-            raise ValueError(f"load_idx: {path} is a corrupt gzip file ({err})") from err
+            raise InputDataError(f"load_idx: {path} is a corrupt gzip file ({err})") from err
     if len(raw) < 4:
-        raise ValueError(f"load_idx: {path} is too short for an IDX header ({len(raw)} bytes)")
+        raise InputDataError(f"load_idx: {path} is too short for an IDX header ({len(raw)} bytes)")
     zero, code, ndim = raw[:2], raw[2], raw[3]
     if zero != b"\x00\x00" or code not in _IDX_TYPES or ndim == 0:
-        raise ValueError(
+        raise InputDataError(
             f"load_idx: {path} is not an IDX file (magic number {raw[:4].hex()}; expected "
             f"0000 followed by a type code in {{08, 09, 0b, 0c, 0d, 0e}} and the number of "
             "dimensions)"
         )
     header = 4 + 4 * ndim
     if len(raw) < header:
-        raise ValueError(f"load_idx: {path} is truncated inside its header")
+        raise InputDataError(f"load_idx: {path} is truncated inside its header")
     dims = [int.from_bytes(raw[4 + 4 * i : 8 + 4 * i], "big") for i in range(ndim)]
     np_dtype, torch_dtype = _IDX_TYPES[code]
     itemsize = np.dtype(np_dtype).itemsize
     expected = header + math.prod(dims) * itemsize
     if len(raw) != expected:
         what = "truncated" if len(raw) < expected else "longer than its header says"
-        raise ValueError(
+        raise InputDataError(
             f"load_idx: {path} is {what}: header announces dims {dims} ({expected} bytes), "
             f"the file holds {len(raw)} bytes"
         )
@@ -161,16 +162,16 @@ def _load_split(root: Path, subdir: str, split: str, verify: bool) -> MNISTSplit
         files.append(data_file(rel, root=root, hint=_HINT, verify=verify))
     images, labels = load_idx(files[0]), load_idx(files[1])
     if images.dim() != 3:
-        raise ValueError(
+        raise InputDataError(
             f"load_mnist: {files[0]} must hold (n, rows, cols) images, got "
             f"dims {list(images.shape)}"
         )
     if labels.dim() != 1:
-        raise ValueError(
+        raise InputDataError(
             f"load_mnist: {files[1]} must hold (n,) labels, got dims {list(labels.shape)}"
         )
     if images.shape[0] != labels.shape[0]:
-        raise ValueError(
+        raise InputDataError(
             f"load_mnist: {files[0].name} has {images.shape[0]} images but {files[1].name} has "
             f"{labels.shape[0]} labels"
         )
@@ -212,7 +213,7 @@ def load_mnist(
         (['test'], tensor([7, 2, 1]))
     """
     if split not in ("auto", "train", "test"):
-        raise ValueError(f"load_mnist: split must be 'auto', 'train' or 'test', got {split!r}")
+        raise InputDataError(f"load_mnist: split must be 'auto', 'train' or 'test', got {split!r}")
     base = resolve_root(root)
     subdir = str(subdir).strip("/")
     if split != "auto":
@@ -259,20 +260,22 @@ def split_tasks(
         [[0, 1, 1], [0, 1, 0]]
     """
     if images.shape[0] != labels.shape[0]:
-        raise ValueError(f"split_tasks: {images.shape[0]} examples but {labels.shape[0]} labels")
+        raise InputDataError(
+            f"split_tasks: {images.shape[0]} examples but {labels.shape[0]} labels"
+        )
     seen: set[int] = set()
     tasks = []
     for group in pairs:
         group = [int(c) for c in group]
         if not group or len(set(group)) != len(group) or seen & set(group):
-            raise ValueError(
+            raise InputDataError(
                 f"split_tasks: class groups must be non-empty and disjoint, got {list(pairs)}"
             )
         seen |= set(group)
         classes = torch.tensor(group, dtype=labels.dtype, device=labels.device)
         mask = (labels.unsqueeze(-1) == classes).any(-1)
         if not bool(mask.any()):
-            raise ValueError(f"split_tasks: no examples of classes {group}")
+            raise InputDataError(f"split_tasks: no examples of classes {group}")
         y = labels[mask]
         if relabel:
             y = (y.unsqueeze(-1) == classes).long().argmax(-1)

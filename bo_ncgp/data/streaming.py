@@ -27,6 +27,7 @@ import torch
 from torch import Tensor
 
 from bo_ncgp.data._paths import data_file
+from bo_ncgp.exceptions import InputDataError
 
 __all__ = ["UCI_DATASETS", "BananaData", "load_banana", "load_uci"]
 
@@ -69,16 +70,18 @@ def _load(relpath: str, root, dtype: torch.dtype, delimiter: str | None) -> Tens
     try:
         arr = np.loadtxt(path, delimiter=delimiter, ndmin=2)
     except ValueError as err:
-        raise ValueError(f"could not parse {path}: {err}") from err
+        raise InputDataError(f"could not parse {path}: {err}") from err
     if not np.isfinite(arr).all():
-        raise ValueError(f"{path} contains NaN or inf values")
+        raise InputDataError(f"{path} contains NaN or inf values")
     return torch.as_tensor(arr, dtype=dtype)
 
 
 def _pm1_to_01(y: Tensor, what: str) -> Tensor:
     bad = (y != 1) & (y != -1)
     if bool(bad.any()):
-        raise ValueError(f"{what}: labels must be in {{-1, 1}}, found {y[bad].unique().tolist()}")
+        raise InputDataError(
+            f"{what}: labels must be in {{-1, 1}}, found {y[bad].unique().tolist()}"
+        )
     return (y + 1) / 2
 
 
@@ -106,7 +109,7 @@ def load_banana(
         X = _load(f"streaming/banana_{split}_x.txt", root, dtype, ",")
         y = _load(f"streaming/banana_{split}_y.txt", root, dtype, None).reshape(-1)
         if X.shape != (y.shape[0], 2):
-            raise ValueError(
+            raise InputDataError(
                 f"banana {split}: inputs have shape {tuple(X.shape)} but there are "
                 f"{y.shape[0]} labels"
             )
@@ -138,13 +141,15 @@ def load_uci(
         torch.Size([4521, 17])
     """
     if name not in UCI_DATASETS:
-        raise ValueError(f"load_uci: unknown data set {name!r}; choose from {sorted(UCI_DATASETS)}")
+        raise InputDataError(
+            f"load_uci: unknown data set {name!r}; choose from {sorted(UCI_DATASETS)}"
+        )
     relpath, d, _ = UCI_DATASETS[name]
     data = _load(relpath, root, dtype or torch.get_default_dtype(), ",")
     if data.shape[1] != d + 1:
-        raise ValueError(f"{relpath}: expected {d + 1} columns, found {data.shape[1]}")
+        raise InputDataError(f"{relpath}: expected {d + 1} columns, found {data.shape[1]}")
     X, y = data[:, :-1], data[:, -1]
     bad = (y != 0) & (y != 1)
     if bool(bad.any()):
-        raise ValueError(f"{relpath}: labels must be 0 or 1, found {y[bad].unique().tolist()}")
+        raise InputDataError(f"{relpath}: labels must be 0 or 1, found {y[bad].unique().tolist()}")
     return X.contiguous(), y.contiguous()

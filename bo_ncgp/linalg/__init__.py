@@ -9,7 +9,8 @@
 * :class:`Grid`, :class:`CirculantEmbedding` -- hierarchical Toeplitz ``K_uu`` on grids,
   its circulant embedding, rectangular root and preconditioner (HIP-GP);
 * :mod:`~bo_ncgp.linalg.sparse_gp` -- sparse-GP blocks: :func:`latent_block`,
-  :func:`jittered`, :func:`solve_lower`, :func:`whitened_kl`, :func:`log_prior`.
+  :func:`jittered`, :func:`solve_lower`, :func:`tri_logdet`, :func:`whitened_kl`,
+  :func:`log_prior`.
 """
 
 from bo_ncgp.linalg.cg import CGResult, cg
@@ -22,7 +23,14 @@ from bo_ncgp.linalg.cholesky import (
 from bo_ncgp.linalg.kernel_operator import KernelOperator
 from bo_ncgp.linalg.pivoted_cholesky import PivotedCholeskyResult, RowAccess, pivoted_cholesky
 from bo_ncgp.linalg.preconditioners import low_rank_plus_diagonal_inverse
-from bo_ncgp.linalg.sparse_gp import jittered, latent_block, log_prior, solve_lower, whitened_kl
+from bo_ncgp.linalg.sparse_gp import (
+    jittered,
+    latent_block,
+    log_prior,
+    solve_lower,
+    tri_logdet,
+    whitened_kl,
+)
 from bo_ncgp.linalg.toeplitz import (
     CirculantEmbedding,
     Grid,
@@ -50,5 +58,6 @@ __all__ = [
     "solve_lower",
     "stable_cholesky",
     "toeplitz_first_row",
+    "tri_logdet",
     "whitened_kl",
 ]

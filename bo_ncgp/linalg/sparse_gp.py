@@ -6,6 +6,7 @@ triangular solves and the log density of registered hyperparameter priors.
   ``()``), one per latent for a kernel of batch shape ``(C,)``.
 * :func:`jittered` -- ``K + jitter * mean(diag K) I`` (relative jitter).
 * :func:`solve_lower` -- ``L^{-1} B`` for a lower-triangular ``L``.
+* :func:`tri_logdet` -- ``log|L L^T|`` for a triangular ``L``.
 * :func:`whitened_kl` -- ``KL[N(m, R R^T) || N(0, I)]`` (the KL term of a whitened sparse
   variational posterior, e.g. Hensman et al. 2015, Eq. 10 with ``u = L v``).
 * :func:`log_prior` -- ``sum log p(theta)`` over the GPyTorch priors registered on a module
@@ -26,7 +27,7 @@ import gpytorch
 import torch
 from torch import Tensor
 
-__all__ = ["jittered", "latent_block", "log_prior", "solve_lower", "whitened_kl"]
+__all__ = ["jittered", "latent_block", "log_prior", "solve_lower", "tri_logdet", "whitened_kl"]
 
 
 def latent_block(
@@ -85,6 +86,17 @@ def solve_lower(L: Tensor, B: Tensor) -> Tensor:
     return torch.linalg.solve_triangular(L, B, upper=False)
 
 
+def tri_logdet(L: Tensor) -> Tensor:
+    """``log|L L^T| = 2 sum_i log|L_ii|`` for a triangular ``L`` ``(..., M, M)`` (the
+    log-determinant of a matrix from its Cholesky factor; the diagonal may be negative).
+
+    Example:
+        >>> round(float(tri_logdet(torch.tensor([[2.0, 0.0], [5.0, -1.0]]))), 4)  # log 4
+        1.3863
+    """
+    return 2.0 * L.diagonal(dim1=-2, dim2=-1).abs().log().sum(-1)
+
+
 def whitened_kl(mean: Tensor, chol: Tensor) -> Tensor:
     """``KL[N(m, R R^T) || N(0, I)]`` for a triangular ``R``, one value per leading batch.
 
@@ -99,12 +111,8 @@ def whitened_kl(mean: Tensor, chol: Tensor) -> Tensor:
         >>> round(float(whitened_kl(torch.zeros(2), R)), 4)  # (4 + 1 - 2 - log 4) / 2
         0.8069
     """
-    diag = chol.diagonal(dim1=-2, dim2=-1)
     return 0.5 * (
-        chol.square().sum((-2, -1))
-        + mean.square().sum(-1)
-        - diag.shape[-1]
-        - 2.0 * diag.abs().log().sum(-1)
+        chol.square().sum((-2, -1)) + mean.square().sum(-1) - chol.shape[-1] - tri_logdet(chol)
     )
 
 

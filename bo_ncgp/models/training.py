@@ -1,18 +1,21 @@
 """The gradient-based optimisation loops of bo_ncgp's models, with one non-finite policy.
 
-Every model that learns parameters by Adam (the sparse GAM's ELBO, HIP-GP's hyperparameters)
-takes its steps through :class:`AdamStepper` -- directly where the model interleaves other
-updates between the Adam steps (HIP-GP's natural-gradient steps) -- or through
+Every model that learns parameters by Adam (the sparse GAM's ELBO, HIP-GP's and the dual
+SVGP's hyperparameters, the streaming and offline SVGP baselines) takes its steps through
+:class:`AdamStepper` -- directly where the model interleaves other updates between the Adam
+steps (HIP-GP's natural-gradient steps, the dual SVGP's site updates) -- or through
 :func:`minimize_adam`, the whole loop with the :class:`~bo_ncgp.models.base.FitStep`
-callback. Full-batch deterministic objectives may use :func:`minimize_lbfgs` instead. Loops
-that do not step an optimiser (IterNCGP's Newton steps) report through :class:`FitClock`.
+callback. Full-batch deterministic objectives may use :func:`minimize_lbfgs` instead (the
+streaming baseline's ``optimizer="lbfgs"``). Loops that do not step an optimiser (IterNCGP's
+Newton steps) report through :class:`FitClock`.
 
 The non-finite policy (the same everywhere): when the loss or any gradient of a step is NaN or
 infinite (or the loss raises :class:`~bo_ncgp.exceptions.NotPSDError`, or the update leaves a
 parameter non-finite), the step is undone -- the parameters and the optimiser's moments are
 exactly as they were before it --, one :class:`~bo_ncgp.exceptions.NumericalWarning` is
-emitted and training stops (``on_nonfinite="stop"``, the default) or :class:`NonFiniteError` is
-raised (``on_nonfinite="raise"``).
+emitted and training stops (``on_nonfinite="stop"``, the default) or
+:class:`~bo_ncgp.exceptions.NonFiniteError` is raised (``on_nonfinite="raise"``).
+:meth:`AdamStepper.finish` applies the same policy to the loss at the final parameters.
 
 Example:
     >>> import torch
@@ -33,29 +36,20 @@ from typing import Any, Literal
 import torch
 from torch import Tensor
 
-from bo_ncgp.exceptions import BoNCGPError, InputDataError, NotPSDError, NumericalWarning
+from bo_ncgp.exceptions import InputDataError, NonFiniteError, NotPSDError, NumericalWarning
 from bo_ncgp.models.base import Callback, FitStep, notify
 
 __all__ = [
     "AdamStepper",
     "FitClock",
-    "NonFiniteError",
     "NonFinitePolicy",
     "minimize_adam",
     "minimize_lbfgs",
 ]
 
-#: what a non-finite loss or gradient does: warn and stop, or raise :class:`NonFiniteError`
+#: what a non-finite loss or gradient does: warn and stop, or raise
+#: :class:`~bo_ncgp.exceptions.NonFiniteError`
 NonFinitePolicy = Literal["stop", "raise"]
-
-
-class NonFiniteError(BoNCGPError, FloatingPointError):
-    """A training step produced a NaN or infinite loss or gradient (``on_nonfinite="raise"``).
-
-    Example:
-        >>> issubclass(NonFiniteError, FloatingPointError)
-        True
-    """
 
 
 class FitClock:
@@ -130,6 +124,8 @@ class AdamStepper:
 
     Attributes:
         stopped: ``True`` once a step failed (the caller ends its loop).
+        loss: the (detached) loss of the last step taken, evaluated before its update
+            (``None`` before the first step).
 
     Example:
         >>> w = torch.nn.Parameter(torch.tensor([1.0]))
@@ -167,6 +163,8 @@ class AdamStepper:
         self.project = project
         self.name = name
         self.stopped = False
+        self.loss: Tensor | None = None
+        self._before_last: tuple[list[Tensor], list[dict]] | None = None
 
     def step(self, loss: Tensor | Callable[[], Tensor]) -> bool:
         """Back-propagate ``loss`` (a scalar to minimise, or a function that computes it) and
@@ -198,20 +196,59 @@ class AdamStepper:
             if self.project is not None:
                 self.project()
             if _all_finite(self._all_params):
+                self.loss = value.detach()
+                self._before_last = saved
                 return True
             self._restore(saved)
             problem = "non-finite parameters after the update"
         for opt in self._optimizers:
             opt.zero_grad(set_to_none=True)
+        self._fail(problem)
+        return False
+
+    def finish(self, loss: Callable[[], Tensor]) -> float:
+        """Check the loss at the final parameters (no gradients); when it is NaN or infinite
+        (or raises :class:`~bo_ncgp.exceptions.NotPSDError`) the last step taken fails like
+        any other step: it is undone and reported under the non-finite policy.
+
+        Returns:
+            The loss at the final parameters, or, when the last step was undone, its loss
+            before the update (the loss at the restored parameters).
+
+        Example:
+            >>> w = torch.nn.Parameter(torch.tensor([1.0]))
+            >>> stepper = AdamStepper([w], lr=0.5)
+            >>> stepper.step(lambda: (w - 2.0).square().sum()), round(stepper.finish(w.sum), 3)
+            (True, 1.5)
+            >>> import warnings
+            >>> with warnings.catch_warnings(record=True):
+            ...     warnings.simplefilter("always")
+            ...     value = stepper.finish(lambda: w.sum() / 0.0 - w.sum() / 0.0)  # NaN
+            >>> value, float(w), stepper.stopped  # w is back where it was before the step
+            (1.0, 1.0, True)
+        """
+        with torch.no_grad():
+            try:
+                value = float(loss())
+            except NotPSDError:
+                value = float("nan")
+        if math.isfinite(value) or self._before_last is None:
+            return value
+        self._restore(self._before_last)
+        self._before_last = None
+        self._fail(f"a non-finite loss after the last step ({value:.4g})")
+        return float(self.loss)
+
+    def _fail(self, problem: str) -> None:
+        """Report a failed (and undone) step under the non-finite policy."""
         msg = (
             f"{self.name}: {problem}; the step was undone and training stopped at the "
             "parameters before it (lower the learning rate or rescale the data)"
         )
         if self.on_nonfinite == "raise":
             raise NonFiniteError(msg)
-        warnings.warn(msg, NumericalWarning, stacklevel=3)
+        warnings.warn(msg, NumericalWarning, stacklevel=4)
         self.stopped = True
-        return False
 
     def _snapshot(self) -> tuple[list[Tensor], list[dict]]:
         states = [

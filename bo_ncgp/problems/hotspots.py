@@ -101,17 +101,19 @@ class HotspotPool(Problem):
         X = np.asarray(self.features, dtype=float)
         theta = np.asarray(self.theta, dtype=float).reshape(-1)
         if X.ndim != 2 or X.shape[0] == 0:
-            raise ValueError(f"HotspotPool: features must be (P, d) with P >= 1, got {X.shape}")
+            raise InputDataError(f"HotspotPool: features must be (P, d) with P >= 1, got {X.shape}")
         if theta.shape[0] != X.shape[0]:
-            raise ValueError(f"HotspotPool: {X.shape[0]} villages but {theta.shape[0]} prevalences")
+            raise InputDataError(
+                f"HotspotPool: {X.shape[0]} villages but {theta.shape[0]} prevalences"
+            )
         if not np.isfinite(X).all():
-            raise ValueError("HotspotPool: features contain NaN or inf")
+            raise InputDataError("HotspotPool: features contain NaN or inf")
         if not (np.isfinite(theta).all() and (theta >= 0).all() and (theta <= 1).all()):
-            raise ValueError("HotspotPool: theta must be finite and lie in [0, 1]")
+            raise InputDataError("HotspotPool: theta must be finite and lie in [0, 1]")
         if not 0.0 < float(self.threshold) < 1.0:
-            raise ValueError(f"HotspotPool: threshold must lie in (0, 1), got {self.threshold}")
+            raise InputDataError(f"HotspotPool: threshold must lie in (0, 1), got {self.threshold}")
         if int(self.num_trials) != self.num_trials or self.num_trials < 1:
-            raise ValueError(
+            raise InputDataError(
                 f"HotspotPool: num_trials must be a positive int, got {self.num_trials}"
             )
         self.features, self.theta = X, theta
@@ -153,7 +155,7 @@ class HotspotPool(Problem):
         """The first ``n`` villages of the seed's permutation (``rng`` is not used: the
         permutation already is the strategy-independent random design)."""
         if not 1 <= n <= len(self.permutation):
-            raise ValueError(f"{self.name}: initial design of {n} from {len(self.permutation)}")
+            raise InputDataError(f"{self.name}: initial design of {n} from {len(self.permutation)}")
         return self.permutation[:n].copy()
 
     def observe(self, index: int) -> int:
@@ -194,14 +196,14 @@ class HotspotPool(Problem):
         """
         p = np.asarray(prevalence, dtype=float).reshape(-1)
         if p.shape[0] != self.theta.shape[0]:
-            raise ValueError(
+            raise InputDataError(
                 f"{self.name}: prevalence has {p.shape[0]} entries, the pool {self.theta.shape[0]}"
             )
         rest = self.remaining(observed)
         if rest.size == 0:
-            raise ValueError(f"{self.name}: no village left to score")
+            raise InputDataError(f"{self.name}: no village left to score")
         if not np.isfinite(p).all():
-            raise ValueError(f"{self.name}: predicted prevalences contain NaN or inf")
+            raise InputDataError(f"{self.name}: predicted prevalences contain NaN or inf")
         pred, true = p > self.threshold, self.theta > self.threshold
         hit, sq = pred == true, (p - self.theta) ** 2
         found, hot = (pred & true)[rest].sum(), true[rest].sum()

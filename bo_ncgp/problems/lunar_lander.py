@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from bo_ncgp.exceptions import InputDataError
 from bo_ncgp.problems.base import Evaluation, Problem
 
 __all__ = ["DEFAULT_WEIGHTS", "LunarLander", "heuristic_action", "run_episode"]
@@ -107,18 +108,18 @@ class LunarLander(Problem):
     def __post_init__(self) -> None:
         self.bounds = np.array([[0.0] * 12, [1.2] * 12])
         if not self.episode_seeds:
-            raise ValueError("LunarLander: episode_seeds must not be empty")
+            raise InputDataError("LunarLander: episode_seeds must not be empty")
         if not 0.0 < self.success_fraction <= 1.0:
-            raise ValueError(
+            raise InputDataError(
                 f"LunarLander: success_fraction must be in (0, 1], got {self.success_fraction}"
             )
 
     def _check(self, x: np.ndarray) -> np.ndarray:
         x = np.asarray(x, dtype=float).reshape(-1)
         if x.shape != (12,):
-            raise ValueError(f"LunarLander: x must have 12 entries, got shape {x.shape}")
+            raise InputDataError(f"LunarLander: x must have 12 entries, got shape {x.shape}")
         if not np.all(np.isfinite(x)):
-            raise ValueError("LunarLander: x contains NaN or inf")
+            raise InputDataError("LunarLander: x contains NaN or inf")
         return x
 
     def _evaluate(self, x: np.ndarray, seeds: list[int]) -> Evaluation:

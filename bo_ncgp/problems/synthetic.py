@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from bo_ncgp.exceptions import InputDataError
 from bo_ncgp.problems.base import Evaluation, Problem
 
 __all__ = ["TestFunction"]
@@ -58,7 +59,7 @@ class TestFunction(Problem):
 
         names = {n.lower(): n for n in dir(synthetic)}
         if self.function.lower() not in names:
-            raise ValueError(f"TestFunction: unknown BoTorch test function {self.function!r}")
+            raise InputDataError(f"TestFunction: unknown BoTorch test function {self.function!r}")
         cls = getattr(synthetic, names[self.function.lower()])
         kwargs = {"negate": True}
         if self.dim is not None and "dim" in cls.__init__.__code__.co_varnames:
@@ -70,7 +71,7 @@ class TestFunction(Problem):
 
         x = np.asarray(x, dtype=float).reshape(-1)
         if x.shape != (self.dim,):
-            raise ValueError(f"{self.name}: x must have {self.dim} entries, got {x.shape}")
+            raise InputDataError(f"{self.name}: x must have {self.dim} entries, got {x.shape}")
         if self.delay:
             time.sleep(self.delay)
         if self.fail_above is not None and x[0] > self.fail_above:

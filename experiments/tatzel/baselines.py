@@ -40,6 +40,8 @@ import torch
 from torch import Tensor
 
 from bo_ncgp.linalg import stable_cholesky
+from bo_ncgp.models.svgp import SVGP
+from bo_ncgp.models.training import AdamStepper
 from experiments import harness
 
 __all__ = [
@@ -190,23 +192,6 @@ class SoDLaplace:
 
 
 # -------------------------------------------------------------------------- SVGP
-class _SVGP(gpytorch.models.ApproximateGP):
-    def __init__(self, Z: Tensor, kernel: gpytorch.kernels.Kernel, C: int) -> None:
-        var = gpytorch.variational.CholeskyVariationalDistribution(
-            Z.shape[-2], batch_shape=torch.Size([C])
-        )
-        strat = gpytorch.variational.IndependentMultitaskVariationalStrategy(
-            gpytorch.variational.VariationalStrategy(self, Z, var, learn_inducing_locations=True),
-            num_tasks=C,
-        )
-        super().__init__(strat)
-        self.mean_module = gpytorch.means.ZeroMean(batch_shape=torch.Size([C]))
-        self.covar_module = kernel
-
-    def forward(self, x: Tensor) -> gpytorch.distributions.MultivariateNormal:
-        return gpytorch.distributions.MultivariateNormal(self.mean_module(x), self.covar_module(x))
-
-
 def run_svgp(
     make_kernel: Callable[[int], gpytorch.kernels.Kernel],
     X: Tensor,
@@ -232,10 +217,10 @@ def run_svgp(
     kernel = make_kernel(C)
     for p in kernel.parameters():
         p.requires_grad_(False)
-    model = _SVGP(Z.clone(), kernel, C).to(X.dtype)
+    model = SVGP(kernel, Z, num_latents=C)
     lik = gpytorch.likelihoods.SoftmaxLikelihood(num_classes=C, mixing_weights=False)
     mll = gpytorch.mlls.VariationalELBO(lik, model, num_data=X.shape[0])
-    opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=lr)
+    stepper = AdamStepper(model.parameters(), lr, name="SVGP baseline")
     curve, steps, epoch, train_time = [], 0, 0, 0.0
 
     def evaluate() -> None:
@@ -262,13 +247,9 @@ def run_svgp(
         for s in range(0, X.shape[0], batch_size):
             t0 = time.perf_counter()
             idx = perm[s : s + batch_size]
-            opt.zero_grad()
-            loss = -mll(model(X[idx]), y[idx])
-            if not torch.isfinite(loss):
+            if not stepper.step(-mll(model(X[idx]), y[idx])):
                 diverged = True
                 break
-            loss.backward()
-            opt.step()
             steps += 1
             train_time += time.perf_counter() - t0
             if train_time >= next_eval:

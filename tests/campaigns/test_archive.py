@@ -108,7 +108,22 @@ def test_round_trip_of_vector_points_nan_values_and_errors(tmp_path):
     assert best_so_far(back).tolist()[1:] == best_so_far(st).tolist()[1:] == [-3.0, 2.5]
     assert back["iterations"][1]["metrics"]["gap"] == 0.1 + 0.2  # repr: exact
     assert back["iterations"][0]["metrics"] == {}
+    assert "update_seconds" not in back["iterations"][0]  # not logged, not invented
     assert back["recommendation"] == st["recommendation"] and back["finished"] is False
+
+
+def test_the_runner_timings_round_trip_beside_metrics_of_the_same_name(tmp_path):
+    its = [
+        {"iteration": 0, "num_evaluations": 1, "best_value": 1.0, "update_seconds": 0.5,
+         "metrics": {"update_seconds": 0.25}},
+    ]  # fmt: skip
+    st = {"seed": 0, "strategy": {"name": "s"}, "problem": {"name": "p"}, "budget": 1,
+          "batch_size": 1, "num_initial": 1, "finished": True, "iterations": its,
+          "evaluations": [{"point": 1, "value": 1.0, "success": None, "error": None}]}  # fmt: skip
+    write_archive(tmp_path, [st])
+    (it,) = read_archive(tmp_path)[0]["iterations"]
+    assert it["update_seconds"] == 0.5 and it["best_value"] == 1.0
+    assert it["metrics"] == {"update_seconds": 0.25}
 
 
 def test_bad_input_is_refused_with_a_message(tmp_path):

@@ -7,9 +7,9 @@ import warnings
 import pytest
 import torch
 
-from bo_ncgp.exceptions import NumericalWarning
+from bo_ncgp.exceptions import NonFiniteError, NumericalWarning
 from bo_ncgp.models.base import FitStep
-from bo_ncgp.models.training import AdamStepper, NonFiniteError, minimize_adam
+from bo_ncgp.models.training import AdamStepper, minimize_adam
 
 
 def test_matches_a_plain_adam_loop():
@@ -203,3 +203,34 @@ def test_companion_ngd_steps_match_the_joint_loop():
         assert stepper.step(lambda: neg_elbo(gp2))
     for (n1, p1), (_, p2) in zip(gp1.named_parameters(), gp2.named_parameters(), strict=True):
         assert torch.equal(p1, p2), n1
+
+
+def test_finish_undoes_the_last_step_when_the_final_loss_is_not_finite():
+    from bo_ncgp.exceptions import NotPSDError
+
+    w = torch.nn.Parameter(torch.tensor([1.0, 2.0]))
+    stepper = AdamStepper([w], 0.1)
+    assert stepper.step(lambda: w.square().sum())
+    assert float(stepper.loss) == 5.0
+    state = {k: v.clone() for k, v in stepper.optimizer.state[w].items()}
+    before = w.detach().clone()
+    assert stepper.step(lambda: w.square().sum())
+    assert stepper.finish(lambda: w.square().sum()) == float(w.square().sum())
+    assert not stepper.stopped
+
+    def not_psd():
+        raise NotPSDError("K")
+
+    with pytest.warns(NumericalWarning, match="after the last step"):
+        value = stepper.finish(not_psd)
+    assert torch.equal(w.detach(), before) and stepper.stopped
+    assert value == float(before.square().sum())  # the loss at the restored parameters
+    for k, v in stepper.optimizer.state[w].items():
+        assert torch.equal(v, state[k])
+    strict = AdamStepper([w], 0.1, on_nonfinite="raise")
+    nan = strict.finish(lambda: w.sum() * float("nan"))  # no step taken: nothing to undo
+    assert nan != nan and not strict.stopped
+    strict.step(w.square().sum())
+    with pytest.raises(NonFiniteError):
+        strict.finish(lambda: w.sum() * float("nan"))
+    assert torch.equal(w.detach(), before)

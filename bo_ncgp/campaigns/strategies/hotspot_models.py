@@ -4,12 +4,13 @@
   ``Gamma(2, 0.15)`` outputscale priors (Maddox et al. 2021 / Chang et al. 2023, Sec. 4.1), with
   an optional learned constant prior mean;
 * :func:`minmax_scale`: the campaign's features, min-max scaled with the initial villages;
-* :class:`ConstantMeanSVGP`: Maddox et al.'s GPyTorch SVGP with a learned constant mean,
-  refitted after every survey and converted to a :class:`~bo_ncgp.models.DualSVGP`
-  (``svgp-entropy``, ``svgp-random``);
+* :class:`ConstantMeanSVGP`: Maddox et al.'s GPyTorch SVGP with a learned constant mean
+  (:class:`bo_ncgp.models.svgp.SVGP`), refitted by Adam after every survey and converted to
+  a :class:`~bo_ncgp.models.DualSVGP` (``svgp-entropy``, ``svgp-random``);
 * :class:`RefitVariationalGP`: a zero-mean GPyTorch SVGP (Hensman et al. 2015) refitted from
-  scratch by natural-gradient descent plus Adam, conditioned on fantasies by batched refitting
-  (``refit-entropy``; the standard, slow route).
+  scratch by natural-gradient descent plus Adam
+  (:class:`~bo_ncgp.models.training.AdamStepper`), conditioned on fantasies by batched
+  refitting (``refit-entropy``; the standard, slow route).
 
 The data terms use :meth:`bo_ncgp.likelihoods.Likelihood.expected_log_prob` (Gauss–Hermite),
 the same expectations as the DualSVGP.
@@ -17,6 +18,7 @@ the same expectations as the DualSVGP.
 
 from __future__ import annotations
 
+import copy
 import warnings
 from dataclasses import dataclass
 from typing import Any
@@ -31,7 +33,10 @@ from torch import Tensor
 from bo_ncgp.bo.acquisition import exceedance_entropy
 from bo_ncgp.exceptions import InputDataError, NumericalWarning
 from bo_ncgp.likelihoods import Likelihood
-from bo_ncgp.linalg import stable_cholesky
+from bo_ncgp.models import DualSVGP
+from bo_ncgp.models.base import FitStep
+from bo_ncgp.models.svgp import SVGP
+from bo_ncgp.models.training import AdamStepper, minimize_adam
 
 __all__ = [
     "CONSTANT_INIT",
@@ -44,6 +49,7 @@ __all__ = [
 ]
 
 DTYPE = torch.float64
+_REFIT = "refit-entropy"
 #: initial variance of the constant-mean kernel (logit prevalences of civ are around -3)
 CONSTANT_INIT = 10.0
 
@@ -101,8 +107,10 @@ def _checked_rel_tol(rel_tol: float | None, who: str) -> float | None:
     return None if rel_tol is None else float(rel_tol)
 
 
-class ConstantMeanSVGP(gpytorch.models.ApproximateGP):
-    """GPyTorch SVGP with a learned constant mean (the hotspot model of Maddox et al. 2021).
+class ConstantMeanSVGP(SVGP):
+    """GPyTorch SVGP with a learned constant mean (the hotspot model of Maddox et al. 2021):
+    :class:`~bo_ncgp.models.svgp.SVGP` with ``mean="constant"``, learned inducing inputs and
+    a Cholesky ``q(u)`` on the :func:`hotspot_kernel` without the constant kernel.
 
     Args:
         Z: ``(m, d)`` initial inducing locations (learned during :meth:`fit`).
@@ -123,76 +131,80 @@ class ConstantMeanSVGP(gpytorch.models.ApproximateGP):
     """
 
     def __init__(self, Z: Tensor, outputscale_prior: bool = False) -> None:
-        q = gpytorch.variational.CholeskyVariationalDistribution(Z.shape[0])
-        strategy = gpytorch.variational.VariationalStrategy(
-            self, Z.detach().clone(), q, learn_inducing_locations=True
-        )
-        super().__init__(strategy)
-        self.mean_module = gpytorch.means.ConstantMean()
-        self.kernel = ScaleKernel(
-            MaternKernel(nu=1.5, ard_num_dims=Z.shape[-1], lengthscale_prior=GammaPrior(3.0, 6.0)),
-            outputscale_prior=GammaPrior(2.0, 0.15) if outputscale_prior else None,
-        )
-        self.to(Z)
-
-    def forward(self, x: Tensor) -> gpytorch.distributions.MultivariateNormal:
-        return gpytorch.distributions.MultivariateNormal(self.mean_module(x), self.kernel(x))
+        kernel = hotspot_kernel(Z.shape[-1], outputscale_prior=outputscale_prior)
+        super().__init__(kernel, Z, mean="constant")
+        self.steps_taken = 0
 
     def fit(
-        self, X: Tensor, y: Tensor, likelihood: Likelihood, beta: float = 1.0,
-        steps: int = 1000, lr: float = 0.01, rel_tol: float | None = None,
+        self, X: Tensor, y: Tensor, likelihood: Likelihood, beta: float | None = None,
+        steps: int | None = None, lr: float | None = None, rel_tol: float | None = None,
     ) -> float:  # fmt: skip
-        """Adam on ``-(sum_i E_q log p(y_i|f_i) - beta KL[q(u)||p(u)] + log prior) / n``
-        (the tempered ELBO; ``beta = 1`` is the ELBO); returns the last loss. Ends in eval
-        mode.
+        """Adam (:func:`~bo_ncgp.models.training.minimize_adam`) on
+        ``-(sum_i E_q log p(y_i|f_i) - beta KL[q(u)||p(u)] + log prior) / n`` (the tempered
+        ELBO; ``beta = 1`` is the ELBO, Hensman et al. 2015, Eq. 10); returns the last loss.
+        Ends in eval mode.
+
+        ``beta``, ``steps`` (the most Adam steps) and ``lr``: ``None`` takes those of
+        :class:`~bo_ncgp.campaigns.strategies.hotspots.RefittedSVGPConfig`.
 
         ``rel_tol``: also stop early when BoTorch's
         :class:`~botorch.optim.stopping.ExpMAStoppingCriterion` (window 10) sees a relative
         decrease of the smoothed loss below ``rel_tol`` -- the rule of the BoTorch
         ``fit_gpytorch_torch`` loop Maddox et al.'s script used (``1e-5`` there). ``None``
-        runs all ``steps``. The number of steps taken is kept in ``self.steps_taken``."""
+        runs all ``steps``. The number of steps taken is kept in ``self.steps_taken``.
+
+        A non-finite loss or gradient ends the fit at the parameters before that step, with
+        a :class:`~bo_ncgp.exceptions.NumericalWarning` (:mod:`bo_ncgp.models.training`).
+
+        Example:
+            >>> from bo_ncgp.likelihoods import Binomial
+            >>> X = torch.rand(15, 2, dtype=DTYPE)
+            >>> y = torch.randint(0, 40, (15,)).to(DTYPE)
+            >>> gp = ConstantMeanSVGP(X)
+            >>> _ = gp.fit(X, y, Binomial(100).to(DTYPE), steps=300, rel_tol=1.0)
+            >>> gp.steps_taken  # the first step the 10-wide window can judge
+            11
+        """
         if X.shape[0] == 0 or X.shape[0] != y.shape[0]:
             raise InputDataError(f"fit: need matching non-empty X and y, got {X.shape}, {y.shape}")
         rel_tol = _checked_rel_tol(rel_tol, "fit")
+        if beta is None or steps is None or lr is None:
+            from bo_ncgp.campaigns.strategies.hotspots import RefittedSVGPConfig
+
+            defaults = RefittedSVGPConfig()
+            beta = defaults.beta if beta is None else beta
+            steps = defaults.num_steps if steps is None else steps
+            lr = defaults.lr if lr is None else lr
         from botorch.optim.stopping import ExpMAStoppingCriterion
 
         stop = None if rel_tol is None else ExpMAStoppingCriterion(maxiter=steps, rel_tol=rel_tol)
-        self.train()
-        opt = torch.optim.Adam(self.parameters(), lr=lr)
-        loss = torch.zeros(())
-        self.steps_taken = 0
-        for _ in range(int(steps)):
-            opt.zero_grad()
+        n = X.shape[-2]
+
+        def loss_fn(step: int) -> Tensor:
             q = self(X)
             elp = likelihood.expected_log_prob(y, q.mean, q.variance).sum()
-            kl = self.variational_strategy.kl_divergence()
-            prior = sum(pr.log_prob(cl(mod)).sum() for _, mod, pr, cl, _ in self.named_priors())
-            loss = -(elp - beta * kl + prior) / X.shape[-2]
-            loss.backward()
-            opt.step()
-            self.steps_taken += 1
-            if stop is not None and stop(loss.detach()):
-                break
+            return -(elp - beta * self.kl_divergence() + self.log_prior()) / n
+
+        def early_stop(fit_step: FitStep) -> bool:
+            return stop(torch.tensor(fit_step.loss, dtype=X.dtype))
+
+        self.train()
+        losses = minimize_adam(
+            self.parameters(),
+            loss_fn,
+            int(steps),
+            lr=lr,
+            model=self,
+            callback=None if stop is None else early_stop,
+            name="ConstantMeanSVGP.fit",
+        )
         self.eval()
-        return float(loss.detach())
+        self.steps_taken = len(losses)
+        return losses[-1] if losses else float("nan")
 
-    def inducing_posterior(self) -> tuple[Tensor, Tensor, Tensor]:
-        """``(Z, m, S)``: inducing inputs and the un-whitened ``q(g(Z)) = N(m, S)``, where
-        ``g = f - constant`` (``m = L m_w``, ``S = L S_w L^T``, ``L L^T = K_zz``)."""
-        vs = self.variational_strategy
-        with torch.no_grad():
-            Z = vs.inducing_points.detach().clone()
-            q = vs.variational_distribution
-            L = stable_cholesky(self.kernel(Z).to_dense(), name="K_zz")
-            return Z, L @ q.mean, L @ q.covariance_matrix @ L.mT
-
-    def to_dual(self, likelihood: Likelihood, num_data: int = 0, **kwargs: Any):
+    def to_dual(self, likelihood: Likelihood, num_data: int = 0, **kwargs: Any) -> DualSVGP:
         """The fitted posterior as a :class:`~bo_ncgp.models.DualSVGP` (a copy of the kernel;
         see :meth:`~bo_ncgp.models.DualSVGP.from_inducing_posterior`)."""
-        import copy
-
-        from bo_ncgp.models import DualSVGP
-
         Z, m, S = self.inducing_posterior()
         return DualSVGP.from_inducing_posterior(
             copy.deepcopy(self.kernel), likelihood, Z, m, S,
@@ -200,29 +212,12 @@ class ConstantMeanSVGP(gpytorch.models.ApproximateGP):
         )  # fmt: skip
 
 
-class _SVGP(gpytorch.models.ApproximateGP):
-    """Zero-mean SVGP prior on fixed inducing inputs, natural-parameter ``q(u)`` (batched)."""
-
-    def __init__(self, kernel, Z: Tensor, batch_shape: tuple[int, ...] = ()) -> None:
-        dist = gpytorch.variational.NaturalVariationalDistribution(
-            Z.shape[-2], batch_shape=torch.Size(batch_shape)
-        )
-        strategy = gpytorch.variational.VariationalStrategy(
-            self, Z, dist, learn_inducing_locations=False
-        )
-        super().__init__(strategy)
-        self.kernel = kernel
-
-    def forward(self, x: Tensor) -> gpytorch.distributions.MultivariateNormal:
-        K = self.kernel(x)
-        return gpytorch.distributions.MultivariateNormal(x.new_zeros(K.shape[:-1]), K)
-
-
-def _log_prior(module: torch.nn.Module) -> Tensor:
-    total = torch.zeros((), dtype=DTYPE)
-    for _, mod, prior, closure, _ in module.named_priors():
-        total = total + prior.log_prob(closure(mod)).sum()
-    return total
+def _natural_svgp(kernel: Kernel, Z: Tensor, batch_shape: tuple[int, ...] = ()) -> SVGP:
+    """Zero-mean SVGP on fixed inducing inputs with a natural-parameter ``q(u)`` (batched)."""
+    svgp = SVGP(
+        kernel, Z, batch_shape=batch_shape, variational="natural", learn_inducing_locations=False
+    )
+    return svgp.to(DTYPE)
 
 
 @dataclass(frozen=True)
@@ -288,16 +283,16 @@ class RefitVariationalGP:
         self.fantasy_steps = int(c.fantasy_steps)
         self.fantasy_lr = float(c.fantasy_lr)
         self.batch_limit = int(c.batch_limit)
-        self.gp: _SVGP | None = None
+        self.gp: SVGP | None = None
         self.X = self.y = None
 
-    def _neg_elbo(self, gp: _SVGP, X: Tensor, y: Tensor) -> Tensor:
+    def _neg_elbo(self, gp: SVGP, X: Tensor, y: Tensor) -> Tensor:
         """``-ELBO / n`` per batch element (the scaling GPyTorch's NGD expects)."""
         q = gp(X)
         elbo = self.likelihood.expected_log_prob(y, q.mean, q.variance).sum(-1)
-        return -(elbo - gp.variational_strategy.kl_divergence()) / X.shape[-2]
+        return -(elbo - gp.kl_divergence()) / X.shape[-2]
 
-    def _ngd_steps(self, gp: _SVGP, X: Tensor, y: Tensor, steps: int, lr: float) -> None:
+    def _ngd_steps(self, gp: SVGP, X: Tensor, y: Tensor, steps: int, lr: float) -> None:
         """Natural-gradient steps on ``q(u)`` only (hyperparameters frozen)."""
         hypers = list(gp.kernel.parameters())
         for p in hypers:
@@ -318,20 +313,15 @@ class RefitVariationalGP:
         kernel = hotspot_kernel(X.shape[-1], **self.kernel_options)
         if self.gp is not None:
             kernel.load_state_dict(self.gp.kernel.state_dict())
-        gp = _SVGP(kernel, X.detach().clone()).to(DTYPE)
+        gp = _natural_svgp(kernel, X)
         gp.train()
         n = X.shape[0]
         ngd = gpytorch.optim.NGD(gp.variational_parameters(), num_data=n, lr=self.ngd_lr)
-        adam = torch.optim.Adam(gp.hyperparameters(), lr=self.lr)
+        adam = AdamStepper(
+            gp.hyperparameters(), self.lr, companions=[ngd], on_nonfinite="raise", name=_REFIT
+        )
         for _ in range(self.num_steps):
-            ngd.zero_grad()
-            adam.zero_grad()
-            loss = self._neg_elbo(gp, X, y) - _log_prior(gp.kernel) / n
-            if not torch.isfinite(loss):
-                raise FloatingPointError("refit-entropy: non-finite ELBO (lower the step sizes)")
-            loss.backward()
-            ngd.step()
-            adam.step()
+            adam.step(lambda: self._neg_elbo(gp, X, y) - gp.log_prior() / n)
         self._ngd_steps(gp, X, y, self.polish_steps, self.polish_lr)
         gp.eval()
         self.gp, self.X, self.y = gp, X, y
@@ -365,7 +355,7 @@ class RefitVariationalGP:
     def _refit_batch(self, xc: Tensor, yc: Tensor, pool: Tensor, level: float) -> Tensor:
         b, n = xc.shape[0], self.X.shape[0]
         base = self.gp.variational_strategy._variational_distribution
-        fgp = _SVGP(self.gp.kernel, self.gp.variational_strategy.inducing_points, (b,)).to(DTYPE)
+        fgp = _natural_svgp(self.gp.kernel, self.gp.inducing_points, (b,))
         dist = fgp.variational_strategy._variational_distribution
         with torch.no_grad():  # warm start at the fitted q(u)
             dist.natural_vec.copy_(base.natural_vec.expand(b, -1))
@@ -383,7 +373,7 @@ class RefitVariationalGP:
             bad = ~torch.isfinite(H)
             if bool(bad.any()):  # a diverged refit carries no information: score it as zero
                 warnings.warn(
-                    f"refit-entropy: {int(bad.sum())} fantasy refit(s) diverged; they are "
+                    f"{_REFIT}: {int(bad.sum())} fantasy refit(s) diverged; they are "
                     "scored as no entropy change",
                     NumericalWarning,
                     stacklevel=2,

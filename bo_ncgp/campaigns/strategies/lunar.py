@@ -186,11 +186,15 @@ class DualFantasyBatch:
         512
     """
 
+    #: which of (reward model, classifier) are conditioned on the fantasies (``None``: both)
+    condition: tuple[bool, bool] | None = None
+
     def __init__(self, config: BatchConfig) -> None:
         self.config = config
 
     def build(self, reward, classifier, acquisition_factory, q: int, bounds: torch.Tensor):
-        """A ``q``-point :class:`~bo_ncgp.bo.fantasy.FantasyBatch`."""
+        """A ``q``-point :class:`~bo_ncgp.bo.fantasy.FantasyBatch` with posterior-mean
+        fantasies (:func:`~bo_ncgp.bo.build_fantasy_batch`)."""
         from bo_ncgp.bo import DualSVGPModel, build_fantasy_batch
 
         return build_fantasy_batch(
@@ -199,37 +203,22 @@ class DualFantasyBatch:
             q=q,
             bounds=bounds,
             fantasy="mean",
+            condition=self.condition,
             num_restarts=self.config.num_restarts,
             raw_samples=self.config.raw_samples,
         )
 
 
-class KrigingBelieverBatch:
-    """Kriging-believer batches: the reward model conditioned on posterior-mean fantasies,
-    the classifier unchanged.
+class KrigingBelieverBatch(DualFantasyBatch):
+    """Kriging-believer batches (:func:`~bo_ncgp.bo.fantasy.kriging_believer_batch`): the
+    reward model conditioned on posterior-mean fantasies, the classifier unchanged.
 
     Example:
-        >>> KrigingBelieverBatch(BatchConfig()).config.num_restarts
-        8
+        >>> KrigingBelieverBatch(BatchConfig()).condition
+        (True, False)
     """
 
-    def __init__(self, config: BatchConfig) -> None:
-        self.config = config
-
-    def build(self, reward, classifier, acquisition_factory, q: int, bounds: torch.Tensor):
-        """A ``q``-point :class:`~bo_ncgp.bo.fantasy.FantasyBatch`."""
-        from bo_ncgp.bo import DualSVGPModel
-        from bo_ncgp.bo.fantasy import kriging_believer_batch
-
-        return kriging_believer_batch(
-            [reward, DualSVGPModel(classifier)],
-            acquisition_factory,
-            q=q,
-            conditionable=[True, False],
-            bounds=bounds,
-            num_restarts=self.config.num_restarts,
-            raw_samples=self.config.raw_samples,
-        )
+    condition = (True, False)
 
 
 # --------------------------------------------------------------------------- strategy

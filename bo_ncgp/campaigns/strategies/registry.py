@@ -74,89 +74,67 @@ class StrategySpec:
         return self.build(*configs)
 
 
-def _hotspots(name: str, surrogate, acquisition, label: str | None = None) -> Callable:
-    def build(*configs):
-        parts = [cls(c) for cls, c in zip((surrogate, acquisition), configs, strict=False)]
-        if len(parts) == 1:
-            parts.append(acquisition())
-        return hs.HotspotStrategy(name, *parts, model_label=label)
+#: hotspot strategy parts: (part, its config dataclass or ``None``, what it is)
+_DUAL = (hs.StreamingDual, hs.StreamingDualConfig, "streaming DualSVGP")
+_REFIT = (hs.RefitGP, hm.RefitGPConfig, "refitted GPyTorch SVGP")
+_SVGP = (hs.RefittedSVGP, hs.RefittedSVGPConfig, "refitted constant-mean SVGP")
+_ENTROPY = (hs.DualEntropy, hs.EntropyConfig, "dual-conditioning entropy reduction")
+_REFITS = (hs.RefitEntropy, hs.RefitEntropyConfig, "entropy reduction with refitted fantasies")
+_RANDOM = (hs.RandomVillage, None, "uniformly random village")
+#: lunar-lander strategy parts: (part, what it is)
+_DUAL_REWARD = (ll.StreamingDualReward, "streaming DualSVGP reward")
+_EXACT_REWARD = (ll.ExactGPReward, "exact SingleTaskGP reward")
+_DUAL_BATCH = (ll.DualFantasyBatch, "dual-conditioned fantasy batches")
+_BELIEVER_BATCH = (ll.KrigingBelieverBatch, "Kriging-believer batches")
 
-    return build
+
+def _hotspots(
+    name: str,
+    surrogate: tuple[type, type, str],
+    acquisition: tuple[type, type | None, str],
+    note: str = "",
+    label: str | None = None,
+) -> StrategySpec:
+    """``surrogate x acquisition`` on the hotspot pools (``label``: the surrogate's label)."""
+    (model, model_config, model_help), (acq, acq_config, acq_help) = surrogate, acquisition
+    configs = (model_config,) if acq_config is None else (model_config, acq_config)
+
+    def build(*instances) -> Strategy:
+        a = acq() if acq_config is None else acq(instances[1])
+        return hs.HotspotStrategy(name, model(instances[0]), a, model_label=label)
+
+    return StrategySpec("hotspots", name, f"{model_help} x {acq_help}{note}", configs, build)
 
 
-def _lunar(name: str, reward, batch) -> Callable:
+def _lunar(
+    name: str, reward: tuple[type, str], batch: tuple[type, str], note: str = ""
+) -> StrategySpec:
+    """``reward surrogate x batch rule`` on the lunar lander, with the DualSVGP classifier."""
+    (reward_cls, reward_help), (batch_cls, batch_help) = reward, batch
+
     def build(model: ll.DualModelConfig, batch_config: ll.BatchConfig) -> Strategy:
-        r = reward(model) if reward is ll.StreamingDualReward else reward()
-        return ll.ConstrainedBO(name, model, r, batch(batch_config))
+        r = reward_cls(model) if reward_cls is ll.StreamingDualReward else reward_cls()
+        return ll.ConstrainedBO(name, model, r, batch_cls(batch_config))
 
-    return build
+    text = f"{reward_help} x {batch_help}{note}"
+    return StrategySpec("lunar-lander", name, text, (ll.DualModelConfig, ll.BatchConfig), build)
 
 
-_SVGP = "GPyTorch SVGP with constant mean, refitted"
+_CHANG = " (Chang et al.'s Fig. 4 loop)"
+_ONE = ", meant for batches of one (--batch-size 1)"
+_SVGP_LABEL = hs.RefittedSVGP.label
 #: every named strategy, by (problem, name)
 STRATEGIES: dict[tuple[str, str], StrategySpec] = {
     (s.problem, s.name): s
     for s in (
-        StrategySpec(
-            "hotspots",
-            "entropy",
-            "streaming DualSVGP x dual-conditioning entropy reduction (ours)",
-            (hs.StreamingDualConfig, hs.EntropyConfig),
-            _hotspots("entropy", hs.StreamingDual, hs.DualEntropy),
-        ),
-        StrategySpec(
-            "hotspots",
-            "random",
-            "streaming DualSVGP x uniformly random village",
-            (hs.StreamingDualConfig,),
-            _hotspots("random", hs.StreamingDual, hs.RandomVillage),
-        ),
-        StrategySpec(
-            "hotspots",
-            "refit-entropy",
-            "refitted GPyTorch SVGP x entropy reduction with refitted fantasies",
-            (hm.RefitGPConfig, hs.RefitEntropyConfig),
-            _hotspots("refit-entropy", hs.RefitGP, hs.RefitEntropy),
-        ),
-        StrategySpec(
-            "hotspots",
-            "svgp-entropy",
-            "refitted constant-mean SVGP x dual-conditioning entropy (Chang et al.'s Fig. 4 loop)",
-            (hs.RefittedSVGPConfig, hs.EntropyConfig),
-            _hotspots(
-                "svgp-entropy", hs.RefittedSVGP, hs.DualEntropy, f"{_SVGP}; DualSVGP fantasies"
-            ),
-        ),
-        StrategySpec(
-            "hotspots",
-            "svgp-random",
-            "refitted constant-mean SVGP x uniformly random village",
-            (hs.RefittedSVGPConfig,),
-            _hotspots(
-                "svgp-random", hs.RefittedSVGP, hs.RandomVillage, f"{_SVGP}; random villages"
-            ),
-        ),
-        StrategySpec(
-            "lunar-lander",
-            "fantasy-batch",
-            "streaming DualSVGP reward x dual-conditioned fantasy batches (ours)",
-            (ll.DualModelConfig, ll.BatchConfig),
-            _lunar("fantasy-batch", ll.StreamingDualReward, ll.DualFantasyBatch),
-        ),
-        StrategySpec(
-            "lunar-lander",
-            "sequential",
-            "fantasy-batch meant for batches of one (--batch-size 1)",
-            (ll.DualModelConfig, ll.BatchConfig),
-            _lunar("sequential", ll.StreamingDualReward, ll.DualFantasyBatch),
-        ),
-        StrategySpec(
-            "lunar-lander",
-            "kriging-believer",
-            "exact SingleTaskGP reward x Kriging-believer batches",
-            (ll.DualModelConfig, ll.BatchConfig),
-            _lunar("kriging-believer", ll.ExactGPReward, ll.KrigingBelieverBatch),
-        ),
+        _hotspots("entropy", _DUAL, _ENTROPY, " (ours)"),
+        _hotspots("random", _DUAL, _RANDOM),
+        _hotspots("refit-entropy", _REFIT, _REFITS),
+        _hotspots("svgp-entropy", _SVGP, _ENTROPY, _CHANG, f"{_SVGP_LABEL}; DualSVGP fantasies"),
+        _hotspots("svgp-random", _SVGP, _RANDOM, label=f"{_SVGP_LABEL}; random villages"),
+        _lunar("fantasy-batch", _DUAL_REWARD, _DUAL_BATCH, " (ours)"),
+        _lunar("sequential", _DUAL_REWARD, _DUAL_BATCH, _ONE),
+        _lunar("kriging-believer", _EXACT_REWARD, _BELIEVER_BATCH),
         StrategySpec("lunar-lander", "random", "uniformly random points", (), RandomSearch),
         StrategySpec("synthetic", "random", "uniformly random points", (), RandomSearch),
     )

@@ -25,17 +25,16 @@ holds every input.
 
 from __future__ import annotations
 
-import math
-import warnings
+from collections.abc import Callable
 from typing import Literal
 
 import gpytorch
 import torch
 from torch import Tensor
 
-from bo_ncgp.exceptions import InputDataError, NotPSDError, NumericalWarning, UnsupportedError
+from bo_ncgp.exceptions import InputDataError, UnsupportedError
 from bo_ncgp.likelihoods import Likelihood
-from bo_ncgp.linalg import stable_cholesky
+from bo_ncgp.linalg import jittered, latent_block, log_prior, solve_lower, stable_cholesky
 from bo_ncgp.models.base import Callback, LatentGP
 from bo_ncgp.models.baselines.objective import (
     OldPosterior,
@@ -44,9 +43,12 @@ from bo_ncgp.models.baselines.objective import (
     streaming_elbo,
 )
 from bo_ncgp.models.dual._state import InducingState, ResizableModule
-from bo_ncgp.models.dual.blocks import jittered, latent_block, log_prior
-from bo_ncgp.models.dual.inducing import check_inducing_points, select_inducing_points
-from bo_ncgp.models.dual.streaming import StepClock, backward_if_finite
+from bo_ncgp.models.dual.inducing import (
+    check_inducing_points,
+    check_kernel_and_likelihood,
+    select_inducing_points,
+)
+from bo_ncgp.models.training import AdamStepper, FitClock, minimize_lbfgs
 
 __all__ = ["BuiStreamingSVGP"]
 
@@ -99,21 +101,7 @@ class BuiStreamingSVGP(InducingState, ResizableModule, LatentGP):
         jitter: float = 1e-6,
     ) -> None:
         super().__init__()
-        if not isinstance(kernel, gpytorch.kernels.Kernel):
-            raise InputDataError(
-                f"BuiStreamingSVGP: kernel must be a GPyTorch kernel, got {kernel!r}"
-            )
-        if not isinstance(likelihood, Likelihood):
-            raise InputDataError(
-                "BuiStreamingSVGP: likelihood must be a bo_ncgp.likelihoods.Likelihood, got "
-                f"{type(likelihood).__name__}"
-            )
-        C = int(likelihood.num_latents)
-        kb = tuple(kernel.batch_shape)
-        if kb not in ((), (C,)):
-            raise InputDataError(
-                f"BuiStreamingSVGP: kernel batch_shape must be () or ({C},), got {kb}"
-            )
+        C = check_kernel_and_likelihood("BuiStreamingSVGP", kernel, likelihood)
         if int(num_steps) != num_steps or num_steps < 0:
             raise InputDataError(
                 f"BuiStreamingSVGP: num_steps must be a non-negative int, got {num_steps}"
@@ -230,10 +218,10 @@ class BuiStreamingSVGP(InducingState, ResizableModule, LatentGP):
                 eye = torch.eye(m, dtype=Z_new.dtype, device=Z_new.device)
                 return Z_new.new_zeros(self._C, m), eye.repeat(self._C, 1, 1)
             L_b = self._chol(self._Kzz(self._Z), "K_zz")
-            H = torch.linalg.solve_triangular(L_b, self._k(self._Z, Z_new), upper=False)
+            H = solve_lower(L_b, self._k(self._Z, Z_new))
             L_n = self._chol(self._Kzz(Z_new), "K(Z_new, Z_new)")
             # whitened map v_new = L_n^{-1} u_new with u_new | v ~ N(H^T v, K_nn - H^T H)
-            G = torch.linalg.solve_triangular(L_n, H.mT, upper=False)  # L_n^{-1} H^T
+            G = solve_lower(L_n, H.mT)  # L_n^{-1} H^T
             mu = (G @ self._mu.unsqueeze(-1)).squeeze(-1)
             eye = torch.eye(Z_new.shape[0], dtype=Z_new.dtype, device=Z_new.device)
             GL = G @ self._L
@@ -253,7 +241,7 @@ class BuiStreamingSVGP(InducingState, ResizableModule, LatentGP):
         return elbo + self._log_prior()
 
     def _log_prior(self) -> Tensor:
-        return log_prior(self.kernel, self.likelihood, like=self._Z)
+        return log_prior(self.kernel, self.likelihood, dtype=self._Z.dtype, device=self._Z.device)
 
     def objective(self, X: Tensor, y: Tensor, old: OldPosterior | None = None) -> Tensor:
         """Eq. 5 (plus log priors) of the *current* ``q`` on ``(X, y)`` against ``old``
@@ -290,7 +278,7 @@ class BuiStreamingSVGP(InducingState, ResizableModule, LatentGP):
         def loss_fn() -> Tensor:
             return -self._objective(X, y, Zp, mu, L_raw, old) / n
 
-        value = self._optimise(params, loss_fn, StepClock(callback))
+        value = self._optimise(params, loss_fn, callback)
         with torch.no_grad():
             self._Z = Zp.detach().clone()
             self._mu = mu.detach().clone()
@@ -299,71 +287,34 @@ class BuiStreamingSVGP(InducingState, ResizableModule, LatentGP):
         self.last_objective = -value * n
         return self
 
-    def _optimise(self, params: list[Tensor], loss_fn, clock: StepClock) -> float:
-        """Minimise ``loss_fn``; non-finite values restore the last good parameters and stop
-        with a :class:`NumericalWarning` (reported, never propagated)."""
+    def _optimise(
+        self, params: list[Tensor], loss_fn: Callable[[], Tensor], callback: Callback | None
+    ) -> float:
+        """Minimise ``loss_fn`` under the non-finite policy of :mod:`bo_ncgp.models.training`
+        (a failed step is undone and ends the optimisation with a
+        :class:`~bo_ncgp.exceptions.NumericalWarning`);
+        returns the final loss."""
         if self.num_steps == 0:
             with torch.no_grad():
                 return float(loss_fn())
-        saved = [p.detach().clone() for p in params]
+        clock = FitClock()
+        if self.optimizer == "lbfgs":
+            last = minimize_lbfgs(params, loss_fn, self.num_steps, lr=1.0,
+                                  line_search_fn="strong_wolfe", tolerance_grad=1e-12,
+                                  tolerance_change=1e-15, history_size=50,
+                                  name="BuiStreamingSVGP")  # fmt: skip
+            clock.notify(callback, 0, self, last, {"optimizer": "lbfgs"})
+            return last
+        stepper = AdamStepper(params, self.lr, name="BuiStreamingSVGP")
         last = float("nan")
         with torch.enable_grad():
-            if self.optimizer == "lbfgs":
-                opt = torch.optim.LBFGS(params, lr=1.0, max_iter=self.num_steps,
-                                        line_search_fn="strong_wolfe", tolerance_grad=1e-12,
-                                        tolerance_change=1e-15, history_size=50)  # fmt: skip
-
-                def closure():
-                    opt.zero_grad()
-                    loss = loss_fn()
-                    loss.backward()
-                    return loss
-
-                try:
-                    last = float(opt.step(closure).detach())
-                except NotPSDError:
-                    last = float("nan")
-                with torch.no_grad():
-                    last = float(loss_fn()) if math.isfinite(last) else last
-                if not math.isfinite(last):
-                    self._restore(params, saved, 1)
-                    with torch.no_grad():
-                        last = float(loss_fn())
-                clock.report(self, last, {"optimizer": "lbfgs"})
-                return last
-            opt = torch.optim.Adam(params, lr=self.lr)
-            good = saved
             for step in range(self.num_steps):
-                good = [p.detach().clone() for p in params]
-                opt.zero_grad()
-                loss, ok = backward_if_finite(loss_fn, params)
-                if not ok:
-                    self._restore(params, good, step + 1)
+                if not stepper.step(loss_fn):
                     return last
-                last = float(loss.detach())
-                opt.step()
-                if clock.report(self, last, {"optimizer": "adam"}):
+                last = float(stepper.loss)
+                if clock.notify(callback, step, self, last, {"optimizer": "adam"}):
                     break
-        with torch.no_grad():
-            try:
-                final = float(loss_fn())
-            except NotPSDError:
-                final = float("nan")
-        if not math.isfinite(final):  # the very last Adam step went astray
-            self._restore(params, good, self.num_steps)
-            return last
-        return final
-
-    def _restore(self, params: list[Tensor], values: list[Tensor], step: int) -> None:
-        with torch.no_grad():
-            for p, v in zip(params, values, strict=True):
-                p.copy_(v)
-        warnings.warn(
-            f"BuiStreamingSVGP: optimiser step {step} gave a non-finite objective or a non-PSD "
-            "kernel matrix; kept the last good parameters and stopped (lower lr)",
-            NumericalWarning,
-            stacklevel=3,
-        )
+        return stepper.finish(loss_fn)
 
     def extra_repr(self) -> str:
         return (

@@ -42,22 +42,16 @@ from torch import Tensor
 
 from bo_ncgp.exceptions import InputDataError
 from bo_ncgp.likelihoods import Likelihood
-from bo_ncgp.models.dual.blocks import tri_solve
+from bo_ncgp.linalg import solve_lower, tri_logdet, whitened_kl
 from bo_ncgp.models.dual.sites import expected_log_prob
 
 __all__ = [
     "OldPosterior",
-    "gauss_kl_whitened",
     "old_posterior",
     "old_terms",
     "predictive_marginals",
     "streaming_elbo",
 ]
-
-
-def _logdet_tri(L: Tensor) -> Tensor:
-    """``log|L L^T|`` for triangular ``L`` (diagonal may be negative)."""
-    return 2.0 * L.diagonal(dim1=-2, dim2=-1).abs().log().sum(-1)
 
 
 class OldPosterior(NamedTuple):
@@ -100,20 +94,9 @@ def old_posterior(Z: Tensor, L_a: Tensor, mu: Tensor, L_q: Tensor) -> OldPosteri
     """
     Z, L_a, mu, L_q = (t.detach() for t in (Z, L_a, mu, L_q))
     eye = torch.eye(L_a.shape[-1], dtype=L_a.dtype, device=L_a.device)
-    A_inv = tri_solve(L_a, eye.expand_as(L_a))
-    R = tri_solve(L_q, A_inv.expand(*L_q.shape[:-2], *A_inv.shape[-2:]))
-    return OldPosterior(Z, L_a, mu, L_q, A_inv, R, _logdet_tri(L_q))
-
-
-def gauss_kl_whitened(mu: Tensor, L: Tensor) -> Tensor:
-    """``KL[N(mu, L L^T) || N(0, I)]`` summed over leading dimensions.
-
-    Example:
-        >>> float(gauss_kl_whitened(torch.zeros(1, 3), torch.eye(3).expand(1, 3, 3)))
-        0.0
-    """
-    m = mu.shape[-1]
-    return 0.5 * (L.square().sum((-2, -1)) + mu.square().sum(-1) - m - _logdet_tri(L)).sum()
+    A_inv = solve_lower(L_a, eye.expand_as(L_a))
+    R = solve_lower(L_q, A_inv.expand(*L_q.shape[:-2], *A_inv.shape[-2:]))
+    return OldPosterior(Z, L_a, mu, L_q, A_inv, R, tri_logdet(L_q))
 
 
 def predictive_marginals(
@@ -137,7 +120,7 @@ def predictive_marginals(
         >>> torch.allclose(var, K.diagonal(dim1=-2, dim2=-1))  # q(v) = N(mu, I): prior variance
         True
     """
-    H = tri_solve(L_b, K_bx)  # L_b^{-1} K_bx
+    H = solve_lower(L_b, K_bx)  # L_b^{-1} K_bx
     mean = (mu.unsqueeze(-2) @ H).squeeze(-2)
     var = k_xx - H.square().sum(-2) + (L.mT @ H).square().sum(-2)
     return mean, var.clamp_min(0)
@@ -163,19 +146,19 @@ def old_terms(
         >>> L_q = 0.5 * torch.eye(2)[None]
         >>> old = old_posterior(torch.rand(2, 1), L_K, mu, L_q)
         >>> v = old_terms(old, L_K, K, K, mu, L_q)  # same Z, theta and q as the old step
-        >>> bool(torch.isclose(v, gauss_kl_whitened(mu, L_q)))  # KL[q || q_old] = 0, KL to prior
+        >>> bool(torch.isclose(v, whitened_kl(mu, L_q).sum()))  # KL[q || q_old] = 0, KL to prior
         True
     """
-    Pt = tri_solve(L_b, (old.A_inv @ K_ab).mT)  # P^T = L_b^{-1} K_ba L_a^{-T}, (L', m, M)
+    Pt = solve_lower(L_b, (old.A_inv @ K_ab).mT)  # P^T = L_b^{-1} K_ba L_a^{-T}, (L', m, M)
     P = Pt.mT
     Q = old.R @ K_ab  # L_o^{-1} L_a^{-1} K_ab (L, M, m), then right-solve with L_b^T
-    Q = tri_solve(L_b, Q.mT).mT  # = L_o^{-1} P
+    Q = solve_lower(L_b, Q.mT).mT  # = L_o^{-1} P
     mu_w = (P @ mu.unsqueeze(-1)).squeeze(-1)
     tr_old = (old.R * (old.R @ K_aa)).sum((-2, -1))  # tr(S_o^{-1} C)
     tr_old = tr_old - Q.square().sum((-2, -1)) + (Q @ L).square().sum((-2, -1))
     tr_prior = (old.A_inv * (old.A_inv @ K_aa)).sum((-2, -1))  # tr(C)
     tr_prior = tr_prior - P.square().sum((-2, -1)) + (P @ L).square().sum((-2, -1))
-    r = tri_solve(old.L_q, (mu_w - old.mu).unsqueeze(-1)).squeeze(-1)
+    r = solve_lower(old.L_q, (mu_w - old.mu).unsqueeze(-1)).squeeze(-1)
     val = old.logdet_q + tr_old + r.square().sum(-1) - tr_prior - mu_w.square().sum(-1)
     return -0.5 * val.sum()
 
@@ -214,7 +197,7 @@ def streaming_elbo(
         >>> round(float(v), 4)  # 2 x E log N(0 | f, 1) with f ~ N(0, 1), KL = 0
         -2.8379
     """
-    out = -gauss_kl_whitened(mu, L)
+    out = -whitened_kl(mu, L).sum()
     if K_bx.shape[-1] > 0:
         mean, var = predictive_marginals(L_b, K_bx, k_xx, mu, L)
         out = out + expected_log_prob(likelihood, y, mean, var).sum()

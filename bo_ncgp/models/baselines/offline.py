@@ -6,11 +6,12 @@ models, trained with access to all data by minibatch Adam on
 
     L = (N / |B|) sum_{i in B} E_q[log p(y_i | f_i)] - KL[q(u) || p_theta(u)]
 
-jointly over ``q(u)`` (GPyTorch's whitened ``VariationalStrategy`` with a Cholesky
-variational distribution), the hyperparameters and the inducing inputs. The data term uses
-the :mod:`bo_ncgp.likelihoods` expectations, so every likelihood of the package works; ``C``
-latents (softmax) use ``IndependentMultitaskVariationalStrategy`` with one ``q(u)`` per
-latent and the kernel shared (``batch_shape ()``) or per latent (``batch_shape (C,)``).
+jointly over ``q(u)`` (:class:`bo_ncgp.models.svgp.SVGP`: GPyTorch's whitened
+``VariationalStrategy`` with a Cholesky variational distribution), the hyperparameters and
+the inducing inputs. The data term uses the :mod:`bo_ncgp.likelihoods` expectations, so
+every likelihood of the package works; ``C`` latents (softmax) use one ``q(u)`` per latent
+(``IndependentMultitaskVariationalStrategy``) and the kernel shared (``batch_shape ()``) or
+per latent (``batch_shape (C,)``).
 
 ``backend="native"`` computes the same whitened ELBO with the functions of
 :mod:`bo_ncgp.models.baselines.objective` (Eq. 4 marginals, whitened KL): one Cholesky of
@@ -26,32 +27,14 @@ from torch import Tensor
 
 from bo_ncgp.exceptions import InputDataError, UnsupportedError
 from bo_ncgp.likelihoods import Likelihood
-from bo_ncgp.linalg import stable_cholesky
-from bo_ncgp.models.base import Callback, LatentGP
-from bo_ncgp.models.baselines.objective import gauss_kl_whitened, predictive_marginals
-from bo_ncgp.models.dual.blocks import jittered, latent_block
-from bo_ncgp.models.dual.streaming import StepClock
+from bo_ncgp.linalg import jittered, latent_block, stable_cholesky, whitened_kl
+from bo_ncgp.models.base import Callback, FitStep, LatentGP, notify
+from bo_ncgp.models.baselines.objective import predictive_marginals
+from bo_ncgp.models.dual.inducing import check_kernel_and_likelihood
+from bo_ncgp.models.svgp import SVGP
+from bo_ncgp.models.training import minimize_adam
 
 __all__ = ["OfflineSVGP"]
-
-
-class _Prior(gpytorch.models.ApproximateGP):
-    def __init__(self, kernel, Z: Tensor, C: int, learn_inducing: bool, jitter) -> None:
-        batch = torch.Size([C]) if C > 1 else torch.Size([])
-        dist = gpytorch.variational.CholeskyVariationalDistribution(Z.shape[0], batch_shape=batch)
-        strategy = gpytorch.variational.VariationalStrategy(
-            self, Z, dist, learn_inducing_locations=learn_inducing, jitter_val=jitter
-        )
-        if C > 1:
-            strategy = gpytorch.variational.IndependentMultitaskVariationalStrategy(
-                strategy, num_tasks=C
-            )
-        super().__init__(strategy)
-        self.kernel = kernel
-
-    def forward(self, x: Tensor) -> gpytorch.distributions.MultivariateNormal:
-        K = self.kernel(x)
-        return gpytorch.distributions.MultivariateNormal(x.new_zeros(K.shape[:-1]), K)
 
 
 class _Native(torch.nn.Module):
@@ -79,7 +62,7 @@ class _Native(torch.nn.Module):
                                     torch.tril(self.L_raw))  # fmt: skip
 
     def kl(self) -> Tensor:
-        return gauss_kl_whitened(self.mu, torch.tril(self.L_raw))
+        return whitened_kl(self.mu, torch.tril(self.L_raw)).sum()
 
 
 class OfflineSVGP(torch.nn.Module, LatentGP):
@@ -116,29 +99,23 @@ class OfflineSVGP(torch.nn.Module, LatentGP):
         backend: str = "native",
     ) -> None:
         super().__init__()
-        if not isinstance(likelihood, Likelihood):
-            raise InputDataError(
-                "OfflineSVGP: likelihood must be a bo_ncgp.likelihoods.Likelihood, got "
-                f"{type(likelihood).__name__}"
-            )
+        self.C = check_kernel_and_likelihood("OfflineSVGP", kernel, likelihood)
         Z = torch.as_tensor(inducing_points)
         if Z.dim() != 2 or Z.shape[0] == 0 or not torch.isfinite(Z).all():
             raise InputDataError(
                 f"OfflineSVGP: inducing_points must be a finite (m, d) tensor, got {tuple(Z.shape)}"
-            )
-        self.C = int(likelihood.num_latents)
-        kb = tuple(kernel.batch_shape)
-        if kb not in ((), (self.C,)):
-            raise InputDataError(
-                f"OfflineSVGP: kernel batch_shape must be () or ({self.C},), got {kb}"
             )
         if backend not in ("native", "gpytorch"):
             raise InputDataError(
                 f"OfflineSVGP: backend must be 'native' or 'gpytorch', got {backend!r}"
             )
         self.backend = backend
-        model = _Native if backend == "native" else _Prior
-        self.gp = model(kernel, Z.detach().clone(), self.C, learn_inducing, jitter).to(Z)
+        Z = Z.detach().clone()
+        if backend == "native":
+            self.gp = _Native(kernel, Z, self.C, learn_inducing, jitter).to(Z)
+        else:
+            self.gp = SVGP(kernel, Z, num_latents=self.C if self.C > 1 else None,
+                           learn_inducing_locations=learn_inducing, jitter=jitter)  # fmt: skip
         self.likelihood = likelihood
         self.losses: list[float] = []
 
@@ -148,9 +125,7 @@ class OfflineSVGP(torch.nn.Module, LatentGP):
 
     @property
     def Z(self) -> Tensor:
-        strategy = getattr(self.gp, "variational_strategy", self.gp)
-        base = getattr(strategy, "base_variational_strategy", strategy)
-        return base.inducing_points.detach()
+        return self.gp.inducing_points.detach()
 
     def _latent(self, X: Tensor) -> tuple[Tensor, Tensor]:
         """Marginals ``(n,)`` / ``(n, C)`` of ``q(f)`` at ``X``."""
@@ -189,7 +164,9 @@ class OfflineSVGP(torch.nn.Module, LatentGP):
         """Minibatch Adam on the ELBO (Eq. 3) over all data (``batch_size=None``: full batch).
 
         ``callback`` gets a :class:`~bo_ncgp.models.base.FitStep` after every Adam step (the
-        loss is the minibatch ``-ELBO / n`` before the step); returning ``True`` stops.
+        loss is the minibatch ``-ELBO / n`` before the step); returning ``True`` stops. A
+        non-finite loss, gradient or parameter undoes the step and raises
+        :class:`~bo_ncgp.exceptions.NonFiniteError` (:mod:`bo_ncgp.models.training`).
         """
         X = torch.as_tensor(X)
         y = torch.as_tensor(y)
@@ -201,25 +178,22 @@ class OfflineSVGP(torch.nn.Module, LatentGP):
         n = X.shape[0]
         bs = n if batch_size is None else min(int(batch_size), n)
         self.train()
-        opt = torch.optim.Adam(self.parameters(), lr=lr)
-        clock = StepClock(callback)
         perm, pos = torch.randperm(n, generator=generator), 0
-        for step in range(int(num_steps)):
+
+        def loss_fn(step: int) -> Tensor:
+            nonlocal perm, pos
             if pos + bs > n:
                 perm, pos = torch.randperm(n, generator=generator), 0
             idx = perm[pos : pos + bs]
             pos += bs
-            opt.zero_grad()
-            loss = -self.elbo(X[idx], y[idx], num_data=n) / n
-            if not torch.isfinite(loss):
-                raise FloatingPointError(
-                    f"OfflineSVGP.fit: non-finite ELBO at step {step} (lower lr or rescale data)"
-                )
-            loss.backward()
-            opt.step()
-            self.losses.append(float(loss.detach()))
-            if clock.report(self, self.losses[-1]):
-                break
+            return -self.elbo(X[idx], y[idx], num_data=n) / n
+
+        def record(step: FitStep) -> bool:  # the losses so far survive a NonFiniteError
+            self.losses.append(step.loss)
+            return notify(callback, step)
+
+        minimize_adam(self.parameters(), loss_fn, int(num_steps), lr=lr, model=self,
+                      callback=record, on_nonfinite="raise", name="OfflineSVGP.fit")  # fmt: skip
         self.eval()
         return self
 

@@ -1,4 +1,5 @@
-"""Inducing inputs of the dual SVGP: checks, pivoted-Cholesky selection and projection.
+"""Inducing inputs of the dual SVGP: checks, pivoted-Cholesky selection and projection; the
+checks of a streaming sparse GP's kernel and likelihood (:func:`check_kernel_and_likelihood`).
 
 Chang et al. (2023), Sec. 3.4: the new inducing inputs are chosen by greedy pivoted Cholesky
 (Burt et al. 2020) on ``[Z_old, X_new]`` with a fixed size ``m``, and the dual pair is moved to
@@ -23,9 +24,57 @@ import torch
 from torch import Tensor
 
 from bo_ncgp.exceptions import InputDataError, NumericalWarning
+from bo_ncgp.likelihoods import Likelihood
 from bo_ncgp.linalg import KernelOperator, pivoted_cholesky, stable_cholesky
 
-__all__ = ["check_inducing_points", "project_dual_pair", "repair_psd", "select_inducing_points"]
+__all__ = [
+    "check_inducing_points",
+    "check_kernel_and_likelihood",
+    "project_dual_pair",
+    "repair_psd",
+    "select_inducing_points",
+]
+
+
+def check_kernel_and_likelihood(
+    owner: str, kernel: gpytorch.kernels.Kernel, likelihood: Likelihood
+) -> int:
+    """Check the prior and the observation model of a sparse GP with ``C`` latent functions
+    (the likelihood's ``num_latents``): a GPyTorch kernel shared by the latents (batch shape
+    ``()``) or one per latent (``(C,)``), and a :class:`bo_ncgp.likelihoods.Likelihood`.
+
+    Returns:
+        ``C``.
+
+    Raises:
+        InputDataError: naming ``owner`` (the model) and what is wrong.
+
+    Example:
+        >>> from bo_ncgp.likelihoods import Softmax
+        >>> check_kernel_and_likelihood("M", gpytorch.kernels.RBFKernel(), Softmax(3))
+        3
+        >>> k = gpytorch.kernels.RBFKernel(batch_shape=torch.Size([2]))
+        >>> check_kernel_and_likelihood("M", k, Softmax(3))
+        Traceback (most recent call last):
+        ...
+        bo_ncgp.exceptions.InputDataError: M: kernel batch_shape must be () (shared) or (3,) ...
+    """
+    if not isinstance(kernel, gpytorch.kernels.Kernel):
+        raise InputDataError(
+            f"{owner}: kernel must be a GPyTorch kernel, got {type(kernel).__name__}"
+        )
+    if not isinstance(likelihood, Likelihood):
+        raise InputDataError(
+            f"{owner}: likelihood must be a bo_ncgp.likelihoods.Likelihood, got "
+            f"{type(likelihood).__name__}"
+        )
+    C = int(likelihood.num_latents)
+    kb = tuple(kernel.batch_shape)
+    if kb not in ((), (C,)):
+        raise InputDataError(
+            f"{owner}: kernel batch_shape must be () (shared) or ({C},) (one per latent), got {kb}"
+        )
+    return C
 
 
 def check_inducing_points(Z: Tensor, name: str = "inducing_points") -> Tensor:

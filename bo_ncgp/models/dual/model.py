@@ -53,7 +53,7 @@ from torch import Tensor
 
 from bo_ncgp.exceptions import InputDataError
 from bo_ncgp.likelihoods import Likelihood
-from bo_ncgp.linalg import stable_cholesky
+from bo_ncgp.linalg import latent_block, log_prior, solve_lower, stable_cholesky
 from bo_ncgp.models.base import Callback, LatentGP
 from bo_ncgp.models.dual import streaming
 from bo_ncgp.models.dual._state import (
@@ -64,9 +64,12 @@ from bo_ncgp.models.dual._state import (
     same_key,
     shallow_module_copy,
 )
-from bo_ncgp.models.dual.blocks import latent_block, log_prior
 from bo_ncgp.models.dual.config import DualSVGPConfig
-from bo_ncgp.models.dual.inducing import check_inducing_points, project_dual_pair
+from bo_ncgp.models.dual.inducing import (
+    check_inducing_points,
+    check_kernel_and_likelihood,
+    project_dual_pair,
+)
 from bo_ncgp.models.dual.memory import Memory, bayesian_leverage_scores
 from bo_ncgp.models.dual.objective import dual_objective, sequential_elbo
 from bo_ncgp.models.dual.posterior import DualFactors, dual_factors, dual_predict
@@ -161,25 +164,12 @@ class DualSVGP(InducingState, ResizableModule, LatentGP):
         **settings: Any,
     ) -> None:
         super().__init__()
-        if not isinstance(kernel, gpytorch.kernels.Kernel):
-            raise InputDataError(f"DualSVGP: kernel must be a GPyTorch kernel, got {type(kernel)}")
-        if not isinstance(likelihood, Likelihood):
-            raise InputDataError(
-                "DualSVGP: likelihood must be a bo_ncgp.likelihoods.Likelihood, got "
-                f"{type(likelihood).__name__}"
-            )
+        C = check_kernel_and_likelihood("DualSVGP", kernel, likelihood)
         cfg = DualSVGPConfig(**settings) if config is None else replace(config, **settings)
-        C = int(likelihood.num_latents if cfg.num_latents is None else cfg.num_latents)
-        if C != likelihood.num_latents:
+        if cfg.num_latents is not None and int(cfg.num_latents) != C:
             raise InputDataError(
-                f"DualSVGP: num_latents={C} but the likelihood {likelihood.name} has "
-                f"{likelihood.num_latents} latent function(s)"
-            )
-        kb = tuple(kernel.batch_shape)
-        if kb not in ((), (C,)):
-            raise InputDataError(
-                f"DualSVGP: kernel batch_shape must be () (shared) or ({C},) (one per latent), "
-                f"got {kb}"
+                f"DualSVGP: num_latents={cfg.num_latents} but the likelihood {likelihood.name} "
+                f"has {C} latent function(s)"
             )
         trials = getattr(likelihood, "num_trials", None)
         if isinstance(trials, Tensor) and trials.numel() > 1:
@@ -398,7 +388,7 @@ class DualSVGP(InducingState, ResizableModule, LatentGP):
         f = self._factors()
         Kzz = self._Kzz()
         mu_v = torch.linalg.solve_triangular(f.L_A.mT, f.w.unsqueeze(-1), upper=True)
-        G = torch.linalg.solve_triangular(f.L_A, Kzz, upper=False)
+        G = solve_lower(f.L_A, Kzz)
         return (Kzz @ mu_v).squeeze(-1), G.mT @ G
 
     def dual_parameters(self) -> tuple[Tensor, Tensor]:
@@ -408,7 +398,7 @@ class DualSVGP(InducingState, ResizableModule, LatentGP):
 
     # ------------------------------------------------------------- objectives
     def _log_prior(self) -> Tensor:
-        return log_prior(self.kernel, self.likelihood, like=self._Z)
+        return log_prior(self.kernel, self.likelihood, dtype=self._Z.dtype, device=self._Z.device)
 
     def _objective(
         self,

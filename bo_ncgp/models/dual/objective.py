@@ -29,21 +29,16 @@ import torch
 from torch import Tensor
 
 from bo_ncgp.likelihoods import Likelihood
-from bo_ncgp.linalg import stable_cholesky
-from bo_ncgp.models.dual.blocks import tri_solve
+from bo_ncgp.linalg import solve_lower, stable_cholesky, tri_logdet
 from bo_ncgp.models.dual.sites import expected_log_prob, site_contributions
 
 __all__ = ["dual_objective", "sequential_elbo"]
 
 
-def _logdet(L: Tensor) -> Tensor:
-    return 2.0 * L.diagonal(dim1=-2, dim2=-1).log().sum(-1)
-
-
 def _expected_log_rest(lam_r: Tensor, B_r: Tensor, L_A: Tensor, mu_v: Tensor) -> Tensor:
     """``E_q[log T_rest(v)] = lam_r^T mu_v - ½ tr(B_r (A^{-1} + mu_v mu_v^T))`` summed over L."""
-    X = tri_solve(L_A, B_r)
-    tr = tri_solve(L_A, X.mT).diagonal(dim1=-2, dim2=-1).sum(-1)  # tr(L_A^{-1} B_r L_A^{-T})
+    X = solve_lower(L_A, B_r)
+    tr = solve_lower(L_A, X.mT).diagonal(dim1=-2, dim2=-1).sum(-1)  # tr(L_A^{-1} B_r L_A^{-T})
     quad = (mu_v * (B_r @ mu_v.unsqueeze(-1)).squeeze(-1)).sum(-1)
     return ((lam_r * mu_v).sum(-1) - 0.5 * (tr + quad)).sum()
 
@@ -94,12 +89,12 @@ def dual_objective(
     lam = lam_rest + lam_s
     L_K = stable_cholesky(Kzz, name="K_zz")
     L_A = stable_cholesky(Kzz + B_rest + B_s, name="K_zz + B_u")
-    w = tri_solve(L_A, lam.unsqueeze(-1)).squeeze(-1)
-    log_Z = 0.5 * (_logdet(L_K) - _logdet(L_A) + w.square().sum(-1)).sum()
+    w = solve_lower(L_A, lam.unsqueeze(-1)).squeeze(-1)
+    log_Z = 0.5 * (tri_logdet(L_K) - tri_logdet(L_A) + w.square().sum(-1)).sum()
     out = log_Z
     if Kza.shape[-1] > 0:
-        H = tri_solve(L_K, Kza)
-        G = tri_solve(L_A, Kza)
+        H = solve_lower(L_K, Kza)
+        G = solve_lower(L_A, Kza)
         mean = (G * w.unsqueeze(-1)).sum(-2)
         var_u = G.square().sum(-2)  # Var[a_i^T u] = k^T A^{-1} k
         var_f = (kaa - H.square().sum(-2)).clamp_min(0) + var_u
@@ -152,21 +147,23 @@ def sequential_elbo(
     Kinv_m = torch.cholesky_solve(m_u.unsqueeze(-1), L_K).squeeze(-1)
     out = Kzz.new_zeros(())
     if Kza.shape[-1] > 0:
-        H = tri_solve(L_K, Kza)
+        H = solve_lower(L_K, Kza)
         mean = (Kza * Kinv_m.unsqueeze(-1)).sum(-2)
         var = (kaa - H.square().sum(-2)).clamp_min(0) + (KinvL_V.mT @ Kza).square().sum(-2)
         elp = expected_log_prob(likelihood, y, mean + mean_offset, var)
         out = out + (weights * elp).sum()
     # KL[q || p T_rest / Z_rest] = E log q - E log p - E log T_rest + log Z_rest
-    e_log_q = -0.5 * (m * math.log(2 * math.pi) + _logdet(L_V) + m)
-    tr_KinvV = (tri_solve(L_K, L_V)).square().sum((-2, -1))
-    e_log_p = -0.5 * (m * math.log(2 * math.pi) + _logdet(L_K) + tr_KinvV + (m_u * Kinv_m).sum(-1))
+    e_log_q = -0.5 * (m * math.log(2 * math.pi) + tri_logdet(L_V) + m)
+    tr_KinvV = (solve_lower(L_K, L_V)).square().sum((-2, -1))
+    e_log_p = -0.5 * (
+        m * math.log(2 * math.pi) + tri_logdet(L_K) + tr_KinvV + (m_u * Kinv_m).sum(-1)
+    )
     e_log_rest = (lam_rest * Kinv_m).sum(-1) - 0.5 * (
         (KinvL_V * (B_rest @ KinvL_V)).sum((-2, -1))
         + (Kinv_m * (B_rest @ Kinv_m.unsqueeze(-1)).squeeze(-1)).sum(-1)
     )
     L_R = stable_cholesky(Kzz + B_rest, name="K_zz + B_rest")
-    w_r = tri_solve(L_R, lam_rest.unsqueeze(-1)).squeeze(-1)
-    log_Z_rest = 0.5 * (_logdet(L_K) - _logdet(L_R) + w_r.square().sum(-1))
+    w_r = solve_lower(L_R, lam_rest.unsqueeze(-1)).squeeze(-1)
+    log_Z_rest = 0.5 * (tri_logdet(L_K) - tri_logdet(L_R) + w_r.square().sum(-1))
     kl = (e_log_q - e_log_p - e_log_rest + log_Z_rest).sum()
     return out - kl

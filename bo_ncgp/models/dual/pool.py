@@ -42,7 +42,7 @@ import torch
 from torch import Tensor
 
 from bo_ncgp.exceptions import UnsupportedError
-from bo_ncgp.linalg import stable_cholesky
+from bo_ncgp.linalg import solve_lower, stable_cholesky
 from bo_ncgp.models.base import PoolFantasies
 from bo_ncgp.models.dual.sites import site_targets
 
@@ -85,9 +85,7 @@ class DualPoolFantasies(PoolFantasies):
     """
 
     def __init__(self, model: DualSVGP, X_pool: Tensor) -> None:
-        from bo_ncgp.models.dual.model import DualSVGP
-
-        if not isinstance(model, DualSVGP):
+        if not callable(getattr(model, "dual_parameters", None)):  # the rank-one path needs them
             raise UnsupportedError(
                 f"DualPoolFantasies needs an unconditioned DualSVGP, got {type(model).__name__}"
             )
@@ -117,7 +115,7 @@ class DualPoolFantasies(PoolFantasies):
         """
         with torch.no_grad():
             K = self.model._Kzx(X)[0]
-            return torch.linalg.solve_triangular(self.L_A, K, upper=False)
+            return solve_lower(self.L_A, K)
 
     def sites(self, Y: Tensor, mean_c: Tensor, var_c: Tensor) -> tuple[Tensor, Tensor]:
         """``(alpha_hat, beta_hat)`` ``(n, J)`` of fantasies ``Y (n, J)`` at candidates with

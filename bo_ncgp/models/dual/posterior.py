@@ -28,8 +28,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from bo_ncgp.linalg import stable_cholesky
-from bo_ncgp.models.dual.blocks import tri_solve
+from bo_ncgp.linalg import solve_lower, stable_cholesky
 
 __all__ = ["DualFactors", "SiteBlock", "dual_factors", "dual_predict", "site_block"]
 
@@ -93,7 +92,7 @@ def dual_factors(Kzz: Tensor, B: Tensor, lam: Tensor, L_K: Tensor | None = None)
     if L_K is None:
         L_K = stable_cholesky(Kzz, name="K_zz")
     L_A = stable_cholesky(Kzz + B, name="K_zz + B_u")
-    w = tri_solve(L_A, lam.unsqueeze(-1)).squeeze(-1)
+    w = solve_lower(L_A, lam.unsqueeze(-1)).squeeze(-1)
     return DualFactors(L_K, L_A, w)
 
 
@@ -118,13 +117,13 @@ def site_block(factors: DualFactors, Kzc: Tensor, eta: Tensor, beta: Tensor) -> 
         >>> torch.allclose(m1, m2, atol=1e-6), torch.allclose(v1, v2, atol=1e-6)  # no refactoring
         (True, True)
     """
-    U = tri_solve(factors.L_A, Kzc)  # (*bx, L, m, n)
+    U = solve_lower(factors.L_A, Kzc)  # (*bx, L, m, n)
     W = U * beta.clamp_min(0).sqrt().unsqueeze(-2)
     w = factors.w + (U @ eta.unsqueeze(-1)).squeeze(-1)
     n = W.shape[-1]
     eye = torch.eye(n, dtype=W.dtype, device=W.device)
     L_M = stable_cholesky(eye + W.mT @ W, name="I + W^T W (conditioning)")
-    r = tri_solve(L_M, W.mT @ w.unsqueeze(-1)).squeeze(-1)
+    r = solve_lower(L_M, W.mT @ w.unsqueeze(-1)).squeeze(-1)
     return SiteBlock(W, L_M, w, r)
 
 
@@ -157,14 +156,14 @@ def dual_predict(
         >>> mean.shape, var.shape, torch.allclose(mean[0], exact, atol=1e-5)
         (torch.Size([1, 4]), torch.Size([1, 4]), True)
     """
-    H = tri_solve(factors.L_K, Kzx)  # L_K^{-1} k
-    G = tri_solve(factors.L_A, Kzx)  # L_A^{-1} k
+    H = solve_lower(factors.L_K, Kzx)  # L_K^{-1} k
+    G = solve_lower(factors.L_A, Kzx)  # L_A^{-1} k
     if block is None:
         mean = (factors.w.unsqueeze(-2) @ G).squeeze(-2)
         S = None
     else:
         mean = (block.w.unsqueeze(-2) @ G).squeeze(-2)
-        S = tri_solve(block.L_M, block.W.mT @ G)  # (*, L, n_c, n)
+        S = solve_lower(block.L_M, block.W.mT @ G)  # (*, L, n_c, n)
         mean = mean - (block.r.unsqueeze(-2) @ S).squeeze(-2)
     if full_cov:
         cov = kxx - H.mT @ H + G.mT @ G

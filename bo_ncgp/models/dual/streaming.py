@@ -2,9 +2,10 @@
 
 :func:`update` is what :meth:`DualSVGP.update <bo_ncgp.models.dual.DualSVGP.update>` runs on a
 batch: pivoted-Cholesky inducing update and projection (Sec. 3.4, Eq. 27), damped site steps
-(Eqs. 23-24, 54), Adam steps on the hyperparameter objective (Eq. 26 or Eq. 21) with rollback
-on a non-finite step, and the BLS-weighted choice of memory points whose sites stay
-individual while the others are folded into ``(lam_rest, B_rest)`` (Eq. 11, Sec. 3.5).
+(Eqs. 23-24, 54), Adam steps on the hyperparameter objective (Eq. 26 or Eq. 21) under the
+non-finite policy of :mod:`bo_ncgp.models.training`, and the BLS-weighted choice of memory
+points whose sites stay individual while the others are folded into ``(lam_rest, B_rest)``
+(Eq. 11, Sec. 3.5).
 
 Example:
     >>> import torch
@@ -21,29 +22,25 @@ Example:
 
 from __future__ import annotations
 
-import time
-import warnings
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
 
-from bo_ncgp.exceptions import NotPSDError, NumericalWarning
 from bo_ncgp.linalg import stable_cholesky
-from bo_ncgp.models.base import Callback, FitStep, notify
+from bo_ncgp.models.base import Callback
 from bo_ncgp.models.dual.inducing import select_inducing_points
 from bo_ncgp.models.dual.memory import bayesian_leverage_scores, sample_by_score
 from bo_ncgp.models.dual.posterior import dual_factors, dual_predict
 from bo_ncgp.models.dual.sites import damp, site_contributions
+from bo_ncgp.models.training import AdamStepper, FitClock
 
 if TYPE_CHECKING:
     from bo_ncgp.models.dual.model import DualSVGP
 
 __all__ = [
-    "StepClock",
     "add_to_memory",
-    "backward_if_finite",
     "fold",
     "hyper_steps",
     "inner_steps",
@@ -73,15 +70,22 @@ def update(model: DualSVGP, X: Tensor, y: Tensor, callback: Callback | None = No
     zeros = X.new_zeros(model._C, n)
     eta, beta = torch.cat([eta_m, zeros], -1), torch.cat([beta_m, zeros], -1)
     weights = torch.cat([model._memory_weights(n_old), X.new_ones(n)])
-    clock = StepClock(callback)
+    clock, reported = FitClock(), 0
+
+    def report(loss: float | None, info: dict[str, int]) -> bool:
+        nonlocal reported
+        reported += 1
+        return clock.notify(callback, reported - 1, model, loss, info)
+
     for r in range(model.num_rounds):
         eta, beta = inner_steps(model, Xa, ya, eta, beta)
-        reported = clock.step
+        before = reported
         stop = False
         if model.num_hyper_steps > 0:
-            stop = hyper_steps(model, Xa, ya, eta, beta, weights, n_M > 0, clock, r)
-        if clock.step == reported:  # no hyperparameter step ran: report the round
-            stop = clock.report(model, None, {"round": r})
+            active = (Xa, ya, eta, beta, weights, n_M > 0)
+            stop = hyper_steps(model, active, report, r)
+        if reported == before:  # no hyperparameter step ran: report the round
+            stop = report(None, {"round": r})
         if stop:
             break
     with torch.no_grad():
@@ -90,34 +94,6 @@ def update(model: DualSVGP, X: Tensor, y: Tensor, callback: Callback | None = No
         model._num_data = model._num_data + n
     model._touch()
     return model
-
-
-class StepClock:
-    """Numbers the steps reported to a ``fit`` / ``update`` callback and measures the
-    training time outside the callback (:class:`~bo_ncgp.models.base.FitStep`).
-
-    Example:
-        >>> clock = StepClock(lambda s: s.step >= 1)
-        >>> clock.report(None, 0.5), clock.report(None, 0.4), clock.step
-        (False, True, 2)
-    """
-
-    def __init__(self, callback: Callback | None) -> None:
-        self.callback = callback
-        self.step = 0
-        self.seconds = 0.0
-        self._start = time.perf_counter()
-
-    def report(self, model: Any, loss: float | None, info: dict | None = None) -> bool:
-        """Tell the callback about one finished step; ``True`` when it asks to stop."""
-        step = self.step
-        self.step += 1
-        if self.callback is None:
-            return False
-        self.seconds += time.perf_counter() - self._start
-        stop = notify(self.callback, FitStep(step, model, loss, self.seconds, info or {}))
-        self._start = time.perf_counter()
-        return stop
 
 
 def inner_steps(
@@ -138,20 +114,19 @@ def inner_steps(
 
 def hyper_steps(
     model: DualSVGP,
-    Xa: Tensor,
-    ya: Tensor,
-    eta: Tensor,
-    beta: Tensor,
-    weights: Tensor,
-    rest: bool,
-    clock: StepClock | None = None,
+    active: tuple[Tensor, Tensor, Tensor, Tensor, Tensor, bool],
+    report: Callable[[float, dict[str, int]], bool] | None = None,
     round_: int = 0,
 ) -> bool:
-    """Adam on Eq. 26 (or Eq. 21) plus log priors, sites and ``Z`` fixed (Sec. 3.4).
+    """Adam on Eq. 26 (or Eq. 21) plus log priors, sites and ``Z`` fixed (Sec. 3.4), on the
+    active points ``active = (X, y, eta, beta, weights, rest)`` (the first arguments of the
+    model's objective).
 
-    A step with a non-finite objective, gradient or result (or a non-PSD ``K_zz + B_u``) is
-    undone and ends this round's steps with a :class:`~bo_ncgp.exceptions.NumericalWarning`.
-    Returns ``True`` when the callback asked to stop.
+    The steps follow the non-finite policy of :mod:`bo_ncgp.models.training`: a step with a
+    non-finite objective, gradient or result (or a non-PSD ``K_zz + B_u``) is undone and ends
+    this round's steps with a :class:`~bo_ncgp.exceptions.NumericalWarning`. After every step
+    taken ``report(loss, {"round": round_, "hyper_step": step})`` is called (if given);
+    returns ``True`` when it asked to stop.
     """
     params = model._hyperparameters()
     if not params:
@@ -160,69 +135,27 @@ def hyper_steps(
     if model.hyper_objective == "elbo":
         model._touch()
         q_fixed = model._fixed_q()
-    opt = torch.optim.Adam(params, lr=model.lr)
+    stepper = AdamStepper(
+        params, model.lr, project=model._project_unenforced_constraints, name="DualSVGP"
+    )
     stop = False
 
     def loss_fn() -> Tensor:
-        obj = model._objective(Xa, ya, eta, beta, weights, rest, model.hyper_objective, q_fixed)
+        obj = model._objective(*active, model.hyper_objective, q_fixed)
         return -(obj + model._log_prior())
 
     with torch.enable_grad():
         for step in range(model.num_hyper_steps):
-            saved = [p.detach().clone() for p in params]
-            opt.zero_grad()
-            loss, ok = backward_if_finite(loss_fn, params)
-            if ok:
-                opt.step()
-                model._project_unenforced_constraints()
-                ok = all(torch.isfinite(p).all() for p in params)
-            if not ok:  # report, restore the last good hyperparameters, stop
-                with torch.no_grad():
-                    for p, v in zip(params, saved, strict=True):
-                        p.copy_(v)
-                warnings.warn(
-                    f"DualSVGP: hyperparameter step {step + 1} gave a non-finite objective or "
-                    "a non-PSD K_zz + B_u; kept the previous hyperparameters and stopped "
-                    "(lower lr or rescale the data)",
-                    NumericalWarning,
-                    stacklevel=4,
-                )
+            if not stepper.step(loss_fn):
                 break
-            if clock is not None:
-                if clock.callback is not None:
-                    model._touch()  # the callback sees the model after the step
-                info = {"round": round_, "hyper_step": step}
-                if clock.report(model, float(loss.detach()), info):
+            if report is not None:
+                model._touch()  # the callback sees the model after the step
+                if report(float(stepper.loss), {"round": round_, "hyper_step": step}):
                     stop = True
                     break
-    opt.zero_grad(set_to_none=True)
+    stepper.optimizer.zero_grad(set_to_none=True)
     model._touch()
     return stop
-
-
-def backward_if_finite(
-    loss_fn: Callable[[], Tensor], params: list[Tensor]
-) -> tuple[Tensor | None, bool]:
-    """Evaluate ``loss_fn()`` and backpropagate into ``params``; ``ok`` is ``False`` (and the
-    step must be undone) for a non-finite loss or gradient or a non-PSD kernel matrix.
-
-    Example:
-        >>> p = torch.ones(2, requires_grad=True)
-        >>> loss, ok = backward_if_finite(lambda: (p**2).sum(), [p])
-        >>> float(loss), ok, p.grad.tolist()
-        (2.0, True, [2.0, 2.0])
-        >>> backward_if_finite(lambda: p.sum() / 0.0, [p])[1]
-        False
-    """
-    try:
-        loss = loss_fn()
-        ok = bool(torch.isfinite(loss))
-        if ok:
-            loss.backward()
-            ok = all(torch.isfinite(p.grad).all() for p in params if p.grad is not None)
-    except NotPSDError:
-        return None, False
-    return loss, ok
 
 
 @torch.no_grad()

@@ -14,6 +14,7 @@ from bo_ncgp.exceptions import NumericalWarning, UnsupportedError
 from bo_ncgp.likelihoods import Bernoulli, Binomial, Gaussian, Poisson, Softmax
 from bo_ncgp.models import DualSVGP
 from bo_ncgp.models.dual import DualSVGP as DirectDualSVGP
+from bo_ncgp.models.svgp import SVGP
 
 
 # --------------------------------------------------------------------------- helpers
@@ -158,21 +159,6 @@ class _LogPoisson(gpytorch.likelihoods._OneDimensionalLikelihood):
         return torch.distributions.Poisson(torch.exp(function_samples))
 
 
-class _VGP(gpytorch.models.ApproximateGP):
-    def __init__(self, Z, kernel):
-        dist = gpytorch.variational.NaturalVariationalDistribution(Z.shape[0])
-        strat = gpytorch.variational.VariationalStrategy(
-            self, Z, dist, learn_inducing_locations=False
-        )
-        super().__init__(strat)
-        self.covar_module = kernel
-
-    def forward(self, x):
-        return gpytorch.distributions.MultivariateNormal(
-            torch.zeros(x.shape[:-1], dtype=x.dtype), self.covar_module(x)
-        )
-
-
 @pytest.mark.parametrize(
     "ours, theirs, data",
     [(Bernoulli, _LogitBernoulli, bernoulli_data), (Poisson, _LogPoisson, poisson_data)],
@@ -187,7 +173,8 @@ def test_matches_gpytorch_variational_gp(ours, theirs, data):
     model = _converged(k, ours(), X, y)
     vgp_kernel = matern()
     vgp_kernel.load_state_dict(k.state_dict())
-    vgp, vlik = _VGP(X, vgp_kernel), theirs()
+    vgp = SVGP(vgp_kernel, X, variational="natural", learn_inducing_locations=False)
+    vlik = theirs()
     vlik.quadrature = gpytorch.utils.quadrature.GaussHermiteQuadrature1D(num_locs=60)
     elbo = gpytorch.mlls.VariationalELBO(vlik, vgp, num_data=X.shape[0])
     ngd = gpytorch.optim.NGD(vgp.variational_parameters(), num_data=X.shape[0], lr=0.5)

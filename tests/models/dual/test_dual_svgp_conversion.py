@@ -12,6 +12,7 @@ import torch
 
 from bo_ncgp.likelihoods import Bernoulli, Binomial, Gaussian
 from bo_ncgp.models import DualSVGP
+from bo_ncgp.models.svgp import SVGP
 
 DT = torch.float64
 
@@ -123,26 +124,12 @@ def test_hyperparameter_gradients_with_constant_mean_match_autograd_of_exact_lml
 
 
 # ------------------------------------------------------------- from_inducing_posterior
-class _GPyTorchSVGP(gpytorch.models.ApproximateGP):
+def _random_svgp(m: int = 6, seed: int = 0) -> SVGP:
     """A whitened GPyTorch SVGP with a ConstantMean (the layout of Maddox et al.'s model)."""
-
-    def __init__(self, Z: torch.Tensor, kernel) -> None:
-        q = gpytorch.variational.CholeskyVariationalDistribution(Z.shape[0])
-        strat = gpytorch.variational.VariationalStrategy(self, Z, q, learn_inducing_locations=True)
-        super().__init__(strat)
-        self.mean_module = gpytorch.means.ConstantMean()
-        self.kernel = kernel
-        self.to(DT)
-
-    def forward(self, x):
-        return gpytorch.distributions.MultivariateNormal(self.mean_module(x), self.kernel(x))
-
-
-def _random_svgp(m: int = 6, seed: int = 0) -> _GPyTorchSVGP:
     g = torch.Generator().manual_seed(seed)
     Z = torch.rand(m, 2, generator=g, dtype=DT)
-    gp = _GPyTorchSVGP(Z, gpytorch.kernels.ScaleKernel(
-        gpytorch.kernels.MaternKernel(nu=1.5, ard_num_dims=2)).to(DT))  # fmt: skip
+    kernel = gpytorch.kernels.ScaleKernel(gpytorch.kernels.MaternKernel(nu=1.5, ard_num_dims=2))
+    gp = SVGP(kernel, Z, mean="constant")
     var = gp.variational_strategy._variational_distribution
     with torch.no_grad():
         var.variational_mean.copy_(torch.randn(m, generator=g, dtype=DT))
@@ -156,18 +143,9 @@ def _random_svgp(m: int = 6, seed: int = 0) -> _GPyTorchSVGP:
     return gp
 
 
-def _unwhitened(gp: _GPyTorchSVGP) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``(Z, m, S)`` of ``g(Z)``: ``m = L m_w``, ``S = L S_w L^T``, ``L L^T = K_zz``."""
-    Z = gp.variational_strategy.inducing_points.detach()
-    q = gp.variational_strategy.variational_distribution
-    with torch.no_grad():
-        L = torch.linalg.cholesky(dense(gp.kernel, Z))
-        return Z, L @ q.mean, L @ q.covariance_matrix @ L.T
-
-
 def test_from_inducing_posterior_reproduces_the_gpytorch_svgp_predictive():
     gp = _random_svgp()
-    Z, m_u, S_u = _unwhitened(gp)
+    Z, m_u, S_u = gp.inducing_posterior()
     dual = DualSVGP.from_inducing_posterior(gp.kernel, Bernoulli(), Z, m_u, S_u,
                                             mean_constant=float(gp.mean_module.constant.detach()),
                                             num_data=40)  # fmt: skip
@@ -186,7 +164,7 @@ def test_conditioning_a_converted_model_at_an_inducing_input_is_gaussian_conditi
     """A Gaussian site at x = Z[j] acts on u_j itself: conditioning the converted model equals
     conditioning its joint predictive N(mu, Sigma) on y = f(x) + noise (textbook formula)."""
     gp = _random_svgp(seed=1)
-    Z, m_u, S_u = _unwhitened(gp)
+    Z, m_u, S_u = gp.inducing_posterior()
     s2 = 0.2
     dual = DualSVGP.from_inducing_posterior(gp.kernel, Gaussian(s2).to(DT), Z, m_u, S_u,
                                             mean_constant=-2.3)  # fmt: skip
@@ -204,7 +182,7 @@ def test_conditioning_a_converted_model_at_an_inducing_input_is_gaussian_conditi
 def test_fast_pool_conditioning_of_a_converted_model_matches_condition():
     """The rank-one acquisition path (bo.active_learning) sees the constant mean too."""
     gp = _random_svgp(seed=2)
-    Z, m_u, S_u = _unwhitened(gp)
+    Z, m_u, S_u = gp.inducing_posterior()
     dual = DualSVGP.from_inducing_posterior(gp.kernel, Binomial(100).to(DT), Z, m_u, S_u,
                                             mean_constant=-2.3)  # fmt: skip
     pool = torch.rand(20, 2, dtype=DT, generator=torch.Generator().manual_seed(4))
