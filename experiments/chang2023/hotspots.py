@@ -10,8 +10,9 @@ Their acquisition on their model loop (Chang et al.'s Fig. 4 runs):
     python -m experiments.chang2023.hotspots --strategy svgp-entropy --criterion spiked \\
         --clamp-per-village --out experiments/chang2023/results/hotspots/svgp_entropy_spiked
 
-Campaigns stored with the earlier settings names (``"clamp": true/false``, no ``rel_tol``)
-resume: their configurations are read by :func:`experiments.chang2023.legacy.upgrade_config`.
+Campaign states whose configuration says ``"clamp": true/false`` instead of ``"gain"`` and
+has no ``rel_tol`` (the committed archives of the results page) resume and pool: their
+configurations are read by :func:`experiments.chang2023.legacy.upgrade_config`.
 """
 
 from __future__ import annotations

@@ -96,7 +96,7 @@ def test_the_command_runs_the_library_campaign_and_resumes_campaigns_stored_with
     assert summary["entropy"]["seeds"] == 1 and summary["entropy"]["config"]["gain"] == "clamped"
     # the library command with the same settings (registered here by the import) runs the same
     assert bo_ncgp(["hotspots", *maddox, "--gain", "clamped", *common]) == 0
-    # a campaign stored with the earlier settings name resumes through the paper command only
+    # a campaign stored with ``clamp`` instead of ``gain`` resumes through the paper command only
     state["strategy"] = {
         ("clamp" if k == "gain" else k): (v == "clamped" if k == "gain" else v)
         for k, v in state["strategy"].items()
