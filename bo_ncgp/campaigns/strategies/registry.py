@@ -74,88 +74,92 @@ class StrategySpec:
         return self.build(*configs)
 
 
-def _hotspots(name: str, surrogate, acquisition, label: str | None = None) -> Callable:
-    def build(*configs):
-        parts = [cls(c) for cls, c in zip((surrogate, acquisition), configs, strict=False)]
+def _hotspots(
+    name: str, help: str, configs: tuple[type, ...], surrogate, acquisition, label=None
+) -> StrategySpec:
+    """The spec of the hotspot strategy ``name``: ``surrogate`` x ``acquisition``, built from
+    instances of ``configs`` (an acquisition without a config is built with no arguments)."""
+
+    def build(*instances):
+        parts = [cls(c) for cls, c in zip((surrogate, acquisition), instances, strict=False)]
         if len(parts) == 1:
             parts.append(acquisition())
         return hs.HotspotStrategy(name, *parts, model_label=label)
 
-    return build
+    return StrategySpec("hotspots", name, help, configs, build)
 
 
-def _lunar(name: str, reward, batch) -> Callable:
+def _lunar(name: str, help: str, reward, batch) -> StrategySpec:
+    """The spec of the lunar-lander strategy ``name``: ``reward`` model x ``batch`` rule."""
+
     def build(model: ll.DualModelConfig, batch_config: ll.BatchConfig) -> Strategy:
         r = reward(model) if reward is ll.StreamingDualReward else reward()
         return ll.ConstrainedBO(name, model, r, batch(batch_config))
 
-    return build
+    return StrategySpec("lunar-lander", name, help, (ll.DualModelConfig, ll.BatchConfig), build)
 
 
 _SVGP = "GPyTorch SVGP with constant mean, refitted"
+_STREAMING = (hs.StreamingDualConfig, hs.EntropyConfig)
+_REFITTED = (hs.RefittedSVGPConfig, hs.EntropyConfig)
 #: every named strategy, by (problem, name)
 STRATEGIES: dict[tuple[str, str], StrategySpec] = {
     (s.problem, s.name): s
     for s in (
-        StrategySpec(
-            "hotspots",
+        _hotspots(
             "entropy",
             "streaming DualSVGP x dual-conditioning entropy reduction (ours)",
-            (hs.StreamingDualConfig, hs.EntropyConfig),
-            _hotspots("entropy", hs.StreamingDual, hs.DualEntropy),
+            _STREAMING,
+            hs.StreamingDual,
+            hs.DualEntropy,
         ),
-        StrategySpec(
-            "hotspots",
+        _hotspots(
             "random",
             "streaming DualSVGP x uniformly random village",
-            (hs.StreamingDualConfig,),
-            _hotspots("random", hs.StreamingDual, hs.RandomVillage),
+            _STREAMING[:1],
+            hs.StreamingDual,
+            hs.RandomVillage,
         ),
-        StrategySpec(
-            "hotspots",
+        _hotspots(
             "refit-entropy",
             "refitted GPyTorch SVGP x entropy reduction with refitted fantasies",
             (hm.RefitGPConfig, hs.RefitEntropyConfig),
-            _hotspots("refit-entropy", hs.RefitGP, hs.RefitEntropy),
+            hs.RefitGP,
+            hs.RefitEntropy,
         ),
-        StrategySpec(
-            "hotspots",
+        _hotspots(
             "svgp-entropy",
             "refitted constant-mean SVGP x dual-conditioning entropy (Chang et al.'s Fig. 4 loop)",
-            (hs.RefittedSVGPConfig, hs.EntropyConfig),
-            _hotspots(
-                "svgp-entropy", hs.RefittedSVGP, hs.DualEntropy, f"{_SVGP}; DualSVGP fantasies"
-            ),
+            _REFITTED,
+            hs.RefittedSVGP,
+            hs.DualEntropy,
+            f"{_SVGP}; DualSVGP fantasies",
         ),
-        StrategySpec(
-            "hotspots",
+        _hotspots(
             "svgp-random",
             "refitted constant-mean SVGP x uniformly random village",
-            (hs.RefittedSVGPConfig,),
-            _hotspots(
-                "svgp-random", hs.RefittedSVGP, hs.RandomVillage, f"{_SVGP}; random villages"
-            ),
+            _REFITTED[:1],
+            hs.RefittedSVGP,
+            hs.RandomVillage,
+            f"{_SVGP}; random villages",
         ),
-        StrategySpec(
-            "lunar-lander",
+        _lunar(
             "fantasy-batch",
             "streaming DualSVGP reward x dual-conditioned fantasy batches (ours)",
-            (ll.DualModelConfig, ll.BatchConfig),
-            _lunar("fantasy-batch", ll.StreamingDualReward, ll.DualFantasyBatch),
+            ll.StreamingDualReward,
+            ll.DualFantasyBatch,
         ),
-        StrategySpec(
-            "lunar-lander",
+        _lunar(
             "sequential",
             "fantasy-batch meant for batches of one (--batch-size 1)",
-            (ll.DualModelConfig, ll.BatchConfig),
-            _lunar("sequential", ll.StreamingDualReward, ll.DualFantasyBatch),
+            ll.StreamingDualReward,
+            ll.DualFantasyBatch,
         ),
-        StrategySpec(
-            "lunar-lander",
+        _lunar(
             "kriging-believer",
             "exact SingleTaskGP reward x Kriging-believer batches",
-            (ll.DualModelConfig, ll.BatchConfig),
-            _lunar("kriging-believer", ll.ExactGPReward, ll.KrigingBelieverBatch),
+            ll.ExactGPReward,
+            ll.KrigingBelieverBatch,
         ),
         StrategySpec("lunar-lander", "random", "uniformly random points", (), RandomSearch),
         StrategySpec("synthetic", "random", "uniformly random points", (), RandomSearch),

@@ -38,7 +38,7 @@ from bo_ncgp.exceptions import InputDataError, NumericalWarning, UnsupportedErro
 from bo_ncgp.likelihoods import Bernoulli, Gaussian, Likelihood, Poisson, Softmax
 from bo_ncgp.linalg import stable_cholesky
 from bo_ncgp.models._checks import check_inputs
-from bo_ncgp.models.base import Callback, LatentGP
+from bo_ncgp.models.base import Callback, LatentGP, check_kernel_and_likelihood
 from bo_ncgp.models.iterncgp.belief import Belief
 from bo_ncgp.models.iterncgp.newton import LaplaceState, NewtonConfig, newton_laplace
 from bo_ncgp.models.iterncgp.operators import LatentKernelOperator, _check_kernel
@@ -129,13 +129,7 @@ class IterNCGP(torch.nn.Module, LatentGP):
         line_search: bool | None = None,
     ) -> None:
         super().__init__()
-        if not isinstance(kernel, gpytorch.kernels.Kernel):
-            raise InputDataError(f"IterNCGP: kernel must be a gpytorch Kernel, got {type(kernel)}")
-        if not isinstance(likelihood, Likelihood):
-            raise InputDataError(
-                f"IterNCGP: likelihood must be a bo_ncgp.likelihoods Likelihood, got "
-                f"{type(likelihood)}"
-            )
+        check_kernel_and_likelihood("IterNCGP", kernel, likelihood)
         _check_kernel(kernel, likelihood.num_latents)
         if max_solver_iters_per_step is not None and int(max_solver_iters_per_step) < 0:
             raise InputDataError(
