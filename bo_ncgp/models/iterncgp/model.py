@@ -169,6 +169,36 @@ class IterNCGP(torch.nn.Module, LatentGP):
         self.backend = backend
         self._reset_state()
 
+    @classmethod
+    def exact_laplace(
+        cls,
+        kernel: gpytorch.kernels.Kernel,
+        likelihood: Likelihood,
+        num_data: int,
+        **settings,
+    ) -> IterNCGP:
+        """IterNCGP set up as the exact Laplace approximation (Tatzel et al., Theorem A.2):
+        unit-vector actions, ``num_data * C`` solver iterations per Newton step (the whole
+        data set), solver tolerances off, dense kernel matrices; ``settings`` (other
+        constructor arguments, e.g. ``max_newton_steps``, ``tol``) are passed on.
+
+        Example:
+            >>> from bo_ncgp.likelihoods import Bernoulli
+            >>> X = torch.linspace(0, 1, 12).unsqueeze(-1)
+            >>> y = (X[:, 0] > 0.5).double()
+            >>> model = IterNCGP.exact_laplace(gpytorch.kernels.RBFKernel(), Bernoulli(), 12)
+            >>> model.fit(X, y).num_solver_iters % 12, model.config.solver_rtol
+            (0, 0.0)
+        """
+        exact = {
+            "policy": "unit_vector",
+            "max_solver_iters_per_step": num_data * likelihood.num_latents,
+            "solver_rtol": 0.0,
+            "solver_atol": 0.0,
+            "backend": "dense",
+        }
+        return cls(kernel, likelihood, **{**exact, **settings})
+
     # ------------------------------------------------------------------ state
     def _reset_state(self) -> None:
         self._X: Tensor | None = None
