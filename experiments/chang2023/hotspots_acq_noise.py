@@ -184,11 +184,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _write(args, results: dict) -> None:
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"settings": dict(vars(args)), "results": results}, indent=1))
-    tmp.replace(out)
+    harness.write_json(Path(args.out), {"settings": dict(vars(args)), "results": results})
 
 
 if __name__ == "__main__":

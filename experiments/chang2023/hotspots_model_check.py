@@ -34,7 +34,6 @@ Writes ``experiments/chang2023/results/hotspots/model_check.json`` (``--out``).
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 
@@ -242,8 +241,7 @@ def main(argv: list[str] | None = None) -> int:
         "variants": results,
         "paper": {"step": 200, "entropy_mse": 0.0119, "random_mse": 0.0166},
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(out, indent=1))
+    harness.write_json(args.out, out)
     print(f"wrote {args.out}")
     return 0
 

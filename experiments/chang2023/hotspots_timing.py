@@ -18,7 +18,6 @@ Writes ``experiments/chang2023/results/hotspots/timing.json`` (``--out``).
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 
@@ -208,8 +207,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{P * args.fantasies}); per pair {per_pair_ref / per_pair_ent:.0f}x; refit at full "
             f"size ~{full_ref:.0f} s/step ({summary['speedup_full_size_extrapolated']:.0f}x)"
         )
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(summary, indent=1))
+    harness.write_json(args.out, summary)
     print(f"wrote {args.out}")
     return 0
 

@@ -28,6 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
+from experiments.harness import write_json
+
 AT = [30, 60, 90]
 SPLIT = ("update_seconds", "acquisition_seconds", "evaluation_seconds")
 
@@ -145,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         old = json.loads(out.read_text())
         if "measured" in old:
             report["measured"] = old["measured"]
-    out.write_text(json.dumps(report, indent=1))
+    write_json(out, report)
     print(markdown(report))
     if "measured" in report:
         m = report["measured"]
