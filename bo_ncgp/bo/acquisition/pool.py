@@ -192,10 +192,8 @@ GAINS: dict[str, GainFn] = {"reduction": entropy_reduction}
 
 
 def register_gain(name: str, gain: GainFn) -> GainFn:
-    """Register ``gain(h_now (P,), h_after (b, J, P)) -> (b, J, P)`` as the gain ``name``.
-
-    Registering the same function twice is a no-op; another function under a taken name is an
-    :class:`~bo_ncgp.exceptions.InputDataError`.
+    """Register ``gain(h_now (P,), h_after (b, J, P)) -> (b, J, P)`` as the gain ``name``, by
+    the rules of :func:`register_criterion`.
 
     Example:
         >>> def doubled(h_now, h_after):  # a toy gain: twice the per-point change
