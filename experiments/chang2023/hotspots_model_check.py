@@ -33,7 +33,6 @@ Writes ``experiments/chang2023/results/hotspots/model_check.json`` (``--out``).
 
 from __future__ import annotations
 
-import argparse
 import time
 from pathlib import Path
 
@@ -179,8 +178,11 @@ def _summary(rows: list[dict[str, float]]) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(
-        prog="bo-ncgp hotspots-model-check", description=__doc__.split("\n\n")[0]
+    p = harness.parser(
+        __doc__,
+        HOTSPOTS / "model_check.json",
+        quick_help="tiny sizes for a smoke test",
+        prog="bo-ncgp hotspots-model-check",
     )
     p.add_argument("--country", default="civ")
     p.add_argument("--data-root", default=None)
@@ -198,9 +200,6 @@ def main(argv: list[str] | None = None) -> int:
         help="maddox*: stop early by BoTorch's ExpMA rule (their fit loop: 1e-5)",
     )  # fmt: skip
     p.add_argument("--variants", default="all", help="';'-separated names, or 'all'")
-    p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--out", type=Path, default=HOTSPOTS / "model_check.json")
-    p.add_argument("--quick", action="store_true", help="tiny sizes for a smoke test")
     args = p.parse_args(argv)
     every = ["const-prevalence", *VARIANTS, *MADDOX]
     names = every if args.variants == "all" else [v for v in args.variants.split(";") if v]

@@ -17,7 +17,6 @@ Writes ``experiments/chang2023/results/hotspots/timing.json`` (``--out``).
 
 from __future__ import annotations
 
-import argparse
 import time
 from pathlib import Path
 
@@ -95,15 +94,17 @@ def main(argv: list[str] | None = None) -> int:
     from bo_ncgp.bo.acquisition import CRITERIA, GAINS
     from experiments.chang2023 import maddox_acquisition  # noqa: F401 (spiked, clamped)
 
-    p = argparse.ArgumentParser(
-        prog="bo-ncgp hotspots-timing", description=__doc__.split("\n\n")[0]
+    p = harness.parser(
+        __doc__,
+        HOTSPOTS / "timing.json",
+        quick_help="tiny sizes for a smoke test",
+        prog="bo-ncgp hotspots-timing",
     )
     p.add_argument("--country", default="civ")
     p.add_argument("--data-root", default=None)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--start", type=int, default=150, help="surveyed villages before timing")
     p.add_argument("--steps", type=int, default=5, help="timed steps per strategy")
-    p.add_argument("--threads", type=int, default=1)
     p.add_argument("--fantasies", type=int, default=16)
     p.add_argument("--init-rounds", type=int, default=8)
     p.add_argument("--init-hyper-steps", type=int, default=50)
@@ -139,8 +140,6 @@ def main(argv: list[str] | None = None) -> int:
         default="entropy,refit-entropy,random",
         help=f"comma-separated, from {','.join(STRATEGIES)}; ratios are taken to entropy",
     )
-    p.add_argument("--out", type=Path, default=HOTSPOTS / "timing.json")
-    p.add_argument("--quick", action="store_true", help="tiny sizes for a smoke test")
     args = p.parse_args(argv)
     args.strategies = [s for s in args.strategies.split(",") if s]
     bad = [s for s in args.strategies if s not in STRATEGIES]
