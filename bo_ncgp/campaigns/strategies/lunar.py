@@ -178,13 +178,12 @@ class ExactGPReward:
 
 
 # ------------------------------------------------------------------------ batch rules
-class DualFantasyBatch:
-    """Batches built by dual conditioning of the reward model and the classifier.
+class _PosteriorMeanFantasyBatch:
+    """A batch rule: :func:`~bo_ncgp.bo.build_fantasy_batch` with posterior-mean fantasies of
+    (reward model, classifier), conditioning the models flagged in ``condition``."""
 
-    Example:
-        >>> DualFantasyBatch(BatchConfig()).config.raw_samples
-        512
-    """
+    #: per model (reward, classifier), whether it is conditioned within a batch; None: both
+    condition: tuple[bool, bool] | None = None
 
     def __init__(self, config: BatchConfig) -> None:
         self.config = config
@@ -196,40 +195,34 @@ class DualFantasyBatch:
         return build_fantasy_batch(
             [reward, DualSVGPModel(classifier)],
             acquisition_factory,
-            q=q,
-            bounds=bounds,
+            q,
             fantasy="mean",
+            condition=self.condition,
+            bounds=bounds,
             num_restarts=self.config.num_restarts,
             raw_samples=self.config.raw_samples,
         )
 
 
-class KrigingBelieverBatch:
-    """Kriging-believer batches: the reward model conditioned on posterior-mean fantasies,
-    the classifier unchanged.
+class DualFantasyBatch(_PosteriorMeanFantasyBatch):
+    """Batches built by dual conditioning of the reward model and the classifier.
+
+    Example:
+        >>> DualFantasyBatch(BatchConfig()).config.raw_samples
+        512
+    """
+
+
+class KrigingBelieverBatch(_PosteriorMeanFantasyBatch):
+    """Kriging-believer batches (:func:`~bo_ncgp.bo.fantasy.kriging_believer_batch`): the
+    reward model conditioned on posterior-mean fantasies, the classifier unchanged.
 
     Example:
         >>> KrigingBelieverBatch(BatchConfig()).config.num_restarts
         8
     """
 
-    def __init__(self, config: BatchConfig) -> None:
-        self.config = config
-
-    def build(self, reward, classifier, acquisition_factory, q: int, bounds: torch.Tensor):
-        """A ``q``-point :class:`~bo_ncgp.bo.fantasy.FantasyBatch`."""
-        from bo_ncgp.bo import DualSVGPModel
-        from bo_ncgp.bo.fantasy import kriging_believer_batch
-
-        return kriging_believer_batch(
-            [reward, DualSVGPModel(classifier)],
-            acquisition_factory,
-            q=q,
-            conditionable=[True, False],
-            bounds=bounds,
-            num_restarts=self.config.num_restarts,
-            raw_samples=self.config.raw_samples,
-        )
+    condition = (True, False)
 
 
 # --------------------------------------------------------------------------- strategy
