@@ -226,7 +226,27 @@ class RefitEntropyConfig:
 
 
 # ---------------------------------------------------------------------------- surrogates
-class StreamingDual:
+class _Surrogate:
+    """What every hotspot surrogate has: its ``config``, the fitted ``model`` (with
+    ``predict_f``), the strategy it serves (from :meth:`setup`) and :meth:`latent`."""
+
+    label = ""
+
+    def __init__(self, config: Any) -> None:
+        self.config = config
+        self.model = None
+
+    def setup(self, strategy: HotspotStrategy) -> None:
+        """Forget the model (a fresh or resumed run starts from no data)."""
+        self.strategy = strategy
+        self.model = None
+
+    def latent(self, U: Tensor) -> Tensor:
+        """Posterior mean of the latent logit prevalence at ``U``."""
+        return self.model.predict_f(U)[0]
+
+
+class StreamingDual(_Surrogate):
     """Streaming DualSVGP of the logit prevalence; inducing points = the surveyed villages.
 
     Example:
@@ -237,14 +257,8 @@ class StreamingDual:
     label = "DualSVGP"
 
     def __init__(self, config: StreamingDualConfig) -> None:
-        self.config = config
-        self.model = None
+        super().__init__(config)
         self.retries = 0
-
-    def setup(self, strategy: HotspotStrategy) -> None:
-        """Forget the model (a fresh or resumed run starts from no data)."""
-        self.strategy = strategy
-        self.model = None
 
     def fit(self, idx: np.ndarray, y: Tensor) -> None:
         """Update the model with the counts ``y`` of the newly surveyed villages ``idx``."""
@@ -296,12 +310,8 @@ class StreamingDual:
             self.config.max_abs_logit
         )
 
-    def latent(self, U: Tensor) -> Tensor:
-        """Posterior mean of the latent logit prevalence at ``U``."""
-        return self.model.predict_f(U)[0]
 
-
-class RefittedSVGP:
+class RefittedSVGP(_Surrogate):
     """Constant-mean GPyTorch SVGP refitted on every surveyed village after each survey and
     converted to a DualSVGP (``model``), whose predictions are the SVGP's.
 
@@ -313,14 +323,12 @@ class RefittedSVGP:
     label = "GPyTorch SVGP with constant mean, refitted"
 
     def __init__(self, config: RefittedSVGPConfig) -> None:
-        self.config = config
-        self.model = None
+        super().__init__(config)
         self.gp: ConstantMeanSVGP | None = None
 
     def setup(self, strategy: HotspotStrategy) -> None:
         """Forget the fits (a fresh or resumed run starts from no data)."""
-        self.strategy = strategy
-        self.model = None
+        super().setup(strategy)
         self.gp = None
         self.last_loss = float("nan")
 
@@ -346,12 +354,8 @@ class RefittedSVGP:
         self.gp = gp
         self.model = gp.to_dual(likelihood, num_data=len(s.observed))
 
-    def latent(self, U: Tensor) -> Tensor:
-        """Posterior mean of the latent logit prevalence at ``U``."""
-        return self.model.predict_f(U)[0]
 
-
-class RefitGP:
+class RefitGP(_Surrogate):
     """Zero-mean GPyTorch SVGP refitted from scratch after every survey (``model`` is the
     :class:`~bo_ncgp.campaigns.strategies.hotspot_models.RefitVariationalGP`).
 
@@ -361,10 +365,7 @@ class RefitGP:
     """
 
     label = "GPyTorch SVGP, refitted"
-
-    def __init__(self, config: RefitGPConfig) -> None:
-        self.config = config
-        self.model = None
+    config: RefitGPConfig
 
     def setup(self, strategy: HotspotStrategy) -> None:
         """A new, unfitted model."""
@@ -375,10 +376,6 @@ class RefitGP:
         """Refit on every surveyed village (the strategy's record, ``idx`` included)."""
         s = self.strategy
         self.model.fit(s.U[s.observed], s.y)
-
-    def latent(self, U: Tensor) -> Tensor:
-        """Posterior mean of the latent logit prevalence at ``U``."""
-        return self.model.predict_f(U)[0]
 
 
 # -------------------------------------------------------------------------- acquisitions
