@@ -40,8 +40,7 @@ import numpy as np
 import torch
 
 from experiments import harness
-
-HOTSPOTS = harness.results_dir(__file__, "hotspots")
+from experiments.chang2023.hotspots import script_parser
 
 
 def _dual(more: bool = False, **kw):
@@ -178,14 +177,7 @@ def _summary(rows: list[dict[str, float]]) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = harness.parser(
-        __doc__,
-        HOTSPOTS / "model_check.json",
-        quick_help="tiny sizes for a smoke test",
-        prog="bo-ncgp hotspots-model-check",
-    )
-    p.add_argument("--country", default="civ")
-    p.add_argument("--data-root", default=None)
+    p = script_parser(__doc__, "model_check.json", "bo-ncgp hotspots-model-check")
     p.add_argument("--seeds", type=int, default=4)
     p.add_argument("--first-seed", type=int, default=0)
     p.add_argument("--init", type=int, default=100, help="surveyed villages to fit")

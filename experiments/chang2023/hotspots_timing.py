@@ -24,9 +24,7 @@ import numpy as np
 import torch
 
 from experiments import harness
-
-HOTSPOTS = harness.results_dir(__file__, "hotspots")
-
+from experiments.chang2023.hotspots import script_parser
 
 STRATEGIES = ("entropy", "refit-entropy", "random", "svgp-entropy")
 
@@ -94,14 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     from bo_ncgp.bo.acquisition import CRITERIA, GAINS
     from experiments.chang2023 import maddox_acquisition  # noqa: F401 (spiked, clamped)
 
-    p = harness.parser(
-        __doc__,
-        HOTSPOTS / "timing.json",
-        quick_help="tiny sizes for a smoke test",
-        prog="bo-ncgp hotspots-timing",
-    )
-    p.add_argument("--country", default="civ")
-    p.add_argument("--data-root", default=None)
+    p = script_parser(__doc__, "timing.json", "bo-ncgp hotspots-timing")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--start", type=int, default=150, help="surveyed villages before timing")
     p.add_argument("--steps", type=int, default=5, help="timed steps per strategy")
