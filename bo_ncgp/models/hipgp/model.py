@@ -133,10 +133,12 @@ class HIPGP(torch.nn.Module, LatentGP):
     # ----------------------------------------------------------------- pieces
     @property
     def dim(self) -> int:
+        """Number of input dimensions ``D`` (those of the grid)."""
         return self.grid.dim
 
     @property
     def num_inducing(self) -> int:
+        """Number of inducing points ``M`` (the grid points)."""
         return self.grid.num_points
 
     def inducing_points(self) -> Tensor:

@@ -215,10 +215,12 @@ class IterNCGP(torch.nn.Module, LatentGP):
 
     @property
     def train_inputs(self) -> Tensor | None:
+        """The training inputs (``None`` before :meth:`fit`)."""
         return self._X
 
     @property
     def train_targets(self) -> Tensor | None:
+        """The training targets (``None`` before :meth:`fit`)."""
         return self._y
 
     @property
@@ -229,6 +231,7 @@ class IterNCGP(torch.nn.Module, LatentGP):
 
     @property
     def is_fitted(self) -> bool:
+        """Whether :meth:`fit` has run."""
         return self._belief is not None
 
     def _require_fit(self) -> None:
