@@ -21,7 +21,7 @@ Example:
 
 from __future__ import annotations
 
-import importlib
+from bo_ncgp._lazy import lazy_attributes
 
 __version__ = "0.1.0"
 
@@ -46,11 +46,4 @@ _LAZY = {
 __all__ = sorted(_LAZY)
 
 
-def __getattr__(name: str):
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'bo_ncgp' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return [*__all__, "__version__"]
+__getattr__, __dir__ = lazy_attributes(__name__, _LAZY, ["__version__"])

@@ -68,11 +68,12 @@ def parser(
     root: bool = False,
     resume: str | None = None,
     quick_help: str = "tiny configuration (CI)",
+    prog: str | None = None,
 ) -> argparse.ArgumentParser:
     """A parser with ``--quick``, ``--out`` and ``--threads``; ``seeds`` adds ``--seeds``,
     ``root`` the data root ``--root``, and ``resume`` (the name of what ``--summary-only``
     rebuilds) adds ``--force`` and ``--summary-only``. The description is the first line
-    of ``doc``.
+    of ``doc``; ``prog`` names the command in the usage line.
 
     Example:
         >>> p = parser("Demo.\\n\\nMore.", Path("out"), seeds=True)
@@ -80,7 +81,8 @@ def parser(
         >>> a.quick, a.seeds, a.threads, p.description
         (True, 2, 1, 'Demo.')
     """
-    p = argparse.ArgumentParser(description=(doc or "").strip().splitlines()[0] if doc else None)
+    description = doc.strip().splitlines()[0] if doc else None
+    p = argparse.ArgumentParser(prog=prog, description=description)
     p.add_argument("--quick", action="store_true", help=quick_help)
     if seeds:
         p.add_argument("--seeds", type=int, default=None, help="number of seeds")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -77,48 +78,34 @@ def _library_files() -> list[Path]:
     return sorted(PKG.rglob("*.py"))
 
 
+def _imports_where(files: list[Path], bad: Callable[[str], bool]) -> list[str]:
+    """``"<file> imports <module>"`` for every import of ``files`` for which ``bad`` holds."""
+    return [
+        f"{f.relative_to(ROOT)} imports {name}" for f in files for name in _imports(f) if bad(name)
+    ]
+
+
 @pytest.mark.parametrize("layer", ORDER)
 def test_layer_imports_point_downwards(layer):
     files = [PKG / f"{layer}.py"] if (PKG / f"{layer}.py").exists() else []
     files += sorted((PKG / layer).rglob("*.py")) if (PKG / layer).is_dir() else []
     assert files, f"no modules found for bo_ncgp.{layer}"
     allowed = set(ORDER[: ORDER.index(layer) + 1])
-    bad = sorted(
-        {
-            f"{f.relative_to(ROOT)} imports {name}"
-            for f in files
-            for name in _imports(f)
-            if _layer(name) is not None and _layer(name) not in allowed
-        }
-    )
+    bad = sorted(set(_imports_where(files, lambda n: _layer(n) not in (None, *allowed))))
     if layer in ("exceptions", "linalg", "likelihoods", "data", "models"):
-        bad += [
-            f"{f.relative_to(ROOT)} imports {name}"
-            for f in files
-            for name in _imports(f)
-            if name == "botorch" or name.startswith("botorch.")
-        ]
+        bad += _imports_where(files, lambda n: n == "botorch" or n.startswith("botorch."))
     assert not bad, "\n".join(bad)
 
 
 def test_no_command_line_parsing_below_cli():
-    bad = [
-        f"{f.relative_to(ROOT)} imports {name}"
-        for f in _library_files()
-        if _layer(_module_name(f)) != "cli"
-        for name in _imports(f)
-        if name == "argparse" or name.startswith("bo_ncgp.cli")
-    ]
+    below_cli = [f for f in _library_files() if _layer(_module_name(f)) != "cli"]
+    bad = _imports_where(below_cli, lambda n: n == "argparse" or n.startswith("bo_ncgp.cli"))
     assert not bad, "\n".join(bad)
 
 
 def test_library_never_imports_the_experiments():
-    bad = [
-        f"{f.relative_to(ROOT)} imports {name}"
-        for f in _library_files()
-        for name in _imports(f)
-        if name.split(".")[0] in ("experiments", "benchmarks", "tests", "tutorials")
-    ]
+    outside = ("experiments", "benchmarks", "tests", "tutorials")
+    bad = _imports_where(_library_files(), lambda n: n.split(".")[0] in outside)
     assert not bad, "\n".join(bad)
 
 

@@ -68,17 +68,7 @@ for p in kernel.parameters():  # IterNCGP keeps the hyperparameters fixed during
 # tested in `tests/models/iterncgp/test_laplace_limit.py`).
 
 # %%
-exact = IterNCGP(
-    kernel,
-    Bernoulli(),
-    policy="unit_vector",
-    max_solver_iters_per_step=N,
-    max_newton_steps=30,
-    tol=1e-8,
-    solver_rtol=0.0,
-    solver_atol=0.0,
-    backend="dense",
-).fit(X, y)
+exact = IterNCGP.exact_laplace(kernel, Bernoulli(), N, max_newton_steps=30, tol=1e-8).fit(X, y)
 with torch.no_grad():
     mean_exact, var_exact = exact.predict_f(Xs)
 print(

@@ -19,7 +19,7 @@ Example:
 
 from __future__ import annotations
 
-import importlib
+from bo_ncgp._lazy import lazy_attributes
 
 _ACQ = "bo_ncgp.bo.acquisition"
 _LAZY = {
@@ -50,11 +50,4 @@ _LAZY = {
 __all__ = sorted(_LAZY)
 
 
-def __getattr__(name: str):
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'bo_ncgp.bo' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return __all__
+__getattr__, __dir__ = lazy_attributes(__name__, _LAZY)

@@ -24,7 +24,7 @@ import sys
 from importlib.metadata import EntryPoint, entry_points
 from types import ModuleType
 
-__all__ = ["COMMANDS", "ENTRY_POINT_GROUP", "experiment_commands", "main"]
+__all__ = ["COMMANDS", "ENTRY_POINT_GROUP", "command_parser", "experiment_commands", "main"]
 
 #: the package's commands: name -> module exposing ``HELP``, ``add_arguments``, ``run``
 COMMANDS: dict[str, str] = {
@@ -53,6 +53,19 @@ def experiment_commands() -> dict[str, EntryPoint]:
 
 def _command_module(name: str) -> ModuleType:
     return importlib.import_module(COMMANDS[name])
+
+
+def command_parser(name: str) -> argparse.ArgumentParser:
+    """The argument parser of the package command ``name`` (:data:`COMMANDS`).
+
+    Example:
+        >>> command_parser("compare").parse_args(["a", "b"]).at
+        '150,199'
+    """
+    module = _command_module(name)
+    parser = argparse.ArgumentParser(prog=f"bo-ncgp {name}", description=module.HELP)
+    module.add_arguments(parser)
+    return parser
 
 
 def _summary(ep: EntryPoint) -> str:
@@ -93,11 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in COMMANDS:
-        name = argv[0]
-        module = _command_module(name)
-        parser = argparse.ArgumentParser(prog=f"bo-ncgp {name}", description=module.HELP)
-        module.add_arguments(parser)
-        return int(module.run(parser.parse_args(argv[1:])) or 0)
+        args = command_parser(argv[0]).parse_args(argv[1:])
+        return int(_command_module(argv[0]).run(args) or 0)
     if argv and not argv[0].startswith("-"):
         experiments = experiment_commands()
         if argv[0] in experiments:

@@ -19,9 +19,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``bo-ncgp compare``.
 
     Example:
-        >>> p = argparse.ArgumentParser()
-        >>> add_arguments(p)
-        >>> p.parse_args(["a", "b"]).at
+        >>> from bo_ncgp.cli import command_parser
+        >>> command_parser("compare").parse_args(["a", "b"]).at
         '150,199'
     """
     parser.add_argument("a", type=Path, help="campaign folder of strategy A")

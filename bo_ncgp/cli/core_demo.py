@@ -14,9 +14,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``bo-ncgp core-demo``.
 
     Example:
-        >>> p = argparse.ArgumentParser()
-        >>> add_arguments(p)
-        >>> p.parse_args([]).rank
+        >>> from bo_ncgp.cli import command_parser
+        >>> command_parser("core-demo").parse_args([]).rank
         50
     """
     parser.add_argument("--n", type=int, default=3000, help="number of points of the kernel system")

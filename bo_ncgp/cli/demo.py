@@ -14,9 +14,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``bo-ncgp demo``.
 
     Example:
-        >>> p = argparse.ArgumentParser()
-        >>> add_arguments(p)
-        >>> p.parse_args([]).out
+        >>> from bo_ncgp.cli import command_parser
+        >>> command_parser("demo").parse_args([]).out
         PosixPath('results/demo')
     """
     parser.add_argument("--out", type=Path, default=Path("results/demo"))

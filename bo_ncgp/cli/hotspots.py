@@ -225,8 +225,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     dataclasses' defaults (module :mod:`bo_ncgp.campaigns.strategies.hotspots`).
 
     Example:
-        >>> p = argparse.ArgumentParser()
-        >>> add_arguments(p)
+        >>> from bo_ncgp.cli import command_parser
+        >>> p = command_parser("hotspots")
         >>> a = p.parse_args(["--strategy", "random", "--rho", "0.25"])
         >>> a.rho, a.fantasies  # None: not given, the strategy config's default applies
         (0.25, None)
@@ -279,8 +279,8 @@ def strategy_options(args: argparse.Namespace) -> dict[str, Any]:
     :func:`~bo_ncgp.campaigns.strategies.registry.build_strategy`.
 
     Example:
-        >>> p = argparse.ArgumentParser()
-        >>> add_arguments(p)
+        >>> from bo_ncgp.cli import command_parser
+        >>> p = command_parser("hotspots")
         >>> strategy_options(p.parse_args(["--strategy", "svgp-random", "--svgp-steps", "9",
         ...                                "--fantasies", "4", "--mean", "constant"]))
         {'num_steps': 9}
@@ -346,8 +346,8 @@ def run(
     see :func:`bo_ncgp.campaigns.runner.run_seed`.
 
     Example:
-        >>> p = argparse.ArgumentParser()
-        >>> add_arguments(p)
+        >>> from bo_ncgp.cli import command_parser
+        >>> p = command_parser("hotspots")
         >>> run(p.parse_args(["--quick", "--data-root", "/nonexistent"]))  # doctest: +ELLIPSIS
         2
     """

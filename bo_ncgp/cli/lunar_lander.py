@@ -32,8 +32,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``bo-ncgp lunar-lander``.
 
     Example:
-        >>> p = argparse.ArgumentParser()
-        >>> add_arguments(p)
+        >>> from bo_ncgp.cli import command_parser
+        >>> p = command_parser("lunar-lander")
         >>> a = p.parse_args(["--strategy", "fantasy-batch"])
         >>> a.batch_size, a.num_inducing  # None: the strategy config's default
         (3, None)
@@ -87,8 +87,8 @@ def run(args: argparse.Namespace) -> int:
     """Run (or resume) the campaigns, summarise, archive and plot them.
 
     Example:
-        >>> p = argparse.ArgumentParser()
-        >>> add_arguments(p)
+        >>> from bo_ncgp.cli import command_parser
+        >>> p = command_parser("lunar-lander")
         >>> run(p.parse_args(["--quick"]))  # doctest: +SKIP
         0
     """

@@ -15,9 +15,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``bo-ncgp plot``.
 
     Example:
-        >>> p = argparse.ArgumentParser()
-        >>> add_arguments(p)
-        >>> p.parse_args(["a", "b"]).metric
+        >>> from bo_ncgp.cli import command_parser
+        >>> command_parser("plot").parse_args(["a", "b"]).metric
         'best'
     """
     parser.add_argument(

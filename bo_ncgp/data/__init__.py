@@ -5,8 +5,7 @@ Names are imported lazily so that one loader's dependencies do not burden the ot
 
 from __future__ import annotations
 
-import importlib
-
+from bo_ncgp._lazy import lazy_attributes
 from bo_ncgp.data._paths import DataChecksumError, data_file, resolve_root
 
 _LAZY = {
@@ -22,7 +21,4 @@ _LAZY = {
 __all__ = ["DataChecksumError", "data_file", "resolve_root", *sorted(_LAZY)]
 
 
-def __getattr__(name: str):
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'bo_ncgp.data' has no attribute {name!r}")
+__getattr__, __dir__ = lazy_attributes(__name__, _LAZY, __all__)

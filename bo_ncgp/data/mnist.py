@@ -44,6 +44,7 @@ __all__ = [
     "load_mnist",
     "split_tasks",
     "to_features",
+    "write_idx",
 ]
 
 #: split -> (images file, labels file), without the optional ``.gz`` suffix
@@ -74,12 +75,9 @@ class MNISTSplit(NamedTuple):
 
     Example:
         >>> import tempfile
-        >>> def write_idx(path, a):  # uint8 tensor -> IDX file (type code 08)
-        ...     dims = b"".join(n.to_bytes(4, "big") for n in a.shape)
-        ...     Path(path).write_bytes(bytes([0, 0, 8, a.dim()]) + dims + a.numpy().tobytes())
         >>> with tempfile.TemporaryDirectory() as tmp:
-        ...     write_idx(f"{tmp}/t10k-images-idx3-ubyte", torch.zeros(3, 4, 4).byte())
-        ...     write_idx(f"{tmp}/t10k-labels-idx1-ubyte", torch.tensor([7, 2, 1]).byte())
+        ...     _ = write_idx(f"{tmp}/t10k-images-idx3-ubyte", torch.zeros(3, 4, 4).byte())
+        ...     _ = write_idx(f"{tmp}/t10k-labels-idx1-ubyte", torch.tensor([7, 2, 1]).byte())
         ...     test = load_mnist(root=tmp, subdir="", split="test")
         >>> test._fields, test.images.shape, test.images.dtype, test.labels.dtype
         (('images', 'labels'), torch.Size([3, 4, 4]), torch.uint8, torch.int64)
@@ -178,6 +176,29 @@ def _load_split(root: Path, subdir: str, split: str, verify: bool) -> MNISTSplit
     return MNISTSplit(images=images, labels=labels.long())
 
 
+def write_idx(path: str | os.PathLike, data: Tensor, gz: bool = False) -> Path:
+    """Write ``data`` as an IDX file (the inverse of :func:`load_idx`): the type code follows
+    the dtype (uint8, int8, int16, int32, float32, float64), gzip-compressed if ``gz``.
+
+    Example:
+        >>> import tempfile
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     labels = load_idx(write_idx(f"{tmp}/labels", torch.tensor([7, 2, 1]).byte()))
+        >>> labels
+        tensor([7, 2, 1], dtype=torch.uint8)
+    """
+    codes = {torch_dtype: (code, np_dtype) for code, (np_dtype, torch_dtype) in _IDX_TYPES.items()}
+    if data.dtype not in codes:
+        raise InputDataError(f"write_idx: IDX has no type for {data.dtype}")
+    code, np_dtype = codes[data.dtype]
+    arr = data.detach().cpu().numpy().astype(np_dtype)
+    dims = b"".join(int(n).to_bytes(4, "big") for n in arr.shape)
+    raw = bytes([0, 0, code, arr.ndim]) + dims + arr.tobytes()
+    path = Path(path)
+    path.write_bytes(gzip.compress(raw) if gz else raw)
+    return path
+
+
 def load_mnist(
     root: str | os.PathLike | None = None,
     subdir: str = "mnist",
@@ -202,12 +223,9 @@ def load_mnist(
 
     Example:
         >>> import tempfile
-        >>> def write_idx(path, a):  # uint8 tensor -> IDX file (type code 08)
-        ...     dims = b"".join(n.to_bytes(4, "big") for n in a.shape)
-        ...     Path(path).write_bytes(bytes([0, 0, 8, a.dim()]) + dims + a.numpy().tobytes())
         >>> with tempfile.TemporaryDirectory() as tmp:  # only the test files, as the shared data
-        ...     write_idx(f"{tmp}/t10k-images-idx3-ubyte", torch.zeros(3, 4, 4).byte())
-        ...     write_idx(f"{tmp}/t10k-labels-idx1-ubyte", torch.tensor([7, 2, 1]).byte())
+        ...     _ = write_idx(f"{tmp}/t10k-images-idx3-ubyte", torch.zeros(3, 4, 4).byte())
+        ...     _ = write_idx(f"{tmp}/t10k-labels-idx1-ubyte", torch.tensor([7, 2, 1]).byte())
         ...     data = load_mnist(root=tmp, subdir="")
         >>> list(data), data["test"].labels
         (['test'], tensor([7, 2, 1]))

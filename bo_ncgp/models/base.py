@@ -62,7 +62,14 @@ from bo_ncgp.exceptions import InputDataError, UnsupportedError
 if TYPE_CHECKING:
     from bo_ncgp.likelihoods import Likelihood
 
-__all__ = ["Callback", "FitStep", "LatentGP", "PoolFantasies", "notify"]
+__all__ = [
+    "Callback",
+    "FitStep",
+    "LatentGP",
+    "PoolFantasies",
+    "check_kernel_and_likelihood",
+    "notify",
+]
 
 
 @dataclass(frozen=True)
@@ -93,6 +100,8 @@ class FitStep:
 
 #: the one callback signature of ``fit`` / ``update``: return ``True`` to stop training
 Callback = Callable[[FitStep], "bool | None"]
+#: the default of the arguments that :func:`check_kernel_and_likelihood` leaves unchecked
+_UNCHECKED: Any = object()
 
 
 def notify(callback: Callback | None, step: FitStep) -> bool:
@@ -103,6 +112,36 @@ def notify(callback: Callback | None, step: FitStep) -> bool:
         (False, True)
     """
     return bool(callback(step)) if callback is not None else False
+
+
+def check_kernel_and_likelihood(
+    model: str, kernel: Any = _UNCHECKED, likelihood: Any = _UNCHECKED
+) -> None:
+    """The type checks of a model constructor: ``kernel`` must be a GPyTorch ``Kernel`` and
+    ``likelihood`` a :class:`bo_ncgp.likelihoods.Likelihood` (an argument left out is not
+    checked); otherwise an :class:`~bo_ncgp.exceptions.InputDataError` naming ``model``.
+
+    Example:
+        >>> from gpytorch.kernels import RBFKernel
+        >>> from bo_ncgp.likelihoods import Bernoulli
+        >>> check_kernel_and_likelihood("MyGP", RBFKernel(), Bernoulli())  # passes
+        >>> check_kernel_and_likelihood("MyGP", likelihood="bernoulli")
+        Traceback (most recent call last):
+        bo_ncgp.exceptions.InputDataError: MyGP: likelihood must be a ...Likelihood, got str
+    """
+    from gpytorch.kernels import Kernel
+
+    from bo_ncgp.likelihoods import Likelihood
+
+    if kernel is not _UNCHECKED and not isinstance(kernel, Kernel):
+        raise InputDataError(
+            f"{model}: kernel must be a GPyTorch kernel, got {type(kernel).__name__}"
+        )
+    if likelihood is not _UNCHECKED and not isinstance(likelihood, Likelihood):
+        raise InputDataError(
+            f"{model}: likelihood must be a bo_ncgp.likelihoods.Likelihood, got "
+            f"{type(likelihood).__name__}"
+        )
 
 
 class LatentGP(ABC):

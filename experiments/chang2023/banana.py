@@ -36,6 +36,7 @@ from bo_ncgp.data import load_banana
 from bo_ncgp.likelihoods import Bernoulli
 from bo_ncgp.models import DualSVGP
 from experiments import harness
+from experiments.chang2023.continual import make_dual
 
 OUT = harness.results_dir(__file__, "banana")
 
@@ -61,19 +62,7 @@ def load_data(cfg: dict, root=None):
 
 def make_model(Z0: torch.Tensor, memory_size: int, cfg: dict, selection: str, seed: int):
     """Ours: :class:`DualSVGP` with the banana settings of ``cfg``."""
-    return DualSVGP(
-        make_kernel(cfg),
-        Bernoulli(),
-        Z0,
-        memory_size=memory_size,
-        rho=cfg["rho"],
-        num_inner_steps=cfg["inner_steps"],
-        num_hyper_steps=cfg["hyper_steps"],
-        num_rounds=cfg["rounds"],
-        lr=cfg["lr"],
-        memory_selection=selection,
-        generator=torch.Generator().manual_seed(seed),
-    )
+    return make_dual(make_kernel(cfg), Bernoulli(), Z0, cfg, memory_size, selection, seed)
 
 
 @torch.no_grad()

@@ -19,9 +19,29 @@ from __future__ import annotations
 
 import argparse
 
-__all__ = ["build_parser", "main"]
+from experiments import harness
+
+__all__ = ["RESULTS", "build_parser", "main", "script_parser"]
 
 PROG = "bo-ncgp chang2023-hotspots"
+#: the default folder of the hotspot results
+RESULTS = harness.results_dir(__file__, "hotspots")
+
+
+def script_parser(doc: str, out_name: str, prog: str) -> argparse.ArgumentParser:
+    """The options every hotspot analysis script has: :func:`experiments.harness.parser`'s
+    (``--quick`` for tiny sizes, ``--out`` defaulting to ``RESULTS/out_name``, ``--threads``)
+    and the data file's ``--country`` and ``--data-root``.
+
+    Example:
+        >>> args = script_parser("Demo.", "demo.json", "demo").parse_args([])
+        >>> args.country, args.out.name
+        ('civ', 'demo.json')
+    """
+    p = harness.parser(doc, RESULTS / out_name, quick_help="tiny sizes for a smoke test", prog=prog)
+    p.add_argument("--country", default="civ")
+    p.add_argument("--data-root", default=None)
+    return p
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -37,12 +37,11 @@ from scipy.stats import spearmanr
 from torch import Tensor
 
 from experiments import harness
+from experiments.chang2023.hotspots import RESULTS
 from experiments.chang2023.maddox_acquisition import (
     bernoulli_entropy_of_logit,
     maddox_acquisition,
 )
-
-HOTSPOTS = harness.results_dir(__file__, "hotspots")
 
 
 def spiked_mc(mean: Tensor, var: Tensor, eps: Tensor, level: float) -> Tensor:
@@ -125,7 +124,7 @@ def run(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(
         prog="bo-ncgp hotspots-acq-noise", description=__doc__.split("\n")[0]
     )
-    p.add_argument("--campaign", default=str(HOTSPOTS / "svgp_entropy"))
+    p.add_argument("--campaign", default=str(RESULTS / "svgp_entropy"))
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--first-seed", type=int, default=0)
     p.add_argument("--step", type=int, default=150, help="surveyed villages of the fit")
@@ -135,7 +134,7 @@ def run(argv: list[str] | None = None) -> dict:
     p.add_argument("--batch-limit", type=int, default=8, help="candidates per block (Chang: 8)")
     p.add_argument("--svgp-steps", type=int, default=1000)
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--out", default=str(HOTSPOTS / "acq_noise.json"))
+    p.add_argument("--out", default=str(RESULTS / "acq_noise.json"))
     p.add_argument("--quick", action="store_true", help="synthetic 60-village pool, 2 reps")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -184,11 +183,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _write(args, results: dict) -> None:
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"settings": dict(vars(args)), "results": results}, indent=1))
-    tmp.replace(out)
+    harness.write_json(Path(args.out), {"settings": dict(vars(args)), "results": results})
 
 
 if __name__ == "__main__":

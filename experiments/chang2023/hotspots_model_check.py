@@ -33,8 +33,6 @@ Writes ``experiments/chang2023/results/hotspots/model_check.json`` (``--out``).
 
 from __future__ import annotations
 
-import argparse
-import json
 import time
 from pathlib import Path
 
@@ -42,8 +40,7 @@ import numpy as np
 import torch
 
 from experiments import harness
-
-HOTSPOTS = harness.results_dir(__file__, "hotspots")
+from experiments.chang2023.hotspots import script_parser
 
 
 def _dual(more: bool = False, **kw):
@@ -180,11 +177,7 @@ def _summary(rows: list[dict[str, float]]) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(
-        prog="bo-ncgp hotspots-model-check", description=__doc__.split("\n\n")[0]
-    )
-    p.add_argument("--country", default="civ")
-    p.add_argument("--data-root", default=None)
+    p = script_parser(__doc__, "model_check.json", "bo-ncgp hotspots-model-check")
     p.add_argument("--seeds", type=int, default=4)
     p.add_argument("--first-seed", type=int, default=0)
     p.add_argument("--init", type=int, default=100, help="surveyed villages to fit")
@@ -199,9 +192,6 @@ def main(argv: list[str] | None = None) -> int:
         help="maddox*: stop early by BoTorch's ExpMA rule (their fit loop: 1e-5)",
     )  # fmt: skip
     p.add_argument("--variants", default="all", help="';'-separated names, or 'all'")
-    p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--out", type=Path, default=HOTSPOTS / "model_check.json")
-    p.add_argument("--quick", action="store_true", help="tiny sizes for a smoke test")
     args = p.parse_args(argv)
     every = ["const-prevalence", *VARIANTS, *MADDOX]
     names = every if args.variants == "all" else [v for v in args.variants.split(";") if v]
@@ -242,8 +232,7 @@ def main(argv: list[str] | None = None) -> int:
         "variants": results,
         "paper": {"step": 200, "entropy_mse": 0.0119, "random_mse": 0.0166},
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(out, indent=1))
+    harness.write_json(args.out, out)
     print(f"wrote {args.out}")
     return 0
 

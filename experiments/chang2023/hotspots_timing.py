@@ -17,8 +17,6 @@ Writes ``experiments/chang2023/results/hotspots/timing.json`` (``--out``).
 
 from __future__ import annotations
 
-import argparse
-import json
 import time
 from pathlib import Path
 
@@ -26,9 +24,7 @@ import numpy as np
 import torch
 
 from experiments import harness
-
-HOTSPOTS = harness.results_dir(__file__, "hotspots")
-
+from experiments.chang2023.hotspots import script_parser
 
 STRATEGIES = ("entropy", "refit-entropy", "random", "svgp-entropy")
 
@@ -96,15 +92,10 @@ def main(argv: list[str] | None = None) -> int:
     from bo_ncgp.bo.acquisition import CRITERIA, GAINS
     from experiments.chang2023 import maddox_acquisition  # noqa: F401 (spiked, clamped)
 
-    p = argparse.ArgumentParser(
-        prog="bo-ncgp hotspots-timing", description=__doc__.split("\n\n")[0]
-    )
-    p.add_argument("--country", default="civ")
-    p.add_argument("--data-root", default=None)
+    p = script_parser(__doc__, "timing.json", "bo-ncgp hotspots-timing")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--start", type=int, default=150, help="surveyed villages before timing")
     p.add_argument("--steps", type=int, default=5, help="timed steps per strategy")
-    p.add_argument("--threads", type=int, default=1)
     p.add_argument("--fantasies", type=int, default=16)
     p.add_argument("--init-rounds", type=int, default=8)
     p.add_argument("--init-hyper-steps", type=int, default=50)
@@ -140,8 +131,6 @@ def main(argv: list[str] | None = None) -> int:
         default="entropy,refit-entropy,random",
         help=f"comma-separated, from {','.join(STRATEGIES)}; ratios are taken to entropy",
     )
-    p.add_argument("--out", type=Path, default=HOTSPOTS / "timing.json")
-    p.add_argument("--quick", action="store_true", help="tiny sizes for a smoke test")
     args = p.parse_args(argv)
     args.strategies = [s for s in args.strategies.split(",") if s]
     bad = [s for s in args.strategies if s not in STRATEGIES]
@@ -208,8 +197,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{P * args.fantasies}); per pair {per_pair_ref / per_pair_ent:.0f}x; refit at full "
             f"size ~{full_ref:.0f} s/step ({summary['speedup_full_size_extrapolated']:.0f}x)"
         )
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(summary, indent=1))
+    harness.write_json(args.out, summary)
     print(f"wrote {args.out}")
     return 0
 

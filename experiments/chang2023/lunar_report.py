@@ -28,14 +28,11 @@ from pathlib import Path
 
 import numpy as np
 
+from bo_ncgp.campaigns.stats import mean_se_dict
+from experiments.harness import write_json
+
 AT = [30, 60, 90]
 SPLIT = ("update_seconds", "acquisition_seconds", "evaluation_seconds")
-
-
-def _mean_se(v: list[float]) -> dict[str, float]:
-    from bo_ncgp.campaigns.stats import mean_se_dict
-
-    return mean_se_dict(v)
 
 
 def summarise_strategy(states: list[dict]) -> dict:
@@ -51,13 +48,13 @@ def summarise_strategy(states: list[dict]) -> dict:
     ]
     # iteration 0 is the initial design (no model, no acquisition)
     its = [it for s in states for it in s["iterations"] if it["iteration"] > 0]
-    timing = {k: _mean_se([it[k] for it in its]) for k in SPLIT} if its else {}
+    timing = {k: mean_se_dict([it[k] for it in its]) for k in SPLIT} if its else {}
     return {
         "strategy": name,
         "seeds": len(states),
         "finished": sum(bool(s.get("finished")) for s in states),
         "best_at": {str(n): {"mean": m, "se": se, "n": c} for n, (m, se, c) in best.items()},
-        "heldout": _mean_se(heldout) if heldout else None,
+        "heldout": mean_se_dict(heldout) if heldout else None,
         "seconds_per_iteration": timing,
         "batch_size": states[0]["batch_size"],
     }
@@ -89,7 +86,7 @@ def measure(num_points: int, num_random: int, seed: int = 0) -> dict:
         raise RuntimeError("1-worker and 2-worker evaluations disagree")
     return {
         "default_weights_heldout": default,
-        "random_weights_heldout": _mean_se(rand),
+        "random_weights_heldout": mean_se_dict(rand),
         "workers": {
             "points": num_points,
             "episodes_per_point": len(prob.episode_seeds),
@@ -145,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         old = json.loads(out.read_text())
         if "measured" in old:
             report["measured"] = old["measured"]
-    out.write_text(json.dumps(report, indent=1))
+    write_json(out, report)
     print(markdown(report))
     if "measured" in report:
         m = report["measured"]

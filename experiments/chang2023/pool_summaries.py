@@ -25,6 +25,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from experiments.harness import write_json
+
 
 def pool_mean_se(parts: list[dict[str, float]]) -> dict[str, float]:
     """Exact mean +- s.e. over the union of disjoint samples given as ``{"mean","se","n"}``.
@@ -130,8 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     read = functools.partial(upgrade_config, strategy=args.strategy)
     pooled = {args.strategy: pool_entries(entries, read)}
     pooled[args.strategy]["sources"] = [str(f) for f in args.summaries]
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(pooled, indent=1))
+    write_json(args.out, pooled)
     e = pooled[args.strategy]
     for metric in ("accuracy", "mse"):
         for step, v in e.get(metric, {}).items():

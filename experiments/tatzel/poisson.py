@@ -127,17 +127,9 @@ def exact_laplace_nll(d: dict) -> float:
     from bo_ncgp.models import IterNCGP
 
     n = d["X"].shape[0]
-    model = IterNCGP(
-        make_kernel(),
-        Poisson(),
-        policy="unit_vector",
-        max_solver_iters_per_step=n,
-        max_newton_steps=50,
-        tol=1e-10,
-        solver_rtol=0.0,
-        solver_atol=0.0,
-        backend="dense",
-    ).fit(d["X"], d["y"])
+    model = IterNCGP.exact_laplace(make_kernel(), Poisson(), n, max_newton_steps=50, tol=1e-10).fit(
+        d["X"], d["y"]
+    )
     return nll(model, d["Xt"], d["yt"])
 
 

@@ -17,43 +17,43 @@ from bo_ncgp.campaigns.strategies.registry import (
 )
 from bo_ncgp.exceptions import InputDataError
 
+#: the saved options of the streaming DualSVGP, the refitted constant-mean SVGP, the dual
+#: entropy acquisition and the lunar-lander strategies, at their defaults
+_DUAL = {
+    "model": "DualSVGP",
+    "num_inner_steps": 20,
+    "num_hyper_steps": 5,
+    "lr": 0.01,
+    "init_rounds": 8,
+    "init_hyper_steps": 50,
+    "init_lr": 0.05,
+    "hyper_objective": "elbo",
+    "rho": 0.5,
+    "max_abs_logit": 25.0,
+    "constant_mean": False,
+    "outputscale_prior": True,
+}
+_REFITTED = {
+    "num_steps": 1000,
+    "lr": 0.01,
+    "beta": 1.0,
+    "rel_tol": 1e-05,
+    "recycle": True,
+    "outputscale_prior": False,
+}
+_ENTROPY = {
+    "num_fantasies": 16,
+    "compute_dtype": "float32",
+    "chunk_size": 16,
+    "criterion": "exceedance",
+    "gain": "reduction",
+}
+_LUNAR = {"num_inducing": 48, "hyper_steps": 50, "lr": 0.05, "num_restarts": 8, "raw_samples": 512}
+_SVGP = "GPyTorch SVGP with constant mean, refitted"
 #: the configurations campaigns saved with every option at its default
 SAVED_DEFAULTS = {
-    ("hotspots", "entropy"): {
-        "name": "entropy",
-        "model": "DualSVGP",
-        "num_inner_steps": 20,
-        "num_hyper_steps": 5,
-        "lr": 0.01,
-        "init_rounds": 8,
-        "init_hyper_steps": 50,
-        "init_lr": 0.05,
-        "hyper_objective": "elbo",
-        "rho": 0.5,
-        "max_abs_logit": 25.0,
-        "constant_mean": False,
-        "outputscale_prior": True,
-        "num_fantasies": 16,
-        "compute_dtype": "float32",
-        "chunk_size": 16,
-        "criterion": "exceedance",
-        "gain": "reduction",
-    },
-    ("hotspots", "random"): {
-        "name": "random",
-        "model": "DualSVGP",
-        "num_inner_steps": 20,
-        "num_hyper_steps": 5,
-        "lr": 0.01,
-        "init_rounds": 8,
-        "init_hyper_steps": 50,
-        "init_lr": 0.05,
-        "hyper_objective": "elbo",
-        "rho": 0.5,
-        "max_abs_logit": 25.0,
-        "constant_mean": False,
-        "outputscale_prior": True,
-    },
+    ("hotspots", "entropy"): {"name": "entropy", **_DUAL, **_ENTROPY},
+    ("hotspots", "random"): {"name": "random", **_DUAL},
     ("hotspots", "refit-entropy"): {
         "name": "refit-entropy",
         "model": "GPyTorch SVGP, refitted",
@@ -72,54 +72,19 @@ SAVED_DEFAULTS = {
     },
     ("hotspots", "svgp-entropy"): {
         "name": "svgp-entropy",
-        "model": "GPyTorch SVGP with constant mean, refitted; DualSVGP fantasies",
-        "num_steps": 1000,
-        "lr": 0.01,
-        "beta": 1.0,
-        "rel_tol": 1e-05,
-        "recycle": True,
-        "outputscale_prior": False,
-        "num_fantasies": 16,
-        "compute_dtype": "float32",
-        "chunk_size": 16,
-        "criterion": "exceedance",
-        "gain": "reduction",
+        "model": f"{_SVGP}; DualSVGP fantasies",
+        **_REFITTED,
+        **_ENTROPY,
     },
     ("hotspots", "svgp-random"): {
         "name": "svgp-random",
-        "model": "GPyTorch SVGP with constant mean, refitted; random villages",
-        "num_steps": 1000,
-        "lr": 0.01,
-        "beta": 1.0,
-        "rel_tol": 1e-05,
-        "recycle": True,
-        "outputscale_prior": False,
+        "model": f"{_SVGP}; random villages",
+        **_REFITTED,
     },
-    ("lunar-lander", "fantasy-batch"): {
-        "name": "fantasy-batch",
-        "num_inducing": 48,
-        "hyper_steps": 50,
-        "lr": 0.05,
-        "num_restarts": 8,
-        "raw_samples": 512,
-    },
-    ("lunar-lander", "kriging-believer"): {
-        "name": "kriging-believer",
-        "num_inducing": 48,
-        "hyper_steps": 50,
-        "lr": 0.05,
-        "num_restarts": 8,
-        "raw_samples": 512,
-    },
+    ("lunar-lander", "fantasy-batch"): {"name": "fantasy-batch", **_LUNAR},
+    ("lunar-lander", "kriging-believer"): {"name": "kriging-believer", **_LUNAR},
     ("lunar-lander", "random"): {"name": "random"},
-    ("lunar-lander", "sequential"): {
-        "name": "sequential",
-        "num_inducing": 48,
-        "hyper_steps": 50,
-        "lr": 0.05,
-        "num_restarts": 8,
-        "raw_samples": 512,
-    },
+    ("lunar-lander", "sequential"): {"name": "sequential", **_LUNAR},
 }
 
 

@@ -17,14 +17,18 @@ from tests.campaigns.toy import CountingStrategy, LoggedQuadratic, ToyPool
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run(out, problem=None, strategy=None, workers=1, **kw):
+def campaign(out, problem=None, strategy=None, **kw):
+    """A small campaign (random search on Branin unless told otherwise) stored in ``out``."""
     problem = problem or TestFunction("branin")
     strategy = strategy or RandomSearch()
     args = dict(budget=10, batch_size=3, num_initial=4, seed=7)
     args.update(kw)
-    camp = Campaign(problem, strategy, out_dir=out, **args)
+    return Campaign(problem, strategy, out_dir=out, **args)
+
+
+def run(out, problem=None, strategy=None, workers=1, **kw):
     with make_executor(workers) as ex:
-        return camp.run(executor=ex, progress=False)
+        return campaign(out, problem, strategy, **kw).run(executor=ex, progress=False)
 
 
 def points_values(state):
@@ -84,17 +88,8 @@ def test_process_pool_and_dask_match_inline(tmp_path):
         n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
     ) as cluster:
         assert cluster.scheduler_address.startswith("tcp://127.0.0.1")
-        camp = Campaign(
-            TestFunction("branin"),
-            RandomSearch(),
-            budget=10,
-            batch_size=3,
-            num_initial=4,
-            seed=7,
-            out_dir=tmp_path / "dask",
-        )
         with make_executor(dask_scheduler=cluster.scheduler_address) as ex:
-            st = camp.run(executor=ex, progress=False)
+            st = campaign(tmp_path / "dask").run(executor=ex, progress=False)
     assert points_values(st) == points_values(ref)
 
 
@@ -217,15 +212,7 @@ def test_plot_and_summary(tmp_path):
 
 def test_bad_arguments(tmp_path):
     with pytest.raises(ValueError, match="num_initial"):
-        Campaign(
-            TestFunction("branin"),
-            RandomSearch(),
-            budget=3,
-            batch_size=1,
-            num_initial=5,
-            seed=0,
-            out_dir=tmp_path,
-        )
+        campaign(tmp_path, budget=3, batch_size=1, num_initial=5, seed=0)
     with pytest.raises(ValueError, match="unknown BoTorch test function"):
         TestFunction("nope")
 

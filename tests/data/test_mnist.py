@@ -1,23 +1,15 @@
 """IDX reader and MNIST loader: real test split, synthetic IDX files, corrupt files."""
 
-import gzip
-import struct
-
 import numpy as np
 import pytest
 import torch
 
 from bo_ncgp.data import DataChecksumError, load_idx, load_mnist
-from bo_ncgp.data.mnist import MNIST_FILES, split_tasks, to_features
+from bo_ncgp.data.mnist import MNIST_FILES, split_tasks, to_features, write_idx
 
 
-def write_idx(path, arr, code=0x08, gz=False, extra=b""):
-    arr = np.asarray(arr)
-    dtype = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}[code]
-    raw = bytes([0, 0, code, arr.ndim]) + b"".join(struct.pack(">I", d) for d in arr.shape)
-    raw += arr.astype(dtype).tobytes() + extra
-    path.write_bytes(gzip.compress(raw) if gz else raw)
-    return path
+def write_array(path, arr, dtype=torch.uint8, gz=False):
+    return write_idx(path, torch.as_tensor(np.asarray(arr)).to(dtype), gz=gz)
 
 
 def make_folder(root, n_train=7, n_test=5, gz=True, train=True):
@@ -30,8 +22,8 @@ def make_folder(root, n_train=7, n_test=5, gz=True, train=True):
         imgs = rng.integers(0, 256, size=(n, 4, 3))
         labs = rng.integers(0, 10, size=n)
         suffix = ".gz" if gz else ""
-        write_idx(root / (MNIST_FILES[split][0] + suffix), imgs, gz=gz)
-        write_idx(root / (MNIST_FILES[split][1] + suffix), labs, gz=gz)
+        write_array(root / (MNIST_FILES[split][0] + suffix), imgs, gz=gz)
+        write_array(root / (MNIST_FILES[split][1] + suffix), labs, gz=gz)
         data[split] = (imgs, labs)
     return data
 
@@ -60,16 +52,19 @@ def test_any_folder_with_the_four_standard_files(tmp_path, gz):
     assert torch.equal(test.labels, data["test"].labels)
 
 
-@pytest.mark.parametrize("code", [0x09, 0x0B, 0x0C, 0x0D, 0x0E])
-def test_idx_types_round_trip(tmp_path, code):
+@pytest.mark.parametrize(
+    "dtype", [torch.int8, torch.int16, torch.int32, torch.float32, torch.float64]
+)
+def test_idx_types_round_trip(tmp_path, dtype):
     arr = np.arange(-12, 12).reshape(2, 3, 4)
-    t = load_idx(write_idx(tmp_path / "x.idx", arr, code=code))
+    t = load_idx(write_array(tmp_path / "x.idx", arr, dtype))
+    assert t.dtype == dtype
     assert t.shape == (2, 3, 4)
     assert torch.equal(t.double(), torch.as_tensor(arr, dtype=torch.float64))
 
 
 def test_corrupt_files_raise_clear_errors(tmp_path):
-    good = write_idx(tmp_path / "good", np.zeros((3, 2)))
+    good = write_array(tmp_path / "good", np.zeros((3, 2)))
     raw = good.read_bytes()
     (tmp_path / "magic").write_bytes(b"\x01" + raw[1:])
     with pytest.raises(ValueError, match="not an IDX file"):
@@ -80,7 +75,7 @@ def test_corrupt_files_raise_clear_errors(tmp_path):
     (tmp_path / "short").write_bytes(raw[:-1])
     with pytest.raises(ValueError, match="truncated"):
         load_idx(tmp_path / "short")
-    write_idx(tmp_path / "long", np.zeros((3, 2)), extra=b"\x00")
+    (tmp_path / "long").write_bytes(raw + b"\x00")
     with pytest.raises(ValueError, match="longer than its header"):
         load_idx(tmp_path / "long")
     (tmp_path / "tiny").write_bytes(b"\x00\x00")
@@ -95,7 +90,7 @@ def test_corrupt_files_raise_clear_errors(tmp_path):
 
 def test_mismatched_counts_missing_files_and_checksums(tmp_path):
     make_folder(tmp_path / "m", train=False)
-    write_idx(tmp_path / "m" / "t10k-labels-idx1-ubyte.gz", np.zeros(4), gz=True)
+    write_array(tmp_path / "m" / "t10k-labels-idx1-ubyte.gz", np.zeros(4), gz=True)
     with pytest.raises(ValueError, match=r"5 images but .* 4 labels"):
         load_mnist(root=tmp_path, subdir="m")
     with pytest.raises(FileNotFoundError, match=r"m/train-images-idx3-ubyte\.gz.*BO_NCGP_DATA"):

@@ -118,6 +118,27 @@ def exceedance_entropy(mean: Tensor, var: Tensor, level: float | Tensor) -> Tens
     return _entropy_from_z((mean - level) / sd)
 
 
+# --------------------------------------------------------------------------- registries
+def _register(table: dict[str, Callable], kind: str, name: str, fn: Callable) -> Callable:
+    """Put ``fn`` in ``table`` under ``name`` (a no-op for the same function; another function
+    under a taken name is an error). ``kind`` names the table in the messages."""
+    if not isinstance(name, str) or not name:
+        raise InputDataError(f"a {kind} name must be a non-empty str, got {name!r}")
+    if not callable(fn):
+        raise InputDataError(f"{kind} {name!r}: the {kind} function must be callable")
+    if table.get(name, fn) is not fn:
+        raise InputDataError(f"{kind} {name!r} is already registered with another function")
+    table[name] = fn
+    return fn
+
+
+def _check(table: dict[str, Callable], kind: str, name: str) -> str:
+    """``name`` if it is a key of ``table``, else an error naming the keys."""
+    if name not in table:
+        raise InputDataError(f"{kind} must be one of {tuple(table)}, got {name!r}")
+    return name
+
+
 # --------------------------------------------------------------------------- criteria
 #: registered per-point criteria by name (:func:`register_criterion`)
 CRITERIA: dict[str, EntropyFn] = {"exceedance": exceedance_entropy}
@@ -137,14 +158,7 @@ def register_criterion(name: str, entropy_fn: EntropyFn) -> EntropyFn:
         ('toy-variance', True)
         >>> del CRITERIA["toy-variance"]
     """
-    if not isinstance(name, str) or not name:
-        raise InputDataError(f"a criterion name must be a non-empty str, got {name!r}")
-    if not callable(entropy_fn):
-        raise InputDataError(f"criterion {name!r}: entropy_fn must be callable")
-    if CRITERIA.get(name, entropy_fn) is not entropy_fn:
-        raise InputDataError(f"criterion {name!r} is already registered with another function")
-    CRITERIA[name] = entropy_fn
-    return entropy_fn
+    return _register(CRITERIA, "criterion", name, entropy_fn)
 
 
 def check_criterion(criterion: str) -> str:
@@ -155,9 +169,7 @@ def check_criterion(criterion: str) -> str:
         >>> check_criterion("exceedance")
         'exceedance'
     """
-    if criterion not in CRITERIA:
-        raise InputDataError(f"criterion must be one of {tuple(CRITERIA)}, got {criterion!r}")
-    return criterion
+    return _check(CRITERIA, "criterion", criterion)
 
 
 # --------------------------------------------------------------------------- gains
@@ -180,10 +192,8 @@ GAINS: dict[str, GainFn] = {"reduction": entropy_reduction}
 
 
 def register_gain(name: str, gain: GainFn) -> GainFn:
-    """Register ``gain(h_now (P,), h_after (b, J, P)) -> (b, J, P)`` as the gain ``name``.
-
-    Registering the same function twice is a no-op; another function under a taken name is an
-    :class:`~bo_ncgp.exceptions.InputDataError`.
+    """Register ``gain(h_now (P,), h_after (b, J, P)) -> (b, J, P)`` as the gain ``name``, by
+    the rules of :func:`register_criterion`.
 
     Example:
         >>> def doubled(h_now, h_after):  # a toy gain: twice the per-point change
@@ -193,14 +203,7 @@ def register_gain(name: str, gain: GainFn) -> GainFn:
         ('toy-doubled', True)
         >>> del GAINS["toy-doubled"]
     """
-    if not isinstance(name, str) or not name:
-        raise InputDataError(f"a gain name must be a non-empty str, got {name!r}")
-    if not callable(gain):
-        raise InputDataError(f"gain {name!r}: the gain must be callable")
-    if GAINS.get(name, gain) is not gain:
-        raise InputDataError(f"gain {name!r} is already registered with another function")
-    GAINS[name] = gain
-    return gain
+    return _register(GAINS, "gain", name, gain)
 
 
 def check_gain(gain: str) -> str:
@@ -211,9 +214,7 @@ def check_gain(gain: str) -> str:
         >>> check_gain("reduction")
         'reduction'
     """
-    if gain not in GAINS:
-        raise InputDataError(f"gain must be one of {tuple(GAINS)}, got {gain!r}")
-    return gain
+    return _check(GAINS, "gain", gain)
 
 
 def resolve_gain(gain: str | GainFn | None) -> GainFn | None:

@@ -44,6 +44,7 @@ __all__ = [
     "ConstantMeanSVGP",
     "RefitGPConfig",
     "RefitVariationalGP",
+    "RefittedSVGPConfig",
     "hotspot_kernel",
     "minmax_scale",
 ]
@@ -169,8 +170,6 @@ class ConstantMeanSVGP(SVGP):
             raise InputDataError(f"fit: need matching non-empty X and y, got {X.shape}, {y.shape}")
         rel_tol = _checked_rel_tol(rel_tol, "fit")
         if beta is None or steps is None or lr is None:
-            from bo_ncgp.campaigns.strategies.hotspots import RefittedSVGPConfig
-
             defaults = RefittedSVGPConfig()
             beta = defaults.beta if beta is None else beta
             steps = defaults.num_steps if steps is None else steps
@@ -218,6 +217,47 @@ def _natural_svgp(kernel: Kernel, Z: Tensor, batch_shape: tuple[int, ...] = ()) 
         kernel, Z, batch_shape=batch_shape, variational="natural", learn_inducing_locations=False
     )
     return svgp.to(DTYPE)
+
+
+@dataclass(frozen=True)
+class RefittedSVGPConfig:
+    """Settings of the refitted constant-mean SVGP surrogate
+    (:class:`~bo_ncgp.campaigns.strategies.hotspots.RefittedSVGP`).
+
+    Attributes:
+        num_steps: the most Adam steps per refit (Maddox et al.: 1000).
+        lr: Adam learning rate (0.01).
+        beta: KL weight of the ELBO (1: Chang et al.'s "tempering off").
+        rel_tol: early-stopping tolerance of
+            :meth:`~bo_ncgp.campaigns.strategies.hotspot_models.ConstantMeanSVGP.fit`
+            (BoTorch's default ``1e-5``, as Maddox et al.'s loop; ``None``: always
+            ``num_steps`` steps).
+        recycle: start each refit from the previous fit's lengthscales and outputscale.
+        outputscale_prior: ``Gamma(2, 0.15)`` on the outputscale (Maddox et al.'s script
+            passes it to the Matérn kernel, which ignores it; ``False`` reproduces that).
+
+    Example:
+        >>> RefittedSVGPConfig(rel_tol=None).rel_tol is None
+        True
+        >>> RefittedSVGPConfig(num_steps=0)
+        Traceback (most recent call last):
+        ...
+        bo_ncgp.exceptions.InputDataError: svgp: num_steps must be a positive int, got 0
+    """
+
+    num_steps: int = 1000
+    lr: float = 0.01
+    beta: float = 1.0
+    rel_tol: float | None = 1e-5
+    recycle: bool = True
+    outputscale_prior: bool = False
+
+    def __post_init__(self) -> None:
+        if int(self.num_steps) != self.num_steps or self.num_steps < 1:
+            raise InputDataError(f"svgp: num_steps must be a positive int, got {self.num_steps}")
+        if not self.lr > 0 or not self.beta > 0:
+            raise InputDataError(f"svgp: lr and beta must be positive, got {self.lr}, {self.beta}")
+        _checked_rel_tol(self.rel_tol, "svgp")
 
 
 @dataclass(frozen=True)

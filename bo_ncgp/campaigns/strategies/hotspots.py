@@ -60,6 +60,7 @@ from bo_ncgp.campaigns.strategies.hotspot_models import (
     DTYPE,
     ConstantMeanSVGP,
     RefitGPConfig,
+    RefittedSVGPConfig,
     RefitVariationalGP,
     hotspot_kernel,
     minmax_scale,
@@ -124,47 +125,6 @@ class StreamingDualConfig:
 
 
 @dataclass(frozen=True)
-class RefittedSVGPConfig:
-    """Settings of the refitted constant-mean SVGP surrogate (:class:`RefittedSVGP`).
-
-    Attributes:
-        num_steps: the most Adam steps per refit (Maddox et al.: 1000).
-        lr: Adam learning rate (0.01).
-        beta: KL weight of the ELBO (1: Chang et al.'s "tempering off").
-        rel_tol: early-stopping tolerance of
-            :meth:`~bo_ncgp.campaigns.strategies.hotspot_models.ConstantMeanSVGP.fit`
-            (BoTorch's default ``1e-5``, as Maddox et al.'s loop; ``None``: always
-            ``num_steps`` steps).
-        recycle: start each refit from the previous fit's lengthscales and outputscale.
-        outputscale_prior: ``Gamma(2, 0.15)`` on the outputscale (Maddox et al.'s script
-            passes it to the Matérn kernel, which ignores it; ``False`` reproduces that).
-
-    Example:
-        >>> RefittedSVGPConfig(rel_tol=None).rel_tol is None
-        True
-        >>> RefittedSVGPConfig(num_steps=0)
-        Traceback (most recent call last):
-        ...
-        bo_ncgp.exceptions.InputDataError: svgp: num_steps must be a positive int, got 0
-    """
-
-    num_steps: int = 1000
-    lr: float = 0.01
-    beta: float = 1.0
-    rel_tol: float | None = 1e-5
-    recycle: bool = True
-    outputscale_prior: bool = False
-
-    def __post_init__(self) -> None:
-        if int(self.num_steps) != self.num_steps or self.num_steps < 1:
-            raise InputDataError(f"svgp: num_steps must be a positive int, got {self.num_steps}")
-        if not self.lr > 0 or not self.beta > 0:
-            raise InputDataError(f"svgp: lr and beta must be positive, got {self.lr}, {self.beta}")
-        if self.rel_tol is not None and not self.rel_tol > 0:
-            raise InputDataError(f"svgp: rel_tol must be positive or None, got {self.rel_tol}")
-
-
-@dataclass(frozen=True)
 class EntropyConfig:
     """Settings of the dual-conditioning entropy acquisition (:class:`DualEntropy`).
 
@@ -226,7 +186,27 @@ class RefitEntropyConfig:
 
 
 # ---------------------------------------------------------------------------- surrogates
-class StreamingDual:
+class _Surrogate:
+    """What every hotspot surrogate has: its ``config``, the fitted ``model`` (with
+    ``predict_f``), the strategy it serves (from :meth:`setup`) and :meth:`latent`."""
+
+    label = ""
+
+    def __init__(self, config: Any) -> None:
+        self.config = config
+        self.model = None
+
+    def setup(self, strategy: HotspotStrategy) -> None:
+        """Forget the model (a fresh or resumed run starts from no data)."""
+        self.strategy = strategy
+        self.model = None
+
+    def latent(self, U: Tensor) -> Tensor:
+        """Posterior mean of the latent logit prevalence at ``U``."""
+        return self.model.predict_f(U)[0]
+
+
+class StreamingDual(_Surrogate):
     """Streaming DualSVGP of the logit prevalence; inducing points = the surveyed villages.
 
     Example:
@@ -237,14 +217,8 @@ class StreamingDual:
     label = "DualSVGP"
 
     def __init__(self, config: StreamingDualConfig) -> None:
-        self.config = config
-        self.model = None
+        super().__init__(config)
         self.retries = 0
-
-    def setup(self, strategy: HotspotStrategy) -> None:
-        """Forget the model (a fresh or resumed run starts from no data)."""
-        self.strategy = strategy
-        self.model = None
 
     def fit(self, idx: np.ndarray, y: Tensor) -> None:
         """Update the model with the counts ``y`` of the newly surveyed villages ``idx``."""
@@ -296,12 +270,8 @@ class StreamingDual:
             self.config.max_abs_logit
         )
 
-    def latent(self, U: Tensor) -> Tensor:
-        """Posterior mean of the latent logit prevalence at ``U``."""
-        return self.model.predict_f(U)[0]
 
-
-class RefittedSVGP:
+class RefittedSVGP(_Surrogate):
     """Constant-mean GPyTorch SVGP refitted on every surveyed village after each survey and
     converted to a DualSVGP (``model``), whose predictions are the SVGP's.
 
@@ -313,14 +283,12 @@ class RefittedSVGP:
     label = "GPyTorch SVGP with constant mean, refitted"
 
     def __init__(self, config: RefittedSVGPConfig) -> None:
-        self.config = config
-        self.model = None
+        super().__init__(config)
         self.gp: ConstantMeanSVGP | None = None
 
     def setup(self, strategy: HotspotStrategy) -> None:
         """Forget the fits (a fresh or resumed run starts from no data)."""
-        self.strategy = strategy
-        self.model = None
+        super().setup(strategy)
         self.gp = None
         self.last_loss = float("nan")
 
@@ -346,12 +314,8 @@ class RefittedSVGP:
         self.gp = gp
         self.model = gp.to_dual(likelihood, num_data=len(s.observed))
 
-    def latent(self, U: Tensor) -> Tensor:
-        """Posterior mean of the latent logit prevalence at ``U``."""
-        return self.model.predict_f(U)[0]
 
-
-class RefitGP:
+class RefitGP(_Surrogate):
     """Zero-mean GPyTorch SVGP refitted from scratch after every survey (``model`` is the
     :class:`~bo_ncgp.campaigns.strategies.hotspot_models.RefitVariationalGP`).
 
@@ -361,10 +325,7 @@ class RefitGP:
     """
 
     label = "GPyTorch SVGP, refitted"
-
-    def __init__(self, config: RefitGPConfig) -> None:
-        self.config = config
-        self.model = None
+    config: RefitGPConfig
 
     def setup(self, strategy: HotspotStrategy) -> None:
         """A new, unfitted model."""
@@ -375,10 +336,6 @@ class RefitGP:
         """Refit on every surveyed village (the strategy's record, ``idx`` included)."""
         s = self.strategy
         self.model.fit(s.U[s.observed], s.y)
-
-    def latent(self, U: Tensor) -> Tensor:
-        """Posterior mean of the latent logit prevalence at ``U``."""
-        return self.model.predict_f(U)[0]
 
 
 # -------------------------------------------------------------------------- acquisitions

@@ -28,7 +28,7 @@ from bo_ncgp.exceptions import InputDataError, NumericalWarning, UnsupportedErro
 from bo_ncgp.likelihoods import Likelihood
 from bo_ncgp.linalg import jittered, log_prior, solve_lower, stable_cholesky
 from bo_ncgp.models._checks import check_inputs
-from bo_ncgp.models.base import Callback, LatentGP
+from bo_ncgp.models.base import Callback, LatentGP, check_kernel_and_likelihood
 from bo_ncgp.models.gam.components import AdditiveComponent, as_component
 from bo_ncgp.models.gam.variational import FAMILIES, Projection, VariationalState
 from bo_ncgp.models.training import NonFinitePolicy, minimize_adam
@@ -96,11 +96,7 @@ class SparseGAM(gpytorch.Module, LatentGP):
                     f"{comp.inducing_points.dtype}/{comp.inducing_points.device}, component 0 "
                     f"has {Z0.dtype}/{Z0.device}"
                 )
-        if not isinstance(likelihood, Likelihood):
-            raise InputDataError(
-                "SparseGAM: likelihood must be a bo_ncgp.likelihoods likelihood, got "
-                f"{type(likelihood).__name__}"
-            )
+        check_kernel_and_likelihood("SparseGAM", likelihood=likelihood)
         if likelihood.num_latents != 1:
             raise UnsupportedError(
                 f"SparseGAM: the additive predictor is scalar; {likelihood.name} has "

@@ -25,10 +25,10 @@ import torch
 from torch import Tensor
 
 from bo_ncgp.exceptions import InputDataError, UnsupportedError
-from bo_ncgp.likelihoods import Gaussian
+from bo_ncgp.likelihoods import Gaussian, Likelihood
 from bo_ncgp.linalg.toeplitz import Grid
 from bo_ncgp.models._checks import check_inputs
-from bo_ncgp.models.base import Callback, LatentGP
+from bo_ncgp.models.base import Callback, LatentGP, check_kernel_and_likelihood
 from bo_ncgp.models.hipgp.interdomain import (
     OpSpec,
     as_op_codes,
@@ -84,7 +84,7 @@ class HIPGP(torch.nn.Module, LatentGP):
         self,
         kernel: gpytorch.kernels.Kernel,
         grid: Grid | tuple,
-        likelihood: torch.nn.Module | None = None,
+        likelihood: Likelihood | None = None,
         variational: str = "block",
         block_shape: Sequence[int] | None = None,
         whitening: str = "fft",
@@ -96,6 +96,8 @@ class HIPGP(torch.nn.Module, LatentGP):
         embedding_factor: int | Sequence[int] = 2,
     ) -> None:
         super().__init__()
+        likelihood = likelihood if likelihood is not None else Gaussian(noise=0.1)
+        check_kernel_and_likelihood("HIPGP", kernel, likelihood)
         if not isinstance(grid, Grid):
             grid = Grid(*grid)
         if whitening not in ("fft", "cholesky"):
@@ -105,7 +107,7 @@ class HIPGP(torch.nn.Module, LatentGP):
                 f"HIPGP: variational must be 'block', 'mean_field' or 'full', got {variational!r}"
             )
         self.kernel = kernel
-        self.likelihood = likelihood if likelihood is not None else Gaussian(noise=0.1)
+        self.likelihood = likelihood
         self.grid = grid
         self.whitening = whitening
         self.pcg_max_iters, self.pcg_tol = pcg_max_iters, pcg_tol
@@ -131,10 +133,12 @@ class HIPGP(torch.nn.Module, LatentGP):
     # ----------------------------------------------------------------- pieces
     @property
     def dim(self) -> int:
+        """Number of input dimensions ``D`` (those of the grid)."""
         return self.grid.dim
 
     @property
     def num_inducing(self) -> int:
+        """Number of inducing points ``M`` (the grid points)."""
         return self.grid.num_points
 
     def inducing_points(self) -> Tensor:

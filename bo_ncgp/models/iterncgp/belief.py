@@ -62,6 +62,7 @@ class ColumnBuffer:
 
     @property
     def size(self) -> int:
+        """Number of columns appended so far."""
         return self._k
 
     def append(self, col: Tensor) -> None:
@@ -130,6 +131,7 @@ class Belief:
 
     @property
     def KQ(self) -> Tensor:
+        """``K Q``, the kernel matrix times the root of ``C_j``: ``(*b, C, n, B)``."""
         return self._KQ.data
 
     @property

@@ -38,7 +38,7 @@ from bo_ncgp.exceptions import InputDataError, NumericalWarning, UnsupportedErro
 from bo_ncgp.likelihoods import Bernoulli, Gaussian, Likelihood, Poisson, Softmax
 from bo_ncgp.linalg import stable_cholesky
 from bo_ncgp.models._checks import check_inputs
-from bo_ncgp.models.base import Callback, LatentGP
+from bo_ncgp.models.base import Callback, LatentGP, check_kernel_and_likelihood
 from bo_ncgp.models.iterncgp.belief import Belief
 from bo_ncgp.models.iterncgp.newton import LaplaceState, NewtonConfig, newton_laplace
 from bo_ncgp.models.iterncgp.operators import LatentKernelOperator, _check_kernel
@@ -129,13 +129,7 @@ class IterNCGP(torch.nn.Module, LatentGP):
         line_search: bool | None = None,
     ) -> None:
         super().__init__()
-        if not isinstance(kernel, gpytorch.kernels.Kernel):
-            raise InputDataError(f"IterNCGP: kernel must be a gpytorch Kernel, got {type(kernel)}")
-        if not isinstance(likelihood, Likelihood):
-            raise InputDataError(
-                f"IterNCGP: likelihood must be a bo_ncgp.likelihoods Likelihood, got "
-                f"{type(likelihood)}"
-            )
+        check_kernel_and_likelihood("IterNCGP", kernel, likelihood)
         _check_kernel(kernel, likelihood.num_latents)
         if max_solver_iters_per_step is not None and int(max_solver_iters_per_step) < 0:
             raise InputDataError(
@@ -175,6 +169,36 @@ class IterNCGP(torch.nn.Module, LatentGP):
         self.backend = backend
         self._reset_state()
 
+    @classmethod
+    def exact_laplace(
+        cls,
+        kernel: gpytorch.kernels.Kernel,
+        likelihood: Likelihood,
+        num_data: int,
+        **settings,
+    ) -> IterNCGP:
+        """IterNCGP set up as the exact Laplace approximation (Tatzel et al., Theorem A.2):
+        unit-vector actions, ``num_data * C`` solver iterations per Newton step (the whole
+        data set), solver tolerances off, dense kernel matrices; ``settings`` (other
+        constructor arguments, e.g. ``max_newton_steps``, ``tol``) are passed on.
+
+        Example:
+            >>> from bo_ncgp.likelihoods import Bernoulli
+            >>> X = torch.linspace(0, 1, 12).unsqueeze(-1)
+            >>> y = (X[:, 0] > 0.5).double()
+            >>> model = IterNCGP.exact_laplace(gpytorch.kernels.RBFKernel(), Bernoulli(), 12)
+            >>> model.fit(X, y).num_solver_iters % 12, model.config.solver_rtol
+            (0, 0.0)
+        """
+        exact = {
+            "policy": "unit_vector",
+            "max_solver_iters_per_step": num_data * likelihood.num_latents,
+            "solver_rtol": 0.0,
+            "solver_atol": 0.0,
+            "backend": "dense",
+        }
+        return cls(kernel, likelihood, **{**exact, **settings})
+
     # ------------------------------------------------------------------ state
     def _reset_state(self) -> None:
         self._X: Tensor | None = None
@@ -191,10 +215,12 @@ class IterNCGP(torch.nn.Module, LatentGP):
 
     @property
     def train_inputs(self) -> Tensor | None:
+        """The training inputs (``None`` before :meth:`fit`)."""
         return self._X
 
     @property
     def train_targets(self) -> Tensor | None:
+        """The training targets (``None`` before :meth:`fit`)."""
         return self._y
 
     @property
@@ -205,6 +231,7 @@ class IterNCGP(torch.nn.Module, LatentGP):
 
     @property
     def is_fitted(self) -> bool:
+        """Whether :meth:`fit` has run."""
         return self._belief is not None
 
     def _require_fit(self) -> None:

@@ -16,9 +16,9 @@ from bo_ncgp.campaigns.strategies.hotspot_models import (
     DTYPE,
     ConstantMeanSVGP,
     RefitGPConfig,
+    RefittedSVGPConfig,
     RefitVariationalGP,
 )
-from bo_ncgp.campaigns.strategies.hotspots import RefittedSVGPConfig
 from bo_ncgp.likelihoods import Binomial
 from bo_ncgp.models.svgp import SVGP
 from bo_ncgp.models.training import NonFiniteError

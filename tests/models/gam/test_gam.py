@@ -39,6 +39,15 @@ def data(n=40, seed=0):
     return X, f + 0.1 * torch.randn(n, generator=g), f
 
 
+def perturbed_model(posterior, M=6, scale=0.2):
+    """A Gaussian SparseGAM whose variational parameters are moved off the prior."""
+    model = SparseGAM(components(M), Gaussian(0.1), posterior)
+    with torch.no_grad():
+        for p in model.variational.parameters():
+            p.add_(scale * torch.randn_like(p))
+    return model
+
+
 def test_lazy_export_and_hierarchy():
     assert LazySparseGAM is SparseGAM
     for cls in (MeanFieldPosterior, CoupledPrecisionPosterior, FullCovariancePosterior):
@@ -52,10 +61,7 @@ def test_lazy_export_and_hierarchy():
 
 @pytest.mark.parametrize("posterior", FAMILIES)
 def test_shapes_batching_and_consistency(posterior):
-    model = SparseGAM(components(), Gaussian(0.1), posterior)
-    with torch.no_grad():
-        for p in model.variational.parameters():
-            p.add_(0.2 * torch.randn_like(p))
+    model = perturbed_model(posterior)
     X = torch.rand(2, 3, 5, 4)  # extra inert column and two batch dims
     mean, var = model.predict_f(X)
     assert mean.shape == var.shape == (2, 3, 5)
@@ -84,10 +90,7 @@ def test_shapes_batching_and_consistency(posterior):
 
 @pytest.mark.parametrize("posterior", FAMILIES)
 def test_predict_f_differentiable_in_X(posterior):
-    model = SparseGAM(components(4), Gaussian(0.1), posterior)
-    with torch.no_grad():
-        for p in model.variational.parameters():
-            p.add_(0.3 * torch.randn_like(p))
+    model = perturbed_model(posterior, M=4, scale=0.3)
     X = torch.rand(3, 3, requires_grad=True)
 
     def f(x):
@@ -266,10 +269,7 @@ def test_bad_data():
 
 @pytest.mark.parametrize("posterior", FAMILIES)
 def test_partial_sums_of_components(posterior):
-    model = SparseGAM(components(), Gaussian(0.1), posterior)
-    with torch.no_grad():
-        for p in model.variational.parameters():
-            p.add_(0.2 * torch.randn_like(p))
+    model = perturbed_model(posterior)
     X = torch.rand(2, 5, 3)
     cm, cj = model.predict_components(X, joint=True)
     for subset in ([1], [0, 2], [2, 0, 1]):

@@ -148,14 +148,5 @@ def test_gaussian_likelihood_is_exact_gp_regression_in_one_newton_step():
     # CG stops when the mean is exact; the variance is exact only on the Krylov space
     assert bool((var >= var_ref - 1e-10).all())
     assert model.history[1].solver_iters <= 1  # the second step has nothing left to do
-    exact = IterNCGP(
-        k,
-        lik,
-        policy="unit_vector",
-        max_solver_iters_per_step=n,
-        max_newton_steps=1,
-        solver_rtol=0.0,
-        solver_atol=0.0,
-        backend="dense",
-    ).fit(X, y)
+    exact = IterNCGP.exact_laplace(k, lik, n, max_newton_steps=1).fit(X, y)
     torch.testing.assert_close(exact.predict_f(Xs)[1], var_ref, atol=1e-8, rtol=0)

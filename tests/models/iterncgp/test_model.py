@@ -178,15 +178,7 @@ def test_condition_exact_limit_and_self_untouched():
     X, y = binary_data(30)
     X_new, y_new = torch.rand(6, 2), torch.tensor([1.0, 0, 1, 1, 0, 0])
     k, lik = rbf(), Bernoulli()
-    opts = dict(
-        policy="unit_vector",
-        max_newton_steps=40,
-        tol=1e-12,
-        solver_rtol=0.0,
-        solver_atol=0.0,
-        backend="dense",
-    )
-    model = IterNCGP(k, lik, max_solver_iters_per_step=30, **opts).fit(X, y)
+    model = IterNCGP.exact_laplace(k, lik, 30, max_newton_steps=40, tol=1e-12).fit(X, y)
     before = [t.clone() for t in (model._belief.v, model._belief.Q, model._state.S, model.mode)]
     new = model.condition(X_new, y_new, num_iters=6, max_newton_steps=30)
     after = (model._belief.v, model._belief.Q, model._state.S, model.mode)

@@ -24,6 +24,9 @@ from bo_ncgp.models.iterncgp import (
 from bo_ncgp.models.iterncgp.operators import inner
 from tests.models.iterncgp._reference import full_kernel
 
+#: no tolerance stops: every fit runs its whole budget of Newton steps and solver iterations
+WHOLE_BUDGET = dict(tol=0.0, solver_rtol=0.0, solver_atol=0.0, backend="dense")
+
 
 def kernel(C=1, batched=False):
     bs = torch.Size([C]) if batched else torch.Size()
@@ -129,10 +132,7 @@ def test_marginal_variance_never_increases_within_a_newton_step(policy):
         policy=policy,
         max_solver_iters_per_step=8,
         max_newton_steps=4,
-        tol=0.0,
-        solver_rtol=0.0,
-        solver_atol=0.0,
-        backend="dense",
+        **WHOLE_BUDGET,
     ).fit(X, y, callback=callback)
     assert len(record) == 4
     for variances in record.values():
@@ -217,14 +217,7 @@ def test_compressed_fit_keeps_buffers_bounded_and_still_converges():
     X = torch.rand(n, 2)
     y = torch.randint(0, C, (n,))
     k = kernel(C)
-    opts = dict(
-        max_solver_iters_per_step=5,
-        max_newton_steps=6,
-        tol=0.0,
-        solver_rtol=0.0,
-        solver_atol=0.0,
-        backend="dense",
-    )
+    opts = dict(max_solver_iters_per_step=5, max_newton_steps=6, **WHOLE_BUDGET)
     full = IterNCGP(k, Softmax(C), **opts).fit(X, y)
     comp = IterNCGP(k, Softmax(C), compression_rank=4, **opts).fit(X, y)
     assert full.buffer_size == 30
