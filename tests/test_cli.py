@@ -27,10 +27,12 @@ def test_unknown_command_is_an_error(capsys):
 
 
 @pytest.mark.parametrize("name", sorted(cli.COMMANDS))
-def test_command_modules_expose_the_command_interface(name):
-    module = importlib.import_module(cli.COMMANDS[name])
-    assert isinstance(module.HELP, str) and "\n" not in module.HELP
-    assert callable(module.add_arguments) and callable(module.run)
+def test_commands_are_command_objects_of_their_modules(name):
+    module, attribute = cli.COMMANDS[name].split(":")
+    cmd = getattr(importlib.import_module(module), attribute)
+    assert isinstance(cmd, cli.Command) and cmd is cli.command(name)
+    assert isinstance(cmd.help, str) and "\n" not in cmd.help
+    assert callable(cmd.add_arguments) and callable(cmd.run)
 
 
 def _plugin_module(tmp_path, monkeypatch):

@@ -2,9 +2,9 @@
 
 Commands come from two places:
 
-* the package's own commands, listed in :data:`COMMANDS` (name -> module). Each command module
-  exposes ``HELP`` (one line), ``add_arguments(parser)`` and ``run(args) -> int``; only the
-  module of the command being run is imported;
+* the package's own commands, listed in :data:`COMMANDS` (name -> ``"module:ATTRIBUTE"``, a
+  :class:`Command` of that module: one-line help, ``add_arguments(parser)`` and
+  ``run(args) -> int``); only the module of the command being run is imported;
 * experiment commands, registered by installed distributions in the entry-point group
   ``bo_ncgp.commands`` (:data:`ENTRY_POINT_GROUP`). An entry point's value is
   ``"module:main"`` with ``main(argv: list[str] | None) -> int``; ``bo-ncgp NAME ARGS...``
@@ -21,19 +21,28 @@ import ast
 import importlib
 import importlib.util
 import sys
+from collections.abc import Callable
 from importlib.metadata import EntryPoint, entry_points
-from types import ModuleType
+from typing import NamedTuple
 
-__all__ = ["COMMANDS", "ENTRY_POINT_GROUP", "command_parser", "experiment_commands", "main"]
+__all__ = [
+    "COMMANDS",
+    "ENTRY_POINT_GROUP",
+    "Command",
+    "command",
+    "command_parser",
+    "experiment_commands",
+    "main",
+]
 
-#: the package's commands: name -> module exposing ``HELP``, ``add_arguments``, ``run``
+#: the package's commands: name -> ``"module:ATTRIBUTE"``, a :class:`Command` of that module
 COMMANDS: dict[str, str] = {
-    "compare": "bo_ncgp.cli.compare",
-    "core-demo": "bo_ncgp.cli.core_demo",
-    "demo": "bo_ncgp.cli.demo",
-    "hotspots": "bo_ncgp.cli.hotspots",
-    "lunar-lander": "bo_ncgp.cli.lunar_lander",
-    "plot": "bo_ncgp.cli.plot",
+    "compare": "bo_ncgp.cli.results:COMPARE",
+    "core-demo": "bo_ncgp.cli.demo:CORE_DEMO",
+    "demo": "bo_ncgp.cli.demo:DEMO",
+    "hotspots": "bo_ncgp.cli.hotspots:HOTSPOTS",
+    "lunar-lander": "bo_ncgp.cli.lunar_lander:LUNAR_LANDER",
+    "plot": "bo_ncgp.cli.results:PLOT",
 }
 #: entry-point group through which installed experiment packages add commands
 ENTRY_POINT_GROUP = "bo_ncgp.commands"
@@ -51,8 +60,46 @@ def experiment_commands() -> dict[str, EntryPoint]:
     return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name not in COMMANDS}
 
 
-def _command_module(name: str) -> ModuleType:
-    return importlib.import_module(COMMANDS[name])
+class Command(NamedTuple):
+    """A package command: its one-line ``help``, ``add_arguments(parser)`` adding its options
+    to an ``argparse`` parser, and ``run(args) -> int`` (the exit code).
+
+    Example:
+        >>> def greet(args):
+        ...     print(f"hello {args.name}")
+        ...     return 0
+        >>> hello = Command("greet", lambda parser: parser.add_argument("--name"), greet)
+        >>> hello.run(hello.parser().parse_args(["--name", "you"]))
+        hello you
+        0
+    """
+
+    help: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+
+    def parser(self, prog: str | None = None) -> argparse.ArgumentParser:
+        """A parser of the command's options, described by its help.
+
+        Example:
+            >>> Command("greet", lambda parser: None, lambda args: 0).parser("greet").description
+            'greet'
+        """
+        parser = argparse.ArgumentParser(prog=prog, description=self.help)
+        self.add_arguments(parser)
+        return parser
+
+
+def command(name: str) -> Command:
+    """The :class:`Command` of the package command ``name`` (:data:`COMMANDS`), importing its
+    module.
+
+    Example:
+        >>> command("plot").help
+        'plot campaign results (mean +- s.e. over seeds, one line per strategy)'
+    """
+    module, _, attribute = COMMANDS[name].partition(":")
+    return getattr(importlib.import_module(module), attribute)
 
 
 def command_parser(name: str) -> argparse.ArgumentParser:
@@ -62,10 +109,7 @@ def command_parser(name: str) -> argparse.ArgumentParser:
         >>> command_parser("compare").parse_args(["a", "b"]).at
         '150,199'
     """
-    module = _command_module(name)
-    parser = argparse.ArgumentParser(prog=f"bo-ncgp {name}", description=module.HELP)
-    module.add_arguments(parser)
-    return parser
+    return command(name).parser(prog=f"bo-ncgp {name}")
 
 
 def _summary(ep: EntryPoint) -> str:
@@ -91,7 +135,7 @@ def _overview() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in sorted(COMMANDS):
-        sub.add_parser(name, help=_command_module(name).HELP, add_help=False)
+        sub.add_parser(name, help=command(name).help, add_help=False)
     for name, ep in sorted(experiment_commands().items()):
         sub.add_parser(name, help=_summary(ep), add_help=False)
     return parser
@@ -107,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in COMMANDS:
         args = command_parser(argv[0]).parse_args(argv[1:])
-        return int(_command_module(argv[0]).run(args) or 0)
+        return int(command(argv[0]).run(args) or 0)
     if argv and not argv[0].startswith("-"):
         experiments = experiment_commands()
         if argv[0] in experiments:

@@ -41,7 +41,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["HELP", "QUICK", "add_arguments", "run", "strategy_options", "summarise_hotspots"]
+from bo_ncgp.cli import Command
+
+__all__ = [
+    "HELP",
+    "HOTSPOTS",
+    "QUICK",
+    "add_arguments",
+    "run",
+    "strategy_options",
+    "summarise_hotspots",
+]
 
 HELP = "hotspot active learning with fantasy entropy reduction (Chang et al. Fig. 4)"
 #: the ``--quick`` preset
@@ -434,3 +444,7 @@ def run(
         + ("" if args.no_plot else f", plot {args.out / 'hotspots.png'}")
     )
     return 1 if failed else 0
+
+
+#: ``bo-ncgp hotspots``
+HOTSPOTS = Command(HELP, add_arguments, run)

@@ -13,7 +13,9 @@ import argparse
 import time
 from pathlib import Path
 
-__all__ = ["HELP", "QUICK", "add_arguments", "run"]
+from bo_ncgp.cli import Command
+
+__all__ = ["HELP", "LUNAR_LANDER", "QUICK", "add_arguments", "run"]
 
 HELP = "batch BO of the lunar-lander controller (Chang et al. Sec. 4.1)"
 #: the ``--quick`` preset: run settings, and model settings used unless given
@@ -156,3 +158,7 @@ def run(args: argparse.Namespace) -> int:
     png = plot_campaigns([args.out], args.out / "best.png", title="lunar lander")
     print(f"results in {args.out} (plot {png})")
     return 0
+
+
+#: ``bo-ncgp lunar-lander``
+LUNAR_LANDER = Command(HELP, add_arguments, run)
