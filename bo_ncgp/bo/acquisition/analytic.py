@@ -94,16 +94,13 @@ class ProbabilityOfSuccess(AnalyticAcquisitionFunction):
         (torch.Size([5]), True)
     """
 
-    def __init__(self, model: Model, posterior_transform: PosteriorTransform | None = None):
-        super().__init__(model=model, posterior_transform=posterior_transform)
-
-    def _logit(self, X: Tensor) -> Tensor:
-        mean, sigma = self._mean_and_sigma(X, min_var=0.0)
-        return probit_logit(mean, sigma**2).squeeze(-1)
+    #: what the acquisition value is of the probit-approximated logit
+    _of_logit = staticmethod(torch.sigmoid)
 
     @t_batch_mode_transform(expected_q=1)
     def forward(self, X: Tensor) -> Tensor:
-        return torch.sigmoid(self._logit(X))
+        mean, sigma = self._mean_and_sigma(X, min_var=0.0)
+        return self._of_logit(probit_logit(mean, sigma**2).squeeze(-1))
 
 
 class LogProbabilityOfSuccess(ProbabilityOfSuccess):
@@ -119,10 +116,7 @@ class LogProbabilityOfSuccess(ProbabilityOfSuccess):
     """
 
     _log: bool = True
-
-    @t_batch_mode_transform(expected_q=1)
-    def forward(self, X: Tensor) -> Tensor:
-        return F.logsigmoid(self._logit(X))
+    _of_logit = staticmethod(F.logsigmoid)
 
 
 class BinaryPredictiveEntropy(ProbabilityOfSuccess):
@@ -137,9 +131,7 @@ class BinaryPredictiveEntropy(ProbabilityOfSuccess):
         True
     """
 
-    @t_batch_mode_transform(expected_q=1)
-    def forward(self, X: Tensor) -> Tensor:
-        return binary_entropy(self._logit(X))
+    _of_logit = staticmethod(binary_entropy)
 
 
 class BALD(AnalyticAcquisitionFunction):
