@@ -201,15 +201,9 @@ def metrics(hit: Tensor, logp: Tensor, regression: bool = False) -> dict[str, fl
     return out
 
 
-def evaluate(
-    model,
-    X: Tensor,
-    y: Tensor,
-    likelihood: Likelihood | None = None,
-    chunk: int = 2000,
-) -> dict[str, float]:
+def evaluate(model, X: Tensor, y: Tensor, **options) -> dict[str, float]:
     """Test metrics of anything with ``predict_f``: ``accuracy`` and ``nlpd`` for classifiers,
-    ``rmse`` and ``nlpd`` for a Gaussian likelihood (see :func:`pointwise`)."""
-    lik = likelihood if likelihood is not None else model.likelihood
-    hit, logp = pointwise(model, X, y, lik, chunk)
-    return metrics(hit, logp, regression=type(lik).__name__ == "Gaussian")
+    ``rmse`` and ``nlpd`` for a Gaussian likelihood: :func:`metrics` of :func:`pointwise`
+    (``options``: its ``likelihood`` and ``chunk``)."""
+    lik = options.get("likelihood") or model.likelihood
+    return metrics(*pointwise(model, X, y, **options), regression=type(lik).__name__ == "Gaussian")
