@@ -94,7 +94,7 @@ class ProbabilityOfSuccess(AnalyticAcquisitionFunction):
         (torch.Size([5]), True)
     """
 
-    #: what the acquisition value is of the probit-approximated logit
+    #: the acquisition value as a function of the probit-approximated logit (per subclass)
     _of_logit = staticmethod(torch.sigmoid)
 
     @t_batch_mode_transform(expected_q=1)
