@@ -41,8 +41,9 @@ def _plugin_module(tmp_path, monkeypatch):
     (pkg / "__init__.py").write_text("")
     (pkg / "toy_exp.py").write_text(
         '"""A toy experiment.\n\nMore text."""\n\n'
+        "import sys\n\n"
         "def main(argv=None):\n"
-        '    print("ARGS", argv)\n'
+        '    print("ARGS", argv, "PROG", sys.argv[0])\n'
         "    return 3\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -62,8 +63,11 @@ def _plugin_module(tmp_path, monkeypatch):
 def test_experiment_entry_points_pass_arguments_through(tmp_path, monkeypatch, capsys):
     _plugin_module(tmp_path, monkeypatch)
     assert list(cli.experiment_commands()) == ["toy-exp"]  # package commands win
+    program = sys.argv[0]
     assert cli.main(["toy-exp", "--quick", "x"]) == 3
-    assert "ARGS ['--quick', 'x']" in capsys.readouterr().out
+    # the experiment's argparse names the command the user typed; sys.argv is restored
+    assert "ARGS ['--quick', 'x'] PROG bo-ncgp toy-exp" in capsys.readouterr().out
+    assert sys.argv[0] == program
 
 
 def test_help_lists_experiments_with_their_docstring_without_importing_them(

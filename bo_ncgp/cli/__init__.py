@@ -126,7 +126,14 @@ def _summary(ep: EntryPoint) -> str:
 
 
 def _run_experiment(ep: EntryPoint, argv: list[str]) -> int:
-    return int(ep.load()(argv) or 0)
+    """Run an experiment's ``main(argv)`` with ``sys.argv[0]`` set to ``bo-ncgp NAME``, so that
+    its argparse usage and error lines name the command the user typed."""
+    program = sys.argv[0]
+    sys.argv[0] = f"bo-ncgp {ep.name}"
+    try:
+        return int(ep.load()(argv) or 0)
+    finally:
+        sys.argv[0] = program
 
 
 def _overview() -> argparse.ArgumentParser:

@@ -1,6 +1,6 @@
 """The demonstration commands:
 
-* ``bo-ncgp demo``: the README's main job, a short lunar-lander batch-BO campaign vs random;
+* ``bo-ncgp demo``: a short lunar-lander batch-BO campaign against random search, with a plot;
 * ``bo-ncgp core-demo``: smoke demo of the numerical core (kernel MVMs, PCG, likelihoods).
 """
 
@@ -117,7 +117,7 @@ def run_core_demo(args: argparse.Namespace) -> int:
 
 #: ``bo-ncgp demo``
 DEMO = Command(
-    "the README's main job: a short lunar-lander batch-BO campaign vs random",
+    "a short lunar-lander batch-BO campaign against random search, with a plot",
     add_demo_arguments,
     run_demo,
 )
