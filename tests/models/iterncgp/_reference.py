@@ -17,6 +17,35 @@ from __future__ import annotations
 import gpytorch
 import torch
 
+from bo_ncgp.models.iterncgp import IterNCGP, Policy
+
+
+def dense_cg_model(
+    k: gpytorch.kernels.Kernel,
+    lik,
+    iters_per_step: int,
+    *,
+    policy: str | Policy = "cg",
+    max_newton_steps: int = 40,
+    recycle: bool = True,
+    tol: float = 1e-12,
+    solver_rtol: float = 0.0,
+) -> IterNCGP:
+    """IterNCGP on the dense backend with no absolute solver tolerance: each Newton step runs
+    ``iters_per_step`` solver iterations or until the relative tolerance ``solver_rtol``."""
+    return IterNCGP(
+        k,
+        lik,
+        policy=policy,
+        max_solver_iters_per_step=iters_per_step,
+        max_newton_steps=max_newton_steps,
+        recycle=recycle,
+        tol=tol,
+        solver_rtol=solver_rtol,
+        solver_atol=0.0,
+        backend="dense",
+    )
+
 
 def rbf(outputscale=2.0, lengthscale=0.3, batch_shape=None):
     """Scaled RBF kernel (batch shape ``()`` or ``(C,)``) with fixed hyperparameters."""
