@@ -10,6 +10,8 @@ from collections.abc import Iterator
 
 import torch
 
+from bo_ncgp.models._alias import Alias
+
 __all__ = [
     "InducingState",
     "ResizableModule",
@@ -62,20 +64,14 @@ class InducingState:
     _C: int
     _num_data: torch.Tensor
 
-    @property
-    def Z(self) -> torch.Tensor:
-        """``(m, d)`` current inducing inputs."""
-        return self._Z
+    Z: Alias[torch.Tensor] = Alias("_Z", "``(m, d)`` current inducing inputs.")
 
     @property
     def num_inducing(self) -> int:
         """Number of inducing inputs ``m``."""
         return int(self._Z.shape[0])
 
-    @property
-    def num_latents(self) -> int:
-        """Number of latent functions ``C``."""
-        return self._C
+    num_latents: Alias[int] = Alias("_C", "Number of latent functions ``C``.")
 
     @property
     def num_data(self) -> int:

@@ -32,6 +32,7 @@ import torch
 from torch import Tensor
 
 from bo_ncgp.exceptions import InputDataError, UnsupportedError
+from bo_ncgp.models._alias import Alias
 from bo_ncgp.models.base import Callback, LatentGP
 from bo_ncgp.models.dual._state import hyperparameters_fixed, same_key
 from bo_ncgp.models.dual.posterior import DualFactors, SiteBlock, dual_predict, site_block
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     import gpytorch
 
     from bo_ncgp.likelihoods import Likelihood
+    from bo_ncgp.models.dual.memory import Memory
     from bo_ncgp.models.dual.model import DualSVGP
 
 __all__ = ["ConditionedDualSVGP"]
@@ -125,19 +127,31 @@ class ConditionedDualSVGP(torch.nn.Module, LatentGP):
         return cls(base, Xn, yn, etan, betan, num_data)
 
     # -------------------------------------------------------------- properties
-    @property
-    def kernel(self) -> gpytorch.kernels.Kernel:
-        """The (shared) kernel of the unconditioned model."""
-        return self.base.kernel
-
-    @property
-    def likelihood(self) -> Likelihood:
-        """The (shared) likelihood of the unconditioned model."""
-        return self.base.likelihood
-
-    @property
-    def num_latents(self) -> int:
-        return self.base.num_latents
+    kernel: Alias[gpytorch.kernels.Kernel] = Alias(
+        "base.kernel", "The (shared) kernel of the unconditioned model."
+    )
+    likelihood: Alias[Likelihood] = Alias(
+        "base.likelihood", "The (shared) likelihood of the unconditioned model."
+    )
+    num_latents: Alias[int] = Alias(
+        "base.num_latents", "Number of latent functions ``C`` (the unconditioned model's)."
+    )
+    Z: Alias[Tensor] = Alias("base.Z", "``(m, d)`` inducing inputs (the unconditioned model's).")
+    mean_constant: Alias[float] = Alias(
+        "base.mean_constant", "The fixed constant prior mean ``c`` (the unconditioned model's)."
+    )
+    memory: Alias[Memory] = Alias(
+        "base.memory",
+        "The unconditioned model's memory (:class:`~bo_ncgp.models.dual.memory.Memory`).",
+    )
+    memory_inputs: Alias[Tensor] = Alias(
+        "base.memory_inputs", "``(n_M, d)`` inputs held in the unconditioned model's memory."
+    )
+    memory_targets: Alias[Tensor] = Alias(
+        "base.memory_targets", "``(n_M,)`` targets held in the unconditioned model's memory."
+    )
+    conditioned_inputs: Alias[Tensor] = Alias("_X", "``(*bx, n, d)`` the conditioned inputs.")
+    conditioned_targets: Alias[Tensor] = Alias("_y", "``(*b, n)`` the conditioned targets.")
 
     @property
     def batch_shape(self) -> torch.Size:
@@ -148,38 +162,6 @@ class ConditionedDualSVGP(torch.nn.Module, LatentGP):
     def num_data(self) -> int:
         """Data points of the unconditioned model plus the conditioned points."""
         return self._num_data
-
-    @property
-    def Z(self) -> Tensor:
-        """``(m, d)`` inducing inputs (the unconditioned model's)."""
-        return self.base.Z
-
-    @property
-    def mean_constant(self) -> float:
-        return self.base.mean_constant
-
-    @property
-    def memory(self):
-        """The unconditioned model's memory (:class:`~bo_ncgp.models.dual.memory.Memory`)."""
-        return self.base.memory
-
-    @property
-    def memory_inputs(self) -> Tensor:
-        return self.base.memory_inputs
-
-    @property
-    def memory_targets(self) -> Tensor:
-        return self.base.memory_targets
-
-    @property
-    def conditioned_inputs(self) -> Tensor:
-        """``(*bx, n, d)`` the conditioned inputs."""
-        return self._X
-
-    @property
-    def conditioned_targets(self) -> Tensor:
-        """``(*b, n)`` the conditioned targets."""
-        return self._y
 
     # ------------------------------------------------------------- posterior
     def _apply(self, fn, *args, **kwargs):

@@ -30,6 +30,7 @@ import torch
 from torch import Tensor
 
 from bo_ncgp.exceptions import InputDataError
+from bo_ncgp.models._alias import Alias
 from bo_ncgp.models.dual._state import ResizableModule
 
 __all__ = ["Memory", "bayesian_leverage_scores", "sample_by_score"]
@@ -128,15 +129,8 @@ class Memory(ResizableModule):
     def __len__(self) -> int:
         return int(self.X.shape[0])
 
-    @property
-    def inputs(self) -> Tensor:
-        """``(n_M, d)`` stored inputs."""
-        return self.X
-
-    @property
-    def targets(self) -> Tensor:
-        """``(n_M,)`` stored targets."""
-        return self.y
+    inputs: Alias[Tensor] = Alias("X", "``(n_M, d)`` stored inputs.")
+    targets: Alias[Tensor] = Alias("y", "``(n_M,)`` stored targets.")
 
     def add(self, X: Tensor, y: Tensor, eta: Tensor, beta: Tensor) -> None:
         """Append points with their sites (``eta``, ``beta`` of shape ``(n, L)``)."""

@@ -54,6 +54,7 @@ from torch import Tensor
 from bo_ncgp.exceptions import InputDataError
 from bo_ncgp.likelihoods import Likelihood
 from bo_ncgp.linalg import latent_block, log_prior, solve_lower, stable_cholesky
+from bo_ncgp.models._alias import Alias
 from bo_ncgp.models.base import Callback, LatentGP
 from bo_ncgp.models.dual import streaming
 from bo_ncgp.models.dual._state import (
@@ -197,15 +198,8 @@ class DualSVGP(InducingState, ResizableModule, LatentGP):
         """The fixed constant prior mean ``c`` (``f = c + g``)."""
         return float(self._mean_constant)
 
-    @property
-    def memory_inputs(self) -> Tensor:
-        """``(n_M, d)`` inputs held in memory."""
-        return self.memory.X
-
-    @property
-    def memory_targets(self) -> Tensor:
-        """``(n_M,)`` targets held in memory."""
-        return self.memory.y
+    memory_inputs: Alias[Tensor] = Alias("memory.X", "``(n_M, d)`` inputs held in memory.")
+    memory_targets: Alias[Tensor] = Alias("memory.y", "``(n_M,)`` targets held in memory.")
 
     # ------------------------------------------------------------ state utils
     def _touch(self) -> None:

@@ -27,6 +27,7 @@ from torch import Tensor
 from bo_ncgp.exceptions import InputDataError, UnsupportedError
 from bo_ncgp.likelihoods import Gaussian, Likelihood
 from bo_ncgp.linalg.toeplitz import Grid
+from bo_ncgp.models._alias import Alias
 from bo_ncgp.models._checks import check_inputs
 from bo_ncgp.models.base import Callback, LatentGP, check_kernel_and_likelihood
 from bo_ncgp.models.hipgp.interdomain import (
@@ -131,15 +132,10 @@ class HIPGP(torch.nn.Module, LatentGP):
         self.history: list[float] = []
 
     # ----------------------------------------------------------------- pieces
-    @property
-    def dim(self) -> int:
-        """Number of input dimensions ``D`` (those of the grid)."""
-        return self.grid.dim
-
-    @property
-    def num_inducing(self) -> int:
-        """Number of inducing points ``M`` (the grid points)."""
-        return self.grid.num_points
+    dim: Alias[int] = Alias("grid.dim", "Number of input dimensions ``D`` (those of the grid).")
+    num_inducing: Alias[int] = Alias(
+        "grid.num_points", "Number of inducing points ``M`` (the grid points)."
+    )
 
     def inducing_points(self) -> Tensor:
         """``(M, D)`` grid points (cached)."""

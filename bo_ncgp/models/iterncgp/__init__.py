@@ -28,7 +28,11 @@ from bo_ncgp.models.iterncgp.newton import (
 from bo_ncgp.models.iterncgp.operators import LatentKernelOperator
 from bo_ncgp.models.iterncgp.policies import CGPolicy, Policy, UnitVectorPolicy, make_policy
 from bo_ncgp.models.iterncgp.problem import PseudoRegressionProblem, null_space_projection
-from bo_ncgp.models.iterncgp.recycling import RecycledBelief, virtual_solver_run
+from bo_ncgp.models.iterncgp.recycling import (
+    ActionBuffers,
+    RecycledBelief,
+    virtual_solver_run,
+)
 from bo_ncgp.models.iterncgp.stopping import (
     AnyOf,
     MaxIterations,
@@ -39,6 +43,7 @@ from bo_ncgp.models.iterncgp.stopping import (
 )
 
 __all__ = [
+    "ActionBuffers",
     "AnyOf",
     "Belief",
     "BeliefUpdate",

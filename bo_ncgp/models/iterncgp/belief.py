@@ -30,6 +30,7 @@ from typing import Protocol
 import torch
 from torch import Tensor
 
+from bo_ncgp.models._alias import Alias
 from bo_ncgp.models.iterncgp.operators import inner
 
 __all__ = ["Belief", "BeliefUpdate", "ColumnBuffer"]
@@ -124,20 +125,13 @@ class Belief:
         self.v = Q @ w
         self.Kv = KQ @ w
 
-    @property
-    def Q(self) -> Tensor:
-        """Root of ``C_j``: ``(*b, C, n, B)``."""
-        return self._Q.data
-
-    @property
-    def KQ(self) -> Tensor:
-        """``K Q``, the kernel matrix times the root of ``C_j``: ``(*b, C, n, B)``."""
-        return self._KQ.data
-
-    @property
-    def rank(self) -> int:
-        """Number of columns of ``Q`` (an upper bound on the rank of ``C_j``)."""
-        return self._Q.size
+    Q: Alias[Tensor] = Alias("_Q.data", "Root of ``C_j``: ``(*b, C, n, B)``.")
+    KQ: Alias[Tensor] = Alias(
+        "_KQ.data", "``K Q``, the kernel matrix times the root of ``C_j``: ``(*b, C, n, B)``."
+    )
+    rank: Alias[int] = Alias(
+        "_Q.size", "Number of columns of ``Q`` (an upper bound on the rank of ``C_j``)."
+    )
 
     def precision_matmul(self, V: Tensor) -> Tensor:
         """``C_j V = Q (Q^T V)``."""

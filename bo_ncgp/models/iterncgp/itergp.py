@@ -27,7 +27,7 @@ from torch import Tensor
 from bo_ncgp.models.iterncgp.belief import Belief, ColumnBuffer
 from bo_ncgp.models.iterncgp.policies import Policy
 from bo_ncgp.models.iterncgp.problem import PseudoRegressionProblem, _norm
-from bo_ncgp.models.iterncgp.recycling import virtual_solver_run
+from bo_ncgp.models.iterncgp.recycling import ActionBuffers, virtual_solver_run
 from bo_ncgp.models.iterncgp.stopping import SolverState, StoppingCriterion
 
 __all__ = ["IterGPResult", "itergp"]
@@ -79,8 +79,7 @@ def itergp(
     problem: PseudoRegressionProblem,
     policy: Policy,
     stopping: StoppingCriterion,
-    S: Tensor | None = None,
-    T: Tensor | None = None,
+    buffers: ActionBuffers | None = None,
     compression_rank: int | None = None,
     capacity: int = 16,
     on_iteration: IterationHook | None = None,
@@ -91,8 +90,7 @@ def itergp(
         problem: the Newton step's pseudo regression problem.
         policy: action policy (``reset`` must have been called for this step).
         stopping: inner stopping criterion.
-        S: recycled actions ``(*b, C, n, B)`` (None: no recycling).
-        T: ``K S``.
+        buffers: recycled actions ``S`` ``(*b, C, n, B)`` and ``T = K S`` (None: no recycling).
         compression_rank: ``R`` of the virtual solver run (None: no compression).
         capacity: expected number of iterations (pre-allocates the buffers).
         on_iteration: hook ``(j, belief) -> stop?``.
@@ -116,8 +114,8 @@ def itergp(
     """
     rhs = problem.rhs
     batch, (C, n) = rhs.shape[:-3], rhs.shape[-3:-1]
-    if S is not None and S.shape[-1] > 0:
-        rec = virtual_solver_run(S, T, problem, compression_rank)  # line 2
+    if buffers is not None and buffers.size > 0:
+        rec = virtual_solver_run(buffers, problem, compression_rank)  # line 2
         Q0, KQ0, S0, T0 = rec.Q, rec.KQ, rec.S, rec.T
     else:
         Q0 = KQ0 = S0 = T0 = rhs.new_zeros(*batch, C, n, 0)

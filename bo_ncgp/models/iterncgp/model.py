@@ -44,6 +44,7 @@ from bo_ncgp.models.iterncgp.newton import LaplaceState, NewtonConfig, newton_la
 from bo_ncgp.models.iterncgp.operators import LatentKernelOperator, _check_kernel
 from bo_ncgp.models.iterncgp.policies import Policy, make_policy
 from bo_ncgp.models.iterncgp.problem import PseudoRegressionProblem
+from bo_ncgp.models.iterncgp.recycling import ActionBuffers
 from bo_ncgp.models.training import FitClock
 
 __all__ = ["IterNCGP", "RatePrediction"]
@@ -292,7 +293,7 @@ class IterNCGP(torch.nn.Module, LatentGP):
             C, n = self.num_latents, X.shape[-2]
             f0 = self._m.expand(*y.shape[:-1], C, n, 1)
             policy = copy.deepcopy(self.policy)
-            self._run(f0, policy, self.config, None, None, callback, None)
+            self._run(f0, policy, self.config, None, callback, None)
         return self
 
     def _run(
@@ -300,8 +301,7 @@ class IterNCGP(torch.nn.Module, LatentGP):
         f0: Tensor,
         policy: Policy,
         config: NewtonConfig,
-        S: Tensor | None,
-        T: Tensor | None,
+        buffers: ActionBuffers | None,
         callback: Callback | None,
         w0: Tensor | None,
     ) -> None:
@@ -322,7 +322,7 @@ class IterNCGP(torch.nn.Module, LatentGP):
             return clock.notify(callback, calls[0] - 1, self, info=info)
 
         state = newton_laplace(
-            self._K, self.likelihood, self._y, self._m, f0, policy, config, S, T, hook, w0
+            self._K, self.likelihood, self._y, self._m, f0, policy, config, buffers, hook, w0
         )
         self._state = state
         self._belief = state.belief
@@ -593,5 +593,5 @@ class IterNCGP(torch.nn.Module, LatentGP):
             )
             base = self._fitted_policy if self._fitted_policy is not None else self.policy
             policy = base.extend(n, n_new)
-            new._run(f0, policy, config, S0, T0, callback, w0)
+            new._run(f0, policy, config, ActionBuffers(S0, T0), callback, w0)
         return new

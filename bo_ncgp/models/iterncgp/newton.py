@@ -30,6 +30,7 @@ from bo_ncgp.models.iterncgp.linesearch import backtracking_step
 from bo_ncgp.models.iterncgp.operators import LatentKernelOperator
 from bo_ncgp.models.iterncgp.policies import Policy
 from bo_ncgp.models.iterncgp.problem import PseudoRegressionProblem
+from bo_ncgp.models.iterncgp.recycling import ActionBuffers
 from bo_ncgp.models.iterncgp.stopping import MaxIterations, RelativeChange, ResidualNorm
 
 __all__ = ["LaplaceState", "NewtonConfig", "NewtonStepInfo", "newton_laplace"]
@@ -115,8 +116,7 @@ def newton_laplace(
     f0: Tensor,
     policy: Policy,
     config: NewtonConfig,
-    S: Tensor | None = None,
-    T: Tensor | None = None,
+    buffers: ActionBuffers | None = None,
     on_iteration: NewtonHook | None = None,
     w0: Tensor | None = None,
 ) -> LaplaceState:
@@ -130,7 +130,8 @@ def newton_laplace(
         f0: initial iterate ``(*b, C, n, 1)`` (the prior mean for a fresh fit).
         policy: action policy.
         config: loop settings.
-        S, T: initial buffers, used by the first step's virtual solver run.
+        buffers: initial buffers ``S``, ``T = K S``, used by the first step's virtual solver
+            run.
         on_iteration: hook ``(i, j, belief, problem) -> stop?``.
         w0: representer weights of ``f0`` (``f0 = m + K w0``; zeros when omitted, i.e.
             ``f0 = m``); needed by the line search.
@@ -164,7 +165,7 @@ def newton_laplace(
     converged = interrupted = False
     for i in range(config.max_newton_steps):  # line 5
         problem = PseudoRegressionProblem(kernel_op, likelihood, y, f, prior_mean)  # lines 6-7
-        recycled = S is not None and S.shape[-1] > 0
+        recycled = buffers is not None and buffers.size > 0
         policy.reset(problem, recycled)
         hook = None
         if on_iteration is not None:
@@ -176,8 +177,7 @@ def newton_laplace(
             problem,
             policy,
             inner_stop,
-            S,
-            T,
+            buffers,
             config.compression_rank,
             capacity=max(1, min(capacity, 4096)),
             on_iteration=hook,
@@ -204,7 +204,7 @@ def newton_laplace(
         )
         f = f_new
         state = res
-        S, T = (res.S, res.T) if config.recycle else (None, None)
+        buffers = ActionBuffers(res.S, res.T) if config.recycle else None
         if res.interrupted:
             interrupted = True
             break

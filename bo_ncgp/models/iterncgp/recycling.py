@@ -27,6 +27,7 @@ their directions cannot be normalised accurately in ``Q_0``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
@@ -35,7 +36,26 @@ from bo_ncgp.exceptions import InputDataError
 from bo_ncgp.models.iterncgp.operators import inner
 from bo_ncgp.models.iterncgp.problem import PseudoRegressionProblem
 
-__all__ = ["RecycledBelief", "virtual_solver_run"]
+__all__ = ["ActionBuffers", "RecycledBelief", "virtual_solver_run"]
+
+
+class ActionBuffers(NamedTuple):
+    """The buffers that Algorithm 3 carries from one Newton step to the next: the actions
+    ``S`` ``(*b, C, n, B)`` and their kernel products ``T = K S`` (same shape).
+
+    Example:
+        >>> S = torch.zeros(1, 4, 3)
+        >>> ActionBuffers(S, S).size  # B, the number of actions held
+        3
+    """
+
+    S: Tensor
+    T: Tensor
+
+    @property
+    def size(self) -> int:
+        """Number of actions ``B`` held (columns of ``S``)."""
+        return self.S.shape[-1]
 
 
 @dataclass
@@ -63,8 +83,7 @@ class RecycledBelief:
 
 
 def virtual_solver_run(
-    S: Tensor,
-    T: Tensor,
+    buffers: ActionBuffers,
     problem: PseudoRegressionProblem,
     rank: int | None = None,
     rel_tol: float | None = None,
@@ -72,8 +91,8 @@ def virtual_solver_run(
     """Algorithm 3: ``C_0`` for the new regression problem from the buffers ``S``, ``T = K S``.
 
     Args:
-        S: actions ``(*b, C, n, B)`` (projected onto ``range W``).
-        T: ``K S``.
+        buffers: the actions ``S`` ``(*b, C, n, B)`` (projected onto ``range W``) and
+            ``T = K S``.
         problem: the current Newton step's regression problem (``W(f_i)^{-1}`` products).
         rank: compression rank ``R`` (None: keep all ``B`` eigenpairs).
         rel_tol: relative eigenvalue threshold (default ``sqrt(machine epsilon)``).
@@ -89,18 +108,20 @@ def virtual_solver_run(
         >>> X, y, S = torch.rand(6, 1), torch.randn(6), torch.randn(1, 6, 3)  # 3 old actions
         >>> K = LatentKernelOperator(gpytorch.kernels.RBFKernel(), X, 1, backend="dense")
         >>> problem = PseudoRegressionProblem(K, Gaussian(0.1), y, torch.zeros(1, 6, 1), 0.0)
-        >>> rec = virtual_solver_run(S, K.matmul(S), problem)  # no product with K inside
+        >>> buffers = ActionBuffers(S, K.matmul(S))
+        >>> rec = virtual_solver_run(buffers, problem)  # no product with K inside
         >>> c = inner(rec.Q, problem.rhs).unsqueeze(-3)  # v_0 = C_0 b = Q (Q^T b)
         >>> r0 = problem.residual(rec.Q @ c, rec.KQ @ c)
         >>> bool(inner(S, r0).abs().max() <= 1e-4 * S.norm() * problem.rhs.norm())
         True
-        >>> rec = virtual_solver_run(S, K.matmul(S), problem, rank=2)  # compress to R = 2
+        >>> rec = virtual_solver_run(buffers, problem, rank=2)  # compress to R = 2
         >>> G = inner(rec.Q, rec.KQ + problem.noise_matmul(rec.Q))  # Q^T (K + W^-1) Q
         >>> rec.Q.shape, rec.eigenvalues.shape, bool(torch.allclose(G, torch.eye(2), atol=1e-4))
         (torch.Size([1, 6, 2]), torch.Size([2]), True)
     """
     if rank is not None and int(rank) < 0:
         raise InputDataError(f"virtual_solver_run: rank must be >= 0 or None, got {rank}")
+    S, T = buffers
     B = S.shape[-1]
     batch = torch.broadcast_shapes(S.shape[:-3], problem.rhs.shape[:-3])
     S = S.expand(*batch, *S.shape[-3:])

@@ -14,8 +14,21 @@ which this form handles without any pseudo-inverse).
 
 from __future__ import annotations
 
+from typing import Any
+
 import gpytorch
 import torch
+
+from bo_ncgp.models.iterncgp import IterNCGP
+
+
+def dense_cg_model(k: gpytorch.kernels.Kernel, lik, iters: int, **options: Any) -> IterNCGP:
+    """IterNCGP on the dense backend with no absolute solver tolerance: each Newton step runs
+    ``iters`` solver iterations or until the relative tolerance ``solver_rtol``
+    (``options`` override the CG policy, 40 Newton steps, ``tol=1e-12``, ``solver_rtol=0``)."""
+    defaults = {"policy": "cg", "max_newton_steps": 40, "tol": 1e-12, "solver_rtol": 0.0}
+    fixed = {"max_solver_iters_per_step": iters, "solver_atol": 0.0, "backend": "dense"}
+    return IterNCGP(k, lik, **{**defaults, **options, **fixed})
 
 
 def rbf(outputscale=2.0, lengthscale=0.3, batch_shape=None):

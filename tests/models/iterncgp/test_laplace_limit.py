@@ -12,23 +12,12 @@ import torch
 
 from bo_ncgp.likelihoods import Bernoulli, Binomial, Gaussian, Poisson, Softmax
 from bo_ncgp.models.iterncgp import IterNCGP, UnitVectorPolicy
-from tests.models.iterncgp._reference import dense_laplace, rbf
+from tests.models.iterncgp._reference import dense_cg_model, dense_laplace, rbf
 
 
 def exact_solver_model(k, lik, policy, iters_per_step, recycle):
     """IterNCGP run to the Laplace mode with solver tolerances off (budget by iterations)."""
-    return IterNCGP(
-        k,
-        lik,
-        policy=policy,
-        max_solver_iters_per_step=iters_per_step,
-        max_newton_steps=40,
-        recycle=recycle,
-        tol=1e-12,
-        solver_rtol=0.0,
-        solver_atol=0.0,
-        backend="dense",
-    )
+    return dense_cg_model(k, lik, iters_per_step, policy=policy, recycle=recycle)
 
 
 def problem(name, n):
@@ -88,17 +77,7 @@ def test_unit_vector_full_rank_equals_dense_laplace(name, n, recycle):
 def test_cg_converges_to_the_same_mode():
     X, y, k, lik, C = problem("softmax_batched", 35)
     F_ref, predict = dense_laplace(k, lik, X, y, C)
-    model = IterNCGP(
-        k,
-        lik,
-        policy="cg",
-        max_solver_iters_per_step=200,
-        max_newton_steps=40,
-        tol=1e-12,
-        solver_rtol=1e-13,
-        solver_atol=0.0,
-        backend="dense",
-    ).fit(X, y)
+    model = dense_cg_model(k, lik, 200, solver_rtol=1e-13).fit(X, y)
     torch.testing.assert_close(model.mode, F_ref, atol=1e-6, rtol=0)
     torch.testing.assert_close(model.predict_f(X[:5])[0], predict(X[:5])[0], atol=1e-6, rtol=0)
 
@@ -132,17 +111,7 @@ def test_gaussian_likelihood_is_exact_gp_regression_in_one_newton_step():
     mean_ref = Ks @ torch.cholesky_solve(y[:, None], L)[:, 0]
     V = torch.linalg.solve_triangular(L, Ks.mT, upper=False)
     var_ref = k(Xs, diag=True) - V.square().sum(0)
-    model = IterNCGP(
-        k,
-        lik,
-        policy="cg",
-        max_solver_iters_per_step=n,
-        max_newton_steps=5,
-        tol=1e-10,
-        solver_rtol=1e-12,
-        solver_atol=0.0,
-        backend="dense",
-    ).fit(X, y)
+    model = dense_cg_model(k, lik, n, max_newton_steps=5, tol=1e-10, solver_rtol=1e-12).fit(X, y)
     mean, var = model.predict_f(Xs)
     torch.testing.assert_close(mean, mean_ref, atol=1e-8, rtol=0)
     # CG stops when the mean is exact; the variance is exact only on the Krylov space

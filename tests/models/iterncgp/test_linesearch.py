@@ -6,7 +6,7 @@ import torch
 
 from bo_ncgp.likelihoods import Bernoulli, Gaussian, Poisson, Softmax
 from bo_ncgp.models.iterncgp import IterNCGP, backtracking_step, log_posterior
-from tests.models.iterncgp._reference import dense_laplace
+from tests.models.iterncgp._reference import dense_cg_model, dense_laplace
 
 
 def poisson_data(n=40):
@@ -79,17 +79,8 @@ def test_saturating_softmax_is_damped_by_default_and_converges_to_the_mode():
     k = gpytorch.kernels.ScaleKernel(gpytorch.kernels.MaternKernel(nu=1.5))
     k.base_kernel.lengthscale = 0.2
     k.outputscale = 20.0
-    model = IterNCGP(
-        k,
-        Softmax(C),
-        policy="cg",
-        max_solver_iters_per_step=n * C,
-        max_newton_steps=20,
-        recycle=False,
-        tol=1e-8,
-        solver_rtol=1e-11,
-        solver_atol=0.0,
-        backend="dense",
+    model = dense_cg_model(
+        k, Softmax(C), n * C, max_newton_steps=20, recycle=False, tol=1e-8, solver_rtol=1e-11
     ).fit(X, y)
     assert model._state.converged
     assert min(h.step_size for h in model.history) < 1  # the line search was needed

@@ -11,6 +11,7 @@ import torch
 
 from bo_ncgp.likelihoods import Bernoulli, Poisson, Softmax
 from bo_ncgp.models.iterncgp import (
+    ActionBuffers,
     Belief,
     CGPolicy,
     IterNCGP,
@@ -155,13 +156,13 @@ def test_initial_residual_is_orthogonal_to_span_S(lik):
         Kop = LatentKernelOperator(kernel(), X, 1, backend="dense")
         problem = PseudoRegressionProblem(Kop, Bernoulli(), y, torch.randn(1, n, 1), 0.0)
     S, T = random_actions(problem, 7)
-    rec = virtual_solver_run(S, T, problem)
+    rec = virtual_solver_run(ActionBuffers(S, T), problem)
     belief = Belief(rec.Q, rec.KQ, problem.rhs)
     r0 = problem.residual(belief.v, belief.Kv)
     St_r0 = inner(S, r0)
     assert float(St_r0.abs().max()) <= 1e-10 * float(problem.rhs.norm() * S.norm())
     # ... and the same via itergp with zero new iterations
-    res = itergp(problem, CGPolicy(), MaxIterations(0), S, T)
+    res = itergp(problem, CGPolicy(), MaxIterations(0), ActionBuffers(S, T))
     assert float(inner(S, res.initial_residual).abs().max()) <= 1e-10 * float(
         problem.rhs.norm() * S.norm()
     )
@@ -176,16 +177,18 @@ def test_compression_rank_at_least_buffer_size_equals_no_compression():
     problem, *_ = softmax_problem()
     S, T = random_actions(problem, 9)
     C0 = lambda r: torch.einsum("cnb,dmb->cndm", r.Q, r.Q)  # noqa: E731
-    full = virtual_solver_run(S, T, problem, rank=None)
+    full = virtual_solver_run(ActionBuffers(S, T), problem, rank=None)
     for R in (9, 15):
-        torch.testing.assert_close(C0(virtual_solver_run(S, T, problem, rank=R)), C0(full))
+        torch.testing.assert_close(
+            C0(virtual_solver_run(ActionBuffers(S, T), problem, rank=R)), C0(full)
+        )
 
 
 @pytest.mark.parametrize("R", [0, 1, 4])
 def test_rank_R_compression_gives_rank_R_C0_on_the_top_eigenpairs(R):
     problem, *_ = softmax_problem()
     S, T = random_actions(problem, 9)
-    rec = virtual_solver_run(S, T, problem, rank=R)
+    rec = virtual_solver_run(ActionBuffers(S, T), problem, rank=R)
     assert rec.Q.shape[-1] == R and rec.S.shape[-1] == R and rec.T.shape[-1] == R
     C, n = S.shape[:2]
     Qflat = rec.Q.reshape(C * n, R)
@@ -205,9 +208,9 @@ def test_dependent_actions_are_dropped_by_the_virtual_solver_run():
     problem, *_ = softmax_problem()
     S, T = random_actions(problem, 4)
     S2 = torch.cat([S, S[..., :2] + S[..., 2:3]], -1)  # two dependent columns
-    rec = virtual_solver_run(S2, problem.kernel_matmul(S2), problem)
+    rec = virtual_solver_run(ActionBuffers(S2, problem.kernel_matmul(S2)), problem)
     assert rec.Q.shape[-1] == 4
-    ref = virtual_solver_run(S, T, problem)
+    ref = virtual_solver_run(ActionBuffers(S, T), problem)
     C0 = lambda r: torch.einsum("cnb,dmb->cndm", r.Q, r.Q)  # noqa: E731
     torch.testing.assert_close(C0(rec), C0(ref), atol=1e-8, rtol=1e-6)
 
