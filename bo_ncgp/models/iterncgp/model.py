@@ -106,9 +106,9 @@ class IterNCGP(torch.nn.Module, LatentGP):
         >>> y = (X[:, 0] > 0.5).double()
         >>> model = IterNCGP(gpytorch.kernels.RBFKernel(), Bernoulli(), policy="cg",
         ...                  max_solver_iters_per_step=5).fit(X, y)
-        >>> mean, var = model.predict_f(X[:3])
-        >>> mean.shape, bool((var > 0).all())
-        (torch.Size([3]), True)
+        >>> p = model.predict_proba(torch.tensor([[0.1], [0.9]]))  # class-1 probabilities
+        >>> bool(p[0] < 0.5 < p[1])
+        True
     """
 
     supports_fit = True
