@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from bo_ncgp.exceptions import UnsupportedError
+
 __all__ = ["Evaluation", "Problem"]
 
 
@@ -74,7 +76,7 @@ class Problem:
     def evaluate_index(self, index: int) -> Evaluation:
         """Evaluate pool entry ``index`` (pool problems; default: ``evaluate(pool[index])``)."""
         if self.pool is None:
-            raise TypeError(f"{self.name} has no pool")
+            raise UnsupportedError(f"{self.name} has no pool")
         return self.evaluate(self.pool[index])
 
     def evaluate_heldout(self, x: np.ndarray) -> Evaluation:

@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from bo_ncgp.exceptions import InputDataError
+from bo_ncgp.exceptions import InputDataError, UnsupportedError
 from bo_ncgp.problems.base import Evaluation, Problem
 
 __all__ = [
@@ -170,7 +170,7 @@ class HotspotPool(Problem):
         return Evaluation(float(self.observe(index)), extra={"village": int(index)})
 
     def evaluate(self, x: np.ndarray) -> Evaluation:
-        raise TypeError(f"{self.name} is a pool problem: use evaluate_index")
+        raise UnsupportedError(f"{self.name} is a pool problem: use evaluate_index")
 
     def remaining(self, observed: np.ndarray | None) -> np.ndarray:
         """Sorted indices of the villages not in ``observed``."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from bo_ncgp.exceptions import UnsupportedError
 from bo_ncgp.problems.hotspots import HotspotPool
 
 
@@ -39,7 +40,7 @@ def test_observations_depend_only_on_seed_and_village():
     assert all(0 <= v <= 100 and v == int(v) for v in forward)
     with pytest.raises(IndexError):
         a.observe(12)
-    with pytest.raises(TypeError, match="evaluate_index"):
+    with pytest.raises(UnsupportedError, match="evaluate_index"):
         a.evaluate(np.zeros(3))
 
 
