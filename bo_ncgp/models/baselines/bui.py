@@ -35,6 +35,7 @@ from torch import Tensor
 from bo_ncgp.exceptions import InputDataError, UnsupportedError
 from bo_ncgp.likelihoods import Likelihood
 from bo_ncgp.linalg import jittered, latent_block, log_prior, solve_lower, stable_cholesky
+from bo_ncgp.models._checks import check_inputs
 from bo_ncgp.models.base import Callback, LatentGP
 from bo_ncgp.models.baselines.objective import (
     OldPosterior,
@@ -45,7 +46,7 @@ from bo_ncgp.models.baselines.objective import (
 from bo_ncgp.models.dual._state import InducingState, ResizableModule
 from bo_ncgp.models.dual.inducing import (
     check_inducing_points,
-    check_kernel_and_likelihood,
+    check_latent_kernel,
     select_inducing_points,
 )
 from bo_ncgp.models.training import AdamStepper, FitClock, minimize_lbfgs
@@ -101,7 +102,7 @@ class BuiStreamingSVGP(InducingState, ResizableModule, LatentGP):
         jitter: float = 1e-6,
     ) -> None:
         super().__init__()
-        C = check_kernel_and_likelihood("BuiStreamingSVGP", kernel, likelihood)
+        C = check_latent_kernel("BuiStreamingSVGP", kernel, likelihood)
         if int(num_steps) != num_steps or num_steps < 0:
             raise InputDataError(
                 f"BuiStreamingSVGP: num_steps must be a non-negative int, got {num_steps}"
@@ -180,18 +181,9 @@ class BuiStreamingSVGP(InducingState, ResizableModule, LatentGP):
 
     # ------------------------------------------------------------------ checks
     def _check_X(self, X, allow_empty: bool = False) -> Tensor:
-        X = torch.as_tensor(X)
+        X = torch.as_tensor(X).to(dtype=self._Z.dtype, device=self._Z.device)
         d = self._Z.shape[-1]
-        if X.dim() != 2 or X.shape[-1] != d:
-            raise InputDataError(
-                f"BuiStreamingSVGP: X must have shape (n, {d}), got {tuple(X.shape)}"
-            )
-        if X.shape[0] == 0 and not allow_empty:
-            raise InputDataError("BuiStreamingSVGP: X is an empty batch")
-        X = X.to(dtype=self._Z.dtype, device=self._Z.device)
-        if not torch.isfinite(X).all():
-            raise InputDataError("BuiStreamingSVGP: X contains NaN or inf")
-        return X
+        return check_inputs(X, "BuiStreamingSVGP", dims=d, matrix=True, allow_empty=allow_empty)
 
     def _check_y(self, y, n: int) -> Tensor:
         y = torch.as_tensor(y)

@@ -30,7 +30,7 @@ from bo_ncgp.likelihoods import Likelihood
 from bo_ncgp.linalg import jittered, latent_block, stable_cholesky, whitened_kl
 from bo_ncgp.models.base import Callback, FitStep, LatentGP, notify
 from bo_ncgp.models.baselines.objective import predictive_marginals
-from bo_ncgp.models.dual.inducing import check_kernel_and_likelihood
+from bo_ncgp.models.dual.inducing import check_latent_kernel
 from bo_ncgp.models.svgp import SVGP
 from bo_ncgp.models.training import minimize_adam
 
@@ -99,7 +99,7 @@ class OfflineSVGP(torch.nn.Module, LatentGP):
         backend: str = "native",
     ) -> None:
         super().__init__()
-        self.C = check_kernel_and_likelihood("OfflineSVGP", kernel, likelihood)
+        self.C = check_latent_kernel("OfflineSVGP", kernel, likelihood)
         Z = torch.as_tensor(inducing_points)
         if Z.dim() != 2 or Z.shape[0] == 0 or not torch.isfinite(Z).all():
             raise InputDataError(

@@ -26,22 +26,22 @@ from torch import Tensor
 from bo_ncgp.exceptions import InputDataError, NumericalWarning
 from bo_ncgp.likelihoods import Likelihood
 from bo_ncgp.linalg import KernelOperator, pivoted_cholesky, stable_cholesky
+from bo_ncgp.models.base import check_kernel_and_likelihood
 
 __all__ = [
     "check_inducing_points",
-    "check_kernel_and_likelihood",
+    "check_latent_kernel",
     "project_dual_pair",
     "repair_psd",
     "select_inducing_points",
 ]
 
 
-def check_kernel_and_likelihood(
-    owner: str, kernel: gpytorch.kernels.Kernel, likelihood: Likelihood
-) -> int:
+def check_latent_kernel(owner: str, kernel: gpytorch.kernels.Kernel, likelihood: Likelihood) -> int:
     """Check the prior and the observation model of a sparse GP with ``C`` latent functions
-    (the likelihood's ``num_latents``): a GPyTorch kernel shared by the latents (batch shape
-    ``()``) or one per latent (``(C,)``), and a :class:`bo_ncgp.likelihoods.Likelihood`.
+    (the likelihood's ``num_latents``): the type checks of
+    :func:`bo_ncgp.models.base.check_kernel_and_likelihood`, and a kernel shared by the latents
+    (batch shape ``()``) or one per latent (``(C,)``).
 
     Returns:
         ``C``.
@@ -51,23 +51,15 @@ def check_kernel_and_likelihood(
 
     Example:
         >>> from bo_ncgp.likelihoods import Softmax
-        >>> check_kernel_and_likelihood("M", gpytorch.kernels.RBFKernel(), Softmax(3))
+        >>> check_latent_kernel("M", gpytorch.kernels.RBFKernel(), Softmax(3))
         3
         >>> k = gpytorch.kernels.RBFKernel(batch_shape=torch.Size([2]))
-        >>> check_kernel_and_likelihood("M", k, Softmax(3))
+        >>> check_latent_kernel("M", k, Softmax(3))
         Traceback (most recent call last):
         ...
         bo_ncgp.exceptions.InputDataError: M: kernel batch_shape must be () (shared) or (3,) ...
     """
-    if not isinstance(kernel, gpytorch.kernels.Kernel):
-        raise InputDataError(
-            f"{owner}: kernel must be a GPyTorch kernel, got {type(kernel).__name__}"
-        )
-    if not isinstance(likelihood, Likelihood):
-        raise InputDataError(
-            f"{owner}: likelihood must be a bo_ncgp.likelihoods.Likelihood, got "
-            f"{type(likelihood).__name__}"
-        )
+    check_kernel_and_likelihood(owner, kernel, likelihood)
     C = int(likelihood.num_latents)
     kb = tuple(kernel.batch_shape)
     if kb not in ((), (C,)):

@@ -55,6 +55,7 @@ from bo_ncgp.exceptions import InputDataError
 from bo_ncgp.likelihoods import Likelihood
 from bo_ncgp.linalg import latent_block, log_prior, solve_lower, stable_cholesky
 from bo_ncgp.models._alias import Alias
+from bo_ncgp.models._checks import check_inputs
 from bo_ncgp.models.base import Callback, LatentGP
 from bo_ncgp.models.dual import streaming
 from bo_ncgp.models.dual._state import (
@@ -68,7 +69,7 @@ from bo_ncgp.models.dual._state import (
 from bo_ncgp.models.dual.config import DualSVGPConfig
 from bo_ncgp.models.dual.inducing import (
     check_inducing_points,
-    check_kernel_and_likelihood,
+    check_latent_kernel,
     project_dual_pair,
 )
 from bo_ncgp.models.dual.memory import Memory, bayesian_leverage_scores
@@ -165,7 +166,7 @@ class DualSVGP(InducingState, ResizableModule, LatentGP):
         **settings: Any,
     ) -> None:
         super().__init__()
-        C = check_kernel_and_likelihood("DualSVGP", kernel, likelihood)
+        C = check_latent_kernel("DualSVGP", kernel, likelihood)
         cfg = DualSVGPConfig(**settings) if config is None else replace(config, **settings)
         if cfg.num_latents is not None and int(cfg.num_latents) != C:
             raise InputDataError(
@@ -313,24 +314,9 @@ class DualSVGP(InducingState, ResizableModule, LatentGP):
 
     # ----------------------------------------------------------------- checks
     def _check_X(self, X: Any, name: str = "X", allow_empty: bool = False) -> Tensor:
-        if not isinstance(X, Tensor):
-            X = torch.as_tensor(X)
-        if X.dim() < 2:
-            raise InputDataError(
-                f"DualSVGP: {name} must have shape (..., n, d), got {tuple(X.shape)}"
-            )
+        X = torch.as_tensor(X).to(dtype=self._Z.dtype, device=self._Z.device)
         d = self._Z.shape[-1]
-        if X.shape[-1] != d:
-            raise InputDataError(
-                f"DualSVGP: {name} has {X.shape[-1]} input dimension(s) (shape "
-                f"{tuple(X.shape)}) but the model has d={d}"
-            )
-        if X.shape[-2] == 0 and not allow_empty:
-            raise InputDataError(f"DualSVGP: {name} is an empty batch (shape {tuple(X.shape)})")
-        X = X.to(dtype=self._Z.dtype, device=self._Z.device)
-        if not torch.isfinite(X).all():
-            raise InputDataError(f"DualSVGP: {name} contains NaN or inf")
-        return X
+        return check_inputs(X, "DualSVGP", name=name, dims=d, allow_empty=allow_empty)
 
     def _check_y(self, y: Any, n: int, batched: bool) -> Tensor:
         if not isinstance(y, Tensor):

@@ -10,7 +10,7 @@ import gpytorch
 import pytest
 import torch
 
-from bo_ncgp.exceptions import NumericalWarning, UnsupportedError
+from bo_ncgp.exceptions import InputDataError, NumericalWarning, UnsupportedError
 from bo_ncgp.likelihoods import Bernoulli, Binomial, Gaussian, Poisson, Softmax
 from bo_ncgp.models import DualSVGP
 from bo_ncgp.models.dual import DualSVGP as DirectDualSVGP
@@ -481,7 +481,7 @@ def test_bad_inputs_raise_clear_errors(small_model):
         m.update(X, torch.tensor([1.0, 0.0, float("nan"), 1.0, 0.0]))
     with pytest.raises(ValueError, match="labels must be in"):
         m.update(X, torch.tensor([1.0, 0.0, 2.0, 1.0, 0.0]))
-    with pytest.raises(ValueError, match="empty batch"):
+    with pytest.raises(InputDataError, match="X is empty"):
         m.update(torch.zeros(0, 1), torch.zeros(0))
     with pytest.raises(ValueError, match="input dimension"):
         m.predict_f(torch.rand(5, 2))
