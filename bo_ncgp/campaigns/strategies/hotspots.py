@@ -528,7 +528,7 @@ class HotspotStrategy(Strategy):
 
     def report(self, history: History) -> dict[str, float]:
         with torch.no_grad():
-            prevalence = torch.sigmoid(self.latent()).numpy()
+            prevalence = torch.sigmoid(self.latent()).cpu().numpy()
         out = self.problem.metrics(prevalence, history.indices)
         out["step_seconds"] = self._ask_seconds + self._update_seconds
         out["acquisition_seconds"] = self._ask_seconds

@@ -276,7 +276,7 @@ class ConstrainedBO(Strategy):
         return (torch.as_tensor(X, dtype=DTYPE) - self.lo) / (self.hi - self.lo)
 
     def _from_unit(self, U: torch.Tensor) -> np.ndarray:
-        return (self.lo + U.detach() * (self.hi - self.lo)).numpy()
+        return (self.lo + U.detach() * (self.hi - self.lo)).cpu().numpy()
 
     def _standardise(self, values: np.ndarray) -> torch.Tensor:
         if self.y_mean is None:  # statistics of the initial design, fixed afterwards
