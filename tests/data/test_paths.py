@@ -1,3 +1,4 @@
+import contextlib
 import hashlib
 import logging
 import shutil
@@ -143,3 +144,18 @@ def test_each_file_is_hashed_once_until_it_changes(tmp_path, monkeypatch):
     with pytest.raises(DataChecksumError):
         data_file("x.txt", root=tmp_path)
     assert len(calls) == 2
+
+
+def test_hotspots_command_refuses_an_altered_copy_unless_no_verify(data_root, tmp_path, capsys):
+    from bo_ncgp.cli import main
+
+    root = tmp_path / "data"
+    _altered_copy(data_root, root, ["hotspots/civ_data.csv"], True)
+    out = tmp_path / "out"
+    argv = ["hotspots", "--quick", "--data-root", str(root), "--out", str(out), "--summary-only"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "checksum mismatch" in err and "civ_data.csv" in err and "--no-verify" in err
+    with contextlib.suppress(FileNotFoundError):  # past the data check: OUT holds no campaign
+        main([*argv, "--no-verify"])
+    assert "checksum mismatch" not in capsys.readouterr().err
