@@ -190,6 +190,12 @@ def _check_address(address: str, security: Security) -> None:
     from distributed.comm.addressing import get_address_host, parse_address
 
     scheme, _ = parse_address(address)
+    if scheme == "tls" and not (security.tls_ca_file and security.tls_client_cert):
+        raise InputDataError(
+            f"dask scheduler address {address!r} needs TLS settings: the CA file and a client "
+            "certificate signed by it (--dask-security FILE, or dask's distributed.comm.tls "
+            "configuration)"
+        )
     if scheme in _ENCRYPTED_SCHEMES:
         return
     if security.require_encryption:
@@ -233,10 +239,10 @@ def _dask_executor(
     _check_address(address, sec)
     try:
         client = distributed.Client(address, security=sec, timeout=timeout)
-    except OSError as err:
-        raise TimeoutError(
-            f"could not connect to the dask scheduler at {address} within {timeout:g} s "
-            f"(--dask-timeout): {err}"
+    except OSError as err:  # no answer in time, or a refused TLS handshake
+        raise ConnectionError(
+            f"could not connect to the dask scheduler at {address} (waited up to {timeout:g} s, "
+            f"--dask-timeout): {err}; check the address and the TLS settings (--dask-security)"
         ) from err
     try:
         try:
@@ -271,9 +277,10 @@ def make_executor(
             worker.
 
     Raises:
-        InputDataError: a non-positive timeout, or an unencrypted address while the security
-            settings require encryption.
-        TimeoutError: the scheduler does not answer, or no worker joins, in time.
+        InputDataError: a non-positive timeout, an unencrypted address while the security
+            settings require encryption, or a ``tls://`` address without TLS settings.
+        ConnectionError: the scheduler does not answer in time, or refuses the TLS handshake.
+        TimeoutError: no worker joins in time.
 
     Example:
         >>> with make_executor(1) as ex:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import shutil
+import subprocess
 import time
 import warnings
 
@@ -53,7 +56,9 @@ def test_one_worker_runs_the_calls():
 
 
 def test_unreachable_scheduler_times_out_with_a_clear_error():
-    with pytest.raises(TimeoutError, match=r"could not connect .*127\.0\.0\.1:9 within 0\.5 s"):
+    with pytest.raises(
+        ConnectionError, match=r"could not connect .*127\.0\.0\.1:9 \(waited up to 0\.5 s"
+    ):
         with make_executor(dask_scheduler="tcp://127.0.0.1:9", dask_timeout=0.5):
             pass
 
@@ -61,7 +66,7 @@ def test_unreachable_scheduler_times_out_with_a_clear_error():
 def test_plain_tcp_to_another_machine_warns(caplog):
     with caplog.at_level(logging.WARNING, logger="bo_ncgp.campaigns.executors"):
         with pytest.warns(UserWarning, match=r"192\.0\.2\.1.*unencrypted.*--dask-security"):
-            with pytest.raises(TimeoutError):  # TEST-NET-1: nothing answers
+            with pytest.raises(ConnectionError):  # TEST-NET-1: nothing answers
                 with make_executor(dask_scheduler="tcp://192.0.2.1:8786", dask_timeout=0.2):
                     pass
     assert any("unencrypted" in r.getMessage() for r in caplog.records)
@@ -140,3 +145,98 @@ def test_hotspots_command_stops_when_no_worker_joins(data_root, tmp_path, capsys
         argv += ["--dask-scheduler", cluster.scheduler_address, "--dask-timeout", "1"]
         assert main(argv) == 2
     assert "no dask worker joined" in capsys.readouterr().err
+
+
+def test_tls_address_without_tls_settings_is_refused():
+    with pytest.raises(InputDataError, match=r"'tls://10\.0\.0\.5:8786' needs TLS settings"):
+        with make_executor(dask_scheduler="tls://10.0.0.5:8786", dask_timeout=1):
+            pass
+
+
+# ------------------------------------------------------------------ mutual TLS, end to end
+def _openssl(*args, cwd):
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
+
+
+def _signed(folder, name, ca):
+    """``name.pem`` / ``name-key.pem``: an EC key and a certificate signed by ``ca``."""
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    _openssl("req", *ec, "-keyout", f"{name}-key.pem", "-out", f"{name}.csr",
+             "-subj", f"/CN={name}", cwd=folder)  # fmt: skip
+    _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", f"{ca}.pem", "-CAkey",
+             f"{ca}-key.pem", "-CAcreateserial", "-out", f"{name}.pem", "-days", "2",
+             cwd=folder)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory):
+    """A CA with a certificate for the cluster and the client, and a rogue CA with its own."""
+    if shutil.which("openssl") is None:
+        pytest.skip("the openssl command is needed to make test certificates")
+    folder = tmp_path_factory.mktemp("certs")
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    for ca in ("ca", "rogue-ca"):
+        _openssl("req", "-x509", *ec, "-keyout", f"{ca}-key.pem", "-out", f"{ca}.pem",
+                 "-days", "2", "-subj", f"/CN={ca}", cwd=folder)  # fmt: skip
+    _signed(folder, "node", "ca")
+    _signed(folder, "rogue", "rogue-ca")
+    for name, cert in (("good", "node"), ("rogue", "rogue")):
+        (folder / f"{name}.yaml").write_text(
+            f"tls_ca_file: ca.pem\ntls_client_cert: {cert}.pem\ntls_client_key: {cert}-key.pem\n"
+        )
+    return folder
+
+
+@pytest.fixture(scope="module")
+def tls_cluster(certs):
+    files = {
+        f"tls_{role}_{part}": str(certs / f"node{'-key' if part == 'key' else ''}.pem")
+        for role in ("scheduler", "worker", "client")
+        for part in ("cert", "key")
+    }
+    sec = distributed.Security(require_encryption=True, tls_ca_file=str(certs / "ca.pem"), **files)
+    with distributed.LocalCluster(
+        n_workers=1,
+        processes=False,
+        protocol="tls://",
+        host="127.0.0.1",
+        security=sec,
+        dashboard_address=None,
+    ) as cluster:
+        yield cluster
+
+
+def test_tls_cluster_runs_calls_for_a_client_with_a_certificate_of_its_ca(certs, tls_cluster):
+    addr = tls_cluster.scheduler_address
+    assert addr.startswith("tls://")
+    with make_executor(
+        dask_scheduler=addr, dask_security=certs / "good.yaml", dask_timeout=5
+    ) as ex:
+        assert ex.submit(sum, [1, 2]).result() == 3
+
+
+def test_tls_cluster_refuses_a_certificate_of_another_ca(certs, tls_cluster):
+    addr = tls_cluster.scheduler_address
+    with pytest.raises(ConnectionError, match="could not connect"):
+        with make_executor(dask_scheduler=addr, dask_security=certs / "rogue.yaml", dask_timeout=2):
+            pass
+
+
+def test_tls_cluster_refuses_a_worker_with_a_certificate_of_another_ca(certs, tls_cluster):
+    """The security finding: a rogue worker cannot join, so it cannot send pickles back."""
+    rogue = distributed.Security(
+        require_encryption=True,
+        tls_ca_file=str(certs / "ca.pem"),
+        tls_worker_cert=str(certs / "rogue.pem"),
+        tls_worker_key=str(certs / "rogue-key.pem"),
+    )
+
+    async def join():
+        async with distributed.Worker(
+            tls_cluster.scheduler_address, security=rogue, death_timeout=1
+        ):
+            pass
+
+    with pytest.raises(TimeoutError):
+        asyncio.run(join())
+    assert len(tls_cluster.scheduler_info["workers"]) == 1
