@@ -27,6 +27,7 @@ from pathlib import Path
 import torch
 
 from bo_ncgp.campaigns.storage import write_json
+from bo_ncgp.cli.common import add_verify_argument
 
 __all__ = [
     "Store",
@@ -71,9 +72,10 @@ def parser(
     prog: str | None = None,
 ) -> argparse.ArgumentParser:
     """A parser with ``--quick``, ``--out`` and ``--threads``; ``seeds`` adds ``--seeds``,
-    ``root`` the data root ``--root``, and ``resume`` (the name of what ``--summary-only``
-    rebuilds) adds ``--force`` and ``--summary-only``. The description is the first line
-    of ``doc``; ``prog`` names the command in the usage line.
+    ``root`` the data root ``--root`` and ``--no-verify`` (``args.verify``), and ``resume``
+    (the name of what ``--summary-only`` rebuilds) adds ``--force`` and ``--summary-only``.
+    The description is the first line of ``doc``; ``prog`` names the command in the usage
+    line.
 
     Example:
         >>> p = parser("Demo.\\n\\nMore.", Path("out"), seeds=True)
@@ -90,6 +92,7 @@ def parser(
         p.add_argument(
             "--root", default=None, help="data root (default: $BO_NCGP_DATA or ../shared)"
         )
+        add_verify_argument(p)
     p.add_argument("--out", type=Path, default=out, help=f"output folder (default {out})")
     p.add_argument("--threads", type=int, default=1, help="torch threads (small dense algebra)")
     if resume is not None:

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from bo_ncgp.campaigns.executors import InlineExecutor, make_executor
+from bo_ncgp.campaigns.executors import DASK_TIMEOUT, InlineExecutor, make_executor
 from bo_ncgp.campaigns.storage import read_json, write_csv, write_json
 from bo_ncgp.campaigns.strategies.base import History, Strategy
 from bo_ncgp.exceptions import InputDataError
@@ -418,11 +418,13 @@ def run_seeds(
     num_initial: int,
     workers: int = 1,
     dask_scheduler: str | None = None,
+    dask_security: Any = None,
+    dask_timeout: float = DASK_TIMEOUT,
     progress: bool = True,
 ) -> list[dict]:
     """Run (or resume) one campaign per seed under ``out_root/seed_<k>``, evaluations through
     :func:`~bo_ncgp.campaigns.executors.make_executor` (``workers`` processes or a dask
-    cluster).
+    cluster, with ``dask_security`` and ``dask_timeout``).
 
     Example:
         >>> import tempfile
@@ -435,7 +437,8 @@ def run_seeds(
         ([0, 1], [6, 6])
     """
     states = []
-    with make_executor(workers, dask_scheduler) as ex:
+    dask = dict(dask_security=dask_security, dask_timeout=dask_timeout)
+    with make_executor(workers, dask_scheduler, **dask) as ex:
         for seed in seeds:
             out = Path(out_root) / f"seed_{seed}"
             problem, strategy = problem_factory(), strategy_factory()

@@ -32,6 +32,7 @@ initial 100 give step 100; the last acquisition gives step 200).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import math
 import sys
@@ -42,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from bo_ncgp.cli import Command
+from bo_ncgp.cli.common import add_dask_arguments, add_verify_argument, dask_options
 
 __all__ = [
     "HELP",
@@ -246,6 +248,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p = parser
     p.add_argument("--country", default="civ", help="data file hotspots/<country>_data.csv")
     p.add_argument("--data-root", default=None, help="data root (default $BO_NCGP_DATA)")
+    add_verify_argument(p)
     p.add_argument(
         "--threshold", type=_open_unit, default=None, help="hotspot prevalence threshold"
     )
@@ -259,7 +262,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--steps", type=_POS, default=100, help="acquisition steps per seed")
     p.add_argument("--workers", type=_POS, default=1, help="seeds run in parallel (processes)")
-    p.add_argument("--dask-scheduler", default=None, help="run seeds on a dask cluster")
+    add_dask_arguments(p, "seeds")
     p.add_argument("--threads", type=_POS, default=1, help="torch threads per worker")
     p.add_argument("--out", type=Path, default=Path("results/hotspots"))
     for title, options in _options().items():
@@ -374,7 +377,7 @@ def run(
         args.seeds = 2 if args.quick else 50
     try:  # the data file and the sizes are checked once, before any seed starts
         pool = HotspotPool.from_country(
-            args.country, seed=0, root=args.data_root, threshold=args.threshold
+            args.country, seed=0, root=args.data_root, threshold=args.threshold, verify=args.verify
         )
     except (OSError, ValueError) as err:
         print(f"bo-ncgp hotspots: {err}", file=sys.stderr)
@@ -389,11 +392,19 @@ def run(
     failed: list[int] = []
     if not args.summary_only:
         problem_options = dict(country=args.country, root=args.data_root, threshold=args.threshold)
+        problem_options["verify"] = args.verify  # the seeds read the file again
         options = strategy_options(args)
         progress = not args.no_progress and args.workers <= 1 and not args.dask_scheduler
         seeds = list(range(args.first_seed, args.first_seed + args.seeds))
         t0 = time.perf_counter()
-        with make_executor(args.workers, args.dask_scheduler) as ex:
+        with contextlib.ExitStack() as stack:
+            try:
+                ex = stack.enter_context(
+                    make_executor(args.workers, args.dask_scheduler, **dask_options(args))
+                )
+            except (OSError, ValueError) as err:  # bad TLS settings, no scheduler, no worker
+                print(f"bo-ncgp hotspots: {err}", file=sys.stderr)
+                return 2
             futures = {
                 ex.submit(
                     run_seed,

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from bo_ncgp.cli import Command
+from bo_ncgp.cli.common import add_dask_arguments, dask_options
 
 __all__ = ["HELP", "LUNAR_LANDER", "QUICK", "add_arguments", "run"]
 
@@ -53,7 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--heldout-episodes", type=int, default=50)
     parser.add_argument("--success-fraction", type=float, default=1.0)
     parser.add_argument("--workers", type=int, default=1, help="evaluation processes")
-    parser.add_argument("--dask-scheduler", default=None, help="address of a dask scheduler")
+    add_dask_arguments(parser)
     parser.add_argument("--out", type=Path, default=Path("results/lunar"))
     for flag, (key, cast, help_) in MODEL_OPTIONS.items():
         parser.add_argument(flag, type=cast, default=None, help=f"{help_} ({defaults[key]})")
@@ -127,6 +128,7 @@ def run(args: argparse.Namespace) -> int:
         num_initial=args.initial,
         workers=args.workers,
         dask_scheduler=args.dask_scheduler,
+        **dask_options(args),
         progress=not args.no_progress,
     )
     wall = time.perf_counter() - t0

@@ -42,13 +42,17 @@ _HINT = "It is the HIP-GP dust subsample (Wu et al. 2022) shipped in the project
 
 
 def load_dust(
-    root: str | os.PathLike | None = None, dtype: torch.dtype | None = None
+    root: str | os.PathLike | None = None,
+    dtype: torch.dtype | None = None,
+    verify: bool = True,
 ) -> dict[str, Tensor]:
     """Load the 5,000-star dust subsample.
 
     Args:
         root: data root (default ``$BO_NCGP_DATA`` or ``<project>/../shared/data``).
         dtype: floating dtype of the tensors (default: torch's default dtype).
+        verify: check the file's checksum (see :func:`bo_ncgp.data.data_file`); ``False``
+            skips the check and logs a warning.
 
     Returns:
         A dict with one ``(n,)`` tensor per column of :data:`DUST_COLUMNS` (``index`` as
@@ -56,6 +60,7 @@ def load_dust(
 
     Raises:
         FileNotFoundError: the file is missing (the message names it and the data root).
+        DataChecksumError: the file differs from its pinned checksum.
         InputDataError: the file does not have 12 header names and 13 values per row.
 
     Example:
@@ -63,7 +68,7 @@ def load_dust(
         >>> d["X"].shape, d["e"].shape  # doctest: +SKIP
         (torch.Size([5000, 3]), torch.Size([5000]))
     """
-    path = data_file(_RELPATH, root=root, hint=_HINT)
+    path = data_file(_RELPATH, root=root, hint=_HINT, verify=verify)
     dtype = dtype or torch.get_default_dtype()
     with open(path) as fh:
         header = fh.readline().split()

@@ -108,6 +108,7 @@ def load_hotspots(
     root: str | os.PathLike | None = None,
     threshold: float | None = None,
     dtype: torch.dtype | None = None,
+    verify: bool = True,
 ) -> HotspotData:
     """Load ``<root>/hotspots/<country>_data.csv``.
 
@@ -116,9 +117,13 @@ def load_hotspots(
         root: data root (argument, else ``$BO_NCGP_DATA``, else ``<project>/../shared/data``).
         threshold: hotspot threshold; defaults to :data:`HOTSPOT_THRESHOLDS` ``[country]``.
         dtype: floating dtype of the tensors (default: torch's default dtype).
+        verify: check the file's checksum: ``civ_data.csv`` against the one pinned in the
+            package (see :func:`bo_ncgp.data.data_file`); ``False``
+            skips the check and logs a warning.
 
     Raises:
         FileNotFoundError: the file is missing (the message names it and the data root).
+        DataChecksumError: the file differs from its pinned (or listed) checksum.
         InputDataError: missing columns, an empty file, non-numeric or non-finite values, theta
             outside ``[0, 1]``, or an unknown country without ``threshold`` (the message
             names the file and the problem).
@@ -144,7 +149,7 @@ def load_hotspots(
     threshold = float(threshold)
     if not (math.isfinite(threshold) and 0.0 < threshold < 1.0):
         raise InputDataError(f"load_hotspots: threshold must lie in (0, 1), got {threshold}")
-    path = data_file(f"hotspots/{country}_data.csv", root=root, hint=_HINT)
+    path = data_file(f"hotspots/{country}_data.csv", root=root, hint=_HINT, verify=verify)
     header, rows = _read_rows(path)
     missing = [c for c in _REQUIRED if c not in header]
     if missing:

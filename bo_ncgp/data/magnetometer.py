@@ -38,6 +38,7 @@ def load_magnetometer(
     paths: Iterable[int] = range(1, 10),
     root: str | os.PathLike | None = None,
     dtype: torch.dtype | None = None,
+    verify: bool = True,
 ) -> dict[str, Tensor]:
     """Load robot paths of the magnetometer data set, concatenated in the given order.
 
@@ -45,6 +46,8 @@ def load_magnetometer(
         paths: path numbers in ``1..9``.
         root: data root (default ``$BO_NCGP_DATA`` or ``<project>/../shared/data``).
         dtype: floating dtype (default: torch's default dtype).
+        verify: check the file's checksum (see :func:`bo_ncgp.data.data_file`); ``False``
+            skips the check and logs a warning.
 
     Returns:
         A dict with ``"X"`` ``(n, 2)`` positions (m), ``"y"`` ``(n,)`` field norm,
@@ -54,6 +57,7 @@ def load_magnetometer(
     Raises:
         InputDataError: an unknown path number, or files whose lengths/columns disagree.
         FileNotFoundError: a file is missing (the message names it and the data root).
+        DataChecksumError: a file differs from its pinned checksum.
 
     Example:
         >>> d = load_magnetometer(paths=[1, 2])  # doctest: +SKIP
@@ -69,9 +73,9 @@ def load_magnetometer(
     dtype = dtype or torch.get_default_dtype()
     locs, mags, times, ids = [], [], [], []
     for p in paths:
-        loc = _read(data_file(f"streaming/invensense/{p}-loc.csv", root=root, hint=_HINT), 2)
-        mag = _read(data_file(f"streaming/invensense/{p}-mag.csv", root=root, hint=_HINT), 3)
-        tim = _read(data_file(f"streaming/invensense/{p}-time.csv", root=root, hint=_HINT), 1)
+        loc = _read(data_file(f"streaming/invensense/{p}-loc.csv", root, _HINT, verify), 2)
+        mag = _read(data_file(f"streaming/invensense/{p}-mag.csv", root, _HINT, verify), 3)
+        tim = _read(data_file(f"streaming/invensense/{p}-time.csv", root, _HINT, verify), 1)
         if not (len(loc) == len(mag) == len(tim)):
             raise InputDataError(
                 f"load_magnetometer: path {p} has {len(loc)} positions, {len(mag)} field "

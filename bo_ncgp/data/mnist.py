@@ -12,8 +12,9 @@
 * :func:`split_tasks` builds the split-MNIST tasks (0, 1), (2, 3), ... as binary problems.
 
 Files are found through :func:`bo_ncgp.data.data_file` (``root`` argument, else
-``$BO_NCGP_DATA``, else ``<project>/../shared/data``) and verified against ``SHA256SUMS``
-when the root has one.
+``$BO_NCGP_DATA``, else ``<project>/../shared/data``) and verified (see
+:func:`bo_ncgp.data.data_file`): the shared ``mnist/t10k-*.gz`` against the checksums pinned in
+the package, other files against ``SHA256SUMS`` when the root has one listing them.
 
 Example:
     >>> data = load_mnist()  # doctest: +SKIP
@@ -213,7 +214,8 @@ def load_mnist(
         split: ``"auto"`` returns ``{"train": ..., "test": ...}`` when all four standard files
             are present and ``{"test": ...}`` when only the test files are (the shared data);
             ``"train"`` / ``"test"`` return that split and raise if its files are missing.
-        verify: check ``SHA256SUMS`` in ``root`` when it lists the files.
+        verify: check the files' checksums (see :func:`bo_ncgp.data.data_file`); ``False``
+            skips the check and logs a warning.
 
     Returns:
         A dict of :class:`MNISTSplit` (``split="auto"``) or one :class:`MNISTSplit`.

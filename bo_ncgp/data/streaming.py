@@ -9,7 +9,9 @@
   binary label ``{0, 1}`` in the last column.
 
 Files are found through :func:`bo_ncgp.data.data_file` (``root`` argument, else
-``$BO_NCGP_DATA``, else ``<project>/../shared/data``) and verified against ``SHA256SUMS``.
+``$BO_NCGP_DATA``, else ``<project>/../shared/data``) and verified against the checksums
+pinned in :mod:`bo_ncgp.data.checksums`: a file at one of these paths with other contents
+(such as the small examples below) needs ``verify=False``.
 
 Example:
     >>> data = load_banana()  # doctest: +SKIP
@@ -54,7 +56,7 @@ class BananaData(NamedTuple):
         ...     for split in ("train", "test"):
         ...         _ = Path(tmp, f"streaming/banana_{split}_x.txt").write_text("0.5,1\\n-1,2\\n")
         ...         _ = Path(tmp, f"streaming/banana_{split}_y.txt").write_text("1\\n-1\\n")
-        ...     data = load_banana(root=tmp)
+        ...     data = load_banana(root=tmp, verify=False)  # not the shared files
         >>> data._fields, data.X_train.shape, data.y_train.tolist()  # labels mapped to 1 / 0
         (('X_train', 'y_train', 'X_test', 'y_test'), torch.Size([2, 2]), [1.0, 0.0])
     """
@@ -65,8 +67,8 @@ class BananaData(NamedTuple):
     y_test: Tensor
 
 
-def _load(relpath: str, root, dtype: torch.dtype, delimiter: str | None) -> Tensor:
-    path = data_file(relpath, root=root, hint=_HINT)
+def _load(relpath: str, root, dtype: torch.dtype, delimiter: str | None, verify: bool) -> Tensor:
+    path = data_file(relpath, root=root, hint=_HINT, verify=verify)
     try:
         arr = np.loadtxt(path, delimiter=delimiter, ndmin=2)
     except ValueError as err:
@@ -86,13 +88,17 @@ def _pm1_to_01(y: Tensor, what: str) -> Tensor:
 
 
 def load_banana(
-    root: str | os.PathLike | None = None, dtype: torch.dtype | None = None
+    root: str | os.PathLike | None = None,
+    dtype: torch.dtype | None = None,
+    verify: bool = True,
 ) -> BananaData:
     """The banana classification data with labels mapped from ``{-1, 1}`` to ``{0, 1}``.
 
     Args:
         root: data root (see module docstring).
         dtype: floating dtype of the tensors (default: torch's default dtype).
+        verify: check the files' checksums (see :func:`bo_ncgp.data.data_file`); ``False``
+            skips the check and logs a warning.
 
     Example:
         >>> load_banana(root="/nonexistent")  # the message names the missing file
@@ -106,8 +112,8 @@ def load_banana(
     dtype = dtype or torch.get_default_dtype()
     out = []
     for split in ("train", "test"):
-        X = _load(f"streaming/banana_{split}_x.txt", root, dtype, ",")
-        y = _load(f"streaming/banana_{split}_y.txt", root, dtype, None).reshape(-1)
+        X = _load(f"streaming/banana_{split}_x.txt", root, dtype, ",", verify)
+        y = _load(f"streaming/banana_{split}_y.txt", root, dtype, None, verify).reshape(-1)
         if X.shape != (y.shape[0], 2):
             raise InputDataError(
                 f"banana {split}: inputs have shape {tuple(X.shape)} but there are "
@@ -118,7 +124,10 @@ def load_banana(
 
 
 def load_uci(
-    name: str, root: str | os.PathLike | None = None, dtype: torch.dtype | None = None
+    name: str,
+    root: str | os.PathLike | None = None,
+    dtype: torch.dtype | None = None,
+    verify: bool = True,
 ) -> tuple[Tensor, Tensor]:
     """A preprocessed UCI classification set: ``X (n, d)`` and labels ``y (n,)`` in ``{0, 1}``.
 
@@ -126,6 +135,8 @@ def load_uci(
         name: ``"bank"`` or ``"mammographic"``.
         root: data root (see module docstring).
         dtype: floating dtype of the tensors (default: torch's default dtype).
+        verify: check the file's checksum (see :func:`bo_ncgp.data.data_file`); ``False``
+            skips the check and logs a warning.
 
     Example:
         >>> import tempfile
@@ -134,7 +145,7 @@ def load_uci(
         ...     path = Path(tmp, "streaming", "mammographic.csv")
         ...     path.parent.mkdir()
         ...     _ = path.write_text("0,1,2,3,4,5,1\\n1,1,1,1,1,1,0\\n")
-        ...     X, y = load_uci("mammographic", root=tmp)
+        ...     X, y = load_uci("mammographic", root=tmp, verify=False)  # not the shared file
         >>> X.shape, y.tolist()
         (torch.Size([2, 6]), [1.0, 0.0])
         >>> load_uci("bank")[0].shape  # the shared data  # doctest: +SKIP
@@ -145,7 +156,7 @@ def load_uci(
             f"load_uci: unknown data set {name!r}; choose from {sorted(UCI_DATASETS)}"
         )
     relpath, d, _ = UCI_DATASETS[name]
-    data = _load(relpath, root, dtype or torch.get_default_dtype(), ",")
+    data = _load(relpath, root, dtype or torch.get_default_dtype(), ",", verify)
     if data.shape[1] != d + 1:
         raise InputDataError(f"{relpath}: expected {d + 1} columns, found {data.shape[1]}")
     X, y = data[:, :-1], data[:, -1]

@@ -136,11 +136,13 @@ class HotspotPool(Problem):
         root: str | os.PathLike | None = None,
         threshold: float | None = None,
         num_trials: int = 100,
+        verify: bool = True,
     ) -> HotspotPool:
-        """The pool of :func:`bo_ncgp.data.load_hotspots` ``(country, root, threshold)``."""
+        """The pool of :func:`bo_ncgp.data.load_hotspots` ``(country, root, threshold,
+        verify)``."""
         from bo_ncgp.data.hotspots import load_hotspots
 
-        data = load_hotspots(country, root=root, threshold=threshold)
+        data = load_hotspots(country, root=root, threshold=threshold, verify=verify)
         return cls(
             data.X.double().numpy(),
             data.theta.double().numpy(),

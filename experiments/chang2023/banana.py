@@ -49,9 +49,9 @@ def make_kernel(cfg: dict) -> gpytorch.kernels.Kernel:
     return kernel
 
 
-def load_data(cfg: dict, root=None):
+def load_data(cfg: dict, root=None, verify: bool = True):
     """The banana set; a random subsample when ``cfg`` asks for fewer points (quick runs)."""
-    data = load_banana(root=root)
+    data = load_banana(root=root, verify=verify)
     if cfg["num_train"] < data.X_train.shape[0]:
         g = torch.Generator().manual_seed(0)
         tr = torch.randperm(data.X_train.shape[0], generator=g)[: cfg["num_train"]]
@@ -150,8 +150,8 @@ def plot(results: dict, models: dict, data, path: Path) -> None:
     plt.close(fig)
 
 
-def run(cfg: dict, root=None, out: Path = OUT, progress: bool = True) -> dict:
-    data = load_data(cfg, root)
+def run(cfg: dict, root=None, out: Path = OUT, progress: bool = True, verify: bool = True) -> dict:
+    data = load_data(cfg, root, verify)
     variants = [("memory_bls", cfg["memory_size"], "bls"), ("memory_random", cfg["memory_size"],
                 "random"), ("no_memory", 0, "bls")]  # fmt: skip
     jobs = [(v, s) for v in variants for s in (range(cfg["seeds"]) if v[1] > 0 else [0])]
@@ -223,7 +223,8 @@ QUICK = dict(
 def main(argv: list[str] | None = None) -> int:
     args = harness.parser(__doc__, OUT, seeds=True, root=True).parse_args(argv)
     harness.setup(args.threads)
-    results = run(harness.preset(DEFAULT, QUICK, args), root=args.root, out=args.out)
+    cfg = harness.preset(DEFAULT, QUICK, args)
+    results = run(cfg, root=args.root, out=args.out, verify=args.verify)
     print(table(results))
     print(f"results written to {args.out}", file=sys.stderr)
     nlpd = [r["mean"] for s in results["summary"].values() for r in s["nlpd"]]

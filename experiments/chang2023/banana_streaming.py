@@ -114,8 +114,8 @@ def plot(results: dict, data, path: Path) -> None:
     plt.close(fig)
 
 
-def run(cfg: dict, root=None, out: Path = OUT, progress: bool = True) -> dict:
-    data = banana.load_data(cfg, root)
+def run(cfg: dict, root=None, out: Path = OUT, progress: bool = True, verify: bool = True) -> dict:
+    data = banana.load_data(cfg, root, verify)
     jobs = [("ours", s) for s in range(cfg["seeds"])] + [("bui", 0)]
     runs: dict[str, list] = {"ours": [], "bui": []}
     for method, seed in tqdm(jobs, desc="banana streaming", disable=not progress):
@@ -163,7 +163,7 @@ def table(results: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = harness.parser(__doc__, OUT, seeds=True, root=True).parse_args(argv)
     harness.setup(args.threads)
-    res = run(harness.preset(DEFAULT, QUICK, args), args.root, args.out)
+    res = run(harness.preset(DEFAULT, QUICK, args), args.root, args.out, verify=args.verify)
     print(table(res))
     print(f"results written to {args.out}", file=sys.stderr)
     return 0

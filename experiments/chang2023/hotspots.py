@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 
+from bo_ncgp.cli.common import add_verify_argument
 from experiments import harness
 
 __all__ = ["RESULTS", "build_parser", "main", "script_parser"]
@@ -31,7 +32,7 @@ RESULTS = harness.results_dir(__file__, "hotspots")
 def script_parser(doc: str, out_name: str, prog: str) -> argparse.ArgumentParser:
     """The options every hotspot analysis script has: :func:`experiments.harness.parser`'s
     (``--quick`` for tiny sizes, ``--out`` defaulting to ``RESULTS/out_name``, ``--threads``)
-    and the data file's ``--country`` and ``--data-root``.
+    and the data file's ``--country``, ``--data-root`` and ``--no-verify``.
 
     Example:
         >>> args = script_parser("Demo.", "demo.json", "demo").parse_args([])
@@ -41,6 +42,7 @@ def script_parser(doc: str, out_name: str, prog: str) -> argparse.ArgumentParser
     p = harness.parser(doc, RESULTS / out_name, quick_help="tiny sizes for a smoke test", prog=prog)
     p.add_argument("--country", default="civ")
     p.add_argument("--data-root", default=None)
+    add_verify_argument(p)
     return p
 
 

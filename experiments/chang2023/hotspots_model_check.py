@@ -207,7 +207,10 @@ def main(argv: list[str] | None = None) -> int:
     from bo_ncgp.problems.hotspots import HotspotPool
 
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
-    problems = [HotspotPool.from_country(args.country, seed=s, root=args.data_root) for s in seeds]
+    problems = [
+        HotspotPool.from_country(args.country, seed=s, root=args.data_root, verify=args.verify)
+        for s in seeds
+    ]
     results = {}
     for name in tqdm(names, desc="variants"):
         rows = [fit_variant(name, pr, args) for pr in problems]

@@ -145,7 +145,9 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     from bo_ncgp.problems.hotspots import HotspotPool
 
-    problem = HotspotPool.from_country(args.country, seed=args.seed, root=args.data_root)
+    problem = HotspotPool.from_country(
+        args.country, seed=args.seed, root=args.data_root, verify=args.verify
+    )
     results = {}
     from tqdm.auto import tqdm
 

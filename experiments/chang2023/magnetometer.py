@@ -109,9 +109,9 @@ def grid_prediction(model, lo, hi) -> dict:
     return {"mean": mean.tolist(), "std": var.clamp_min(0).sqrt().tolist()}
 
 
-def experiment1(cfg: dict, root=None, progress: bool = True) -> dict:
-    train = [load_magnetometer([p], root=root) for p in cfg["train_paths"]]
-    test = load_magnetometer(cfg["test_paths"], root=root)
+def experiment1(cfg: dict, root=None, progress: bool = True, verify: bool = True) -> dict:
+    train = [load_magnetometer([p], root=root, verify=verify) for p in cfg["train_paths"]]
+    test = load_magnetometer(cfg["test_paths"], root=root, verify=verify)
     Xte, yte = test["X"][:: cfg["thin_test"]], test["y"][:: cfg["thin_test"]]
     offset = float(train[0]["y"][:: cfg["thin_a"]].mean())
     allX = torch.cat([d["X"] for d in train] + [test["X"]])
@@ -139,8 +139,8 @@ def experiment1(cfg: dict, root=None, progress: bool = True) -> dict:
     return out
 
 
-def experiment2(cfg: dict, root=None, progress: bool = True) -> dict:
-    d = load_magnetometer([cfg["explore_path"]], root=root)
+def experiment2(cfg: dict, root=None, progress: bool = True, verify: bool = True) -> dict:
+    d = load_magnetometer([cfg["explore_path"]], root=root, verify=verify)
     X, y = d["X"][:: cfg["thin_b"]], d["y"][:: cfg["thin_b"]]
     n = X.shape[0]
     is_test = torch.zeros(n, dtype=torch.bool)
@@ -251,18 +251,20 @@ def plot2(res: dict, path: Path) -> None:
     plt.close(fig)
 
 
-def run(cfg: dict, experiments=(1, 2), root=None, out: Path = OUT, progress=True) -> dict:
+def run(
+    cfg: dict, experiments=(1, 2), root=None, out: Path = OUT, progress=True, verify=True
+) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     results = {}
     meta = {"config": cfg, "date": time.strftime("%Y-%m-%d"),
             "paper": "Chang et al. 2023, Sec. 4.2, Fig. 5"}  # fmt: skip
     if 1 in experiments:
-        res = {**meta, **experiment1(cfg, root, progress)}
+        res = {**meta, **experiment1(cfg, root, progress, verify)}
         plot1(res, out / "fig5a.png")
         harness.write_json(out / "exp1.json", compact(res))
         results["exp1"] = res
     if 2 in experiments:
-        res = {**meta, **experiment2(cfg, root, progress)}
+        res = {**meta, **experiment2(cfg, root, progress, verify)}
         plot2(res, out / "fig5b.png")
         harness.write_json(out / "exp2.json", compact(res))
         results["exp2"] = res
@@ -312,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     harness.setup(args.threads)
     cfg = harness.preset(DEFAULT, QUICK, args)
-    res = run(cfg, tuple(args.experiments), args.root, args.out)
+    res = run(cfg, tuple(args.experiments), args.root, args.out, verify=args.verify)
     print(tables(res))
     return 0
 

@@ -112,11 +112,11 @@ QUICK = dict(
 
 
 # --------------------------------------------------------------------------- data
-def load_tasks(cfg: dict, seed: int, root=None):
+def load_tasks(cfg: dict, seed: int, root=None, verify: bool = True):
     """``(train_tasks, test_tasks)``: lists of ``(X (n, 784) in [0, 1], y (n,) in 0..9)``."""
     g = torch.Generator().manual_seed(1000 + seed)
     if cfg["dataset"] == "mnist":
-        d = load_mnist(root=root, split="test")
+        d = load_mnist(root=root, split="test", verify=verify)
         X, y = to_features(d.images), d.labels.to(torch.get_default_dtype())
         train, test = [], []
         for Xt, yt in split_tasks(X, y, PAIRS, relabel=False):
@@ -249,16 +249,18 @@ def _cfg_key(cfg: dict, drop=("seeds", "memory_fracs", "move_fracs")) -> dict:
     return {k: v for k, v in cfg.items() if k not in drop}
 
 
-def _lazy_tasks(cfg: dict, seed: int, root) -> Callable[[], tuple]:
+def _lazy_tasks(cfg: dict, seed: int, root, verify: bool = True) -> Callable[[], tuple]:
     """:func:`load_tasks` of ``seed``, loaded at the first call only (summaries of stored units
     need no data)."""
-    return functools.cache(lambda: load_tasks(cfg, seed, root))
+    return functools.cache(lambda: load_tasks(cfg, seed, root, verify))
 
 
-def study_main(cfg, store: harness.Store, methods, root, progress, force, compute=True) -> dict:
+def study_main(
+    cfg, store: harness.Store, methods, root, progress, force, compute=True, verify=True
+) -> dict:
     runs: dict[str, list[dict]] = {m: [] for m in methods}
     for seed in range(cfg["seeds"]):
-        data = _lazy_tasks(cfg, seed, root)
+        data = _lazy_tasks(cfg, seed, root, verify)
         for method in methods:
 
             def make(method=method, seed=seed, data=data) -> dict:
@@ -277,10 +279,12 @@ def study_main(cfg, store: harness.Store, methods, root, progress, force, comput
     return runs
 
 
-def study_memory_sweep(cfg, store: harness.Store, root, progress, force, compute=True) -> dict:
+def study_memory_sweep(
+    cfg, store: harness.Store, root, progress, force, compute=True, verify=True
+) -> dict:
     out: dict[str, list[dict]] = {}
     for seed in range(cfg["seeds"]):
-        data = _lazy_tasks(cfg, seed, root)
+        data = _lazy_tasks(cfg, seed, root, verify)
         for frac in cfg["memory_fracs"]:
             key, ckey = f"sweep_mem{frac:g}_seed{seed}", _cfg_key(cfg)
             res = None if force else store.get(key, ckey)
@@ -317,14 +321,16 @@ def _move(train, test, scores, frac: float, how: str, seed: int):
     return new_train, new_test
 
 
-def study_move_to_test(cfg, store: harness.Store, root, progress, force, compute=True) -> dict:
+def study_move_to_test(
+    cfg, store: harness.Store, root, progress, force, compute=True, verify=True
+) -> dict:
     out: dict[str, list[dict]] = {}
     for seed in range(cfg["seeds"]):
         key, ckey = f"move_ref_seed{seed}", _cfg_key(cfg)
         ref = None if force else store.get(key, ckey)
         if ref is None and not compute:
             continue
-        data = _lazy_tasks(cfg, seed, root)  # loaded only when something is computed
+        data = _lazy_tasks(cfg, seed, root, verify)  # loaded only when something is computed
         if ref is None:
             harness.log(f"split-mnist move-to-test: reference run, seed {seed}")
             ref = run_stream("ours", *data(), cfg, seed, progress=progress, keep_model=True)
@@ -431,7 +437,9 @@ def plot_main(runs: dict, path: Path) -> None:
     plt.close(fig)
 
 
-def bls_extremes(cfg: dict, store: harness.Store, root, k: int = 8, seed: int = 0) -> Tensor | None:
+def bls_extremes(
+    cfg: dict, store: harness.Store, root, k: int = 8, seed: int = 0, verify: bool = True
+) -> Tensor | None:
     """Fig. 2b: the ``k`` training images of lowest and highest Bayesian leverage score (Eq. 31)
     in the move-to-test reference run of ``seed``, as a ``(2, k, 28, 28)`` tensor, or ``None``
     when that run is not stored or the images are not available."""
@@ -439,7 +447,7 @@ def bls_extremes(cfg: dict, store: harness.Store, root, k: int = 8, seed: int = 
     if ref is None or "bls" not in ref:
         return None
     try:
-        X = torch.cat([x for x, _ in load_tasks(cfg, seed, root)[0]])
+        X = torch.cat([x for x, _ in load_tasks(cfg, seed, root, verify)[0]])
     except FileNotFoundError:
         return None
     order = torch.as_tensor(ref["bls"]).argsort()
@@ -490,7 +498,8 @@ def plot_studies(
 
 
 def run(cfg: dict, studies=("main",), methods=METHODS, root=None, out: Path = OUT,
-        progress: bool = True, force: bool = False, compute: bool = True) -> dict:  # fmt: skip
+        progress: bool = True, force: bool = False, compute: bool = True,
+        verify: bool = True) -> dict:  # fmt: skip
     """Run (or, with ``compute=False``, only summarise the stored units of) the studies;
     writes ``results*.json`` and the plots under ``out/<dataset>/``."""
     folder = out / cfg["dataset"]
@@ -498,18 +507,18 @@ def run(cfg: dict, studies=("main",), methods=METHODS, root=None, out: Path = OU
     results = {"experiment": "split_mnist", "paper": "Chang et al. 2023, Sec. 4.3",
                "config": cfg, "date": time.strftime("%Y-%m-%d")}  # fmt: skip
     if "main" in studies:
-        runs = study_main(cfg, store, methods, root, progress, force, compute)
+        runs = study_main(cfg, store, methods, root, progress, force, compute, verify)
         results["main"] = summarise_main(runs)
         results["main"]["runs"] = {m: [{k: r[k] for k in ("seed", "final", "seconds")}
                                        for r in rs] for m, rs in runs.items()}  # fmt: skip
         plot_main(runs, folder / "split_mnist.png")
     sweep = move = None
     if "memory-sweep" in studies:
-        sweep = study_memory_sweep(cfg, store, root, progress, force, compute)
+        sweep = study_memory_sweep(cfg, store, root, progress, force, compute, verify)
         results["memory_sweep"] = {f: harness.summary([r["final"]["accuracy"] for r in rs])
                                    for f, rs in sweep.items()}  # fmt: skip
     if "move-to-test" in studies:
-        move = study_move_to_test(cfg, store, root, progress, force, compute)
+        move = study_move_to_test(cfg, store, root, progress, force, compute, verify)
         results["move_to_test"] = {
             f: {how: harness.summary([r["final"]["accuracy"] for r in rs
                                       if r.get("how") in (how, "both")])
@@ -517,10 +526,10 @@ def run(cfg: dict, studies=("main",), methods=METHODS, root=None, out: Path = OU
         }  # fmt: skip
     if sweep or move:  # the plot shows every stored study, not only the ones run now
         if sweep is None:
-            sweep = study_memory_sweep(cfg, store, root, progress, False, compute=False)
+            sweep = study_memory_sweep(cfg, store, root, progress, False, False, verify)
         if move is None:
-            move = study_move_to_test(cfg, store, root, progress, False, compute=False)
-        digits = bls_extremes(cfg, store, root)
+            move = study_move_to_test(cfg, store, root, progress, False, False, verify)
+        digits = bls_extremes(cfg, store, root, verify=verify)
         plot_studies(sweep, move, folder / "split_mnist_studies.png", digits)
     name = "results.json" if set(studies) == {"main"} else f"results_{'_'.join(studies)}.json"
     harness.write_json(folder / name, results)
@@ -563,7 +572,7 @@ def main(argv: list[str] | None = None) -> int:
               "`apt-get install dataset-fashion-mnist`; skipping.", file=sys.stderr)  # fmt: skip
         return 0
     res = run(cfg, tuple(args.study), tuple(args.methods), args.root, args.out, force=args.force,
-              compute=not args.summary_only)  # fmt: skip
+              compute=not args.summary_only, verify=args.verify)  # fmt: skip
     if "main" in res:
         print(table3_md(res["main"]))
         for method in res["main"].get("table2_all", {}):

@@ -53,8 +53,8 @@ QUICK = dict(
 )  # fmt: skip
 
 
-def data(cfg: dict, root=None):
-    X, y = load_uci(cfg["dataset"], root=root)
+def data(cfg: dict, root=None, verify: bool = True):
+    X, y = load_uci(cfg["dataset"], root=root, verify=verify)
     if cfg["max_rows"]:
         keep = torch.randperm(X.shape[0], generator=torch.Generator().manual_seed(0))
         X, y = X[keep[: cfg["max_rows"]]], y[keep[: cfg["max_rows"]]]
@@ -84,8 +84,8 @@ def stream(method: str, budget: int, k_fixed, Xtr, ytr, Xte, yte, cfg: dict) -> 
             **evaluate(model, Xte, yte)}  # fmt: skip
 
 
-def run(cfg: dict, root=None, out: Path = OUT, progress: bool = True) -> dict:
-    Xtr, ytr, Xte, yte = data(cfg, root)
+def run(cfg: dict, root=None, out: Path = OUT, progress: bool = True, verify: bool = True) -> dict:
+    Xtr, ytr, Xte, yte = data(cfg, root, verify)
     harness.log(f"streaming timing on {cfg['dataset']}: {Xtr.shape[0]} training points, "
                 "fixed hyperparameters from an offline SVGP fit")  # fmt: skip
     off = fit_offline(kernel(cfg, Xtr.shape[1]), Bernoulli(), Xtr, ytr, cfg, seed=0)
@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     harness.setup(args.threads)
     cfg = harness.preset(DEFAULT, QUICK, args, dataset=args.dataset)
-    print(table(run(cfg, args.root, args.out)))
+    print(table(run(cfg, args.root, args.out, verify=args.verify)))
     return 0
 
 

@@ -125,14 +125,14 @@ def method_config(cfg: dict, method: str) -> dict:
 
 
 def run(cfg: dict, methods=METHODS, root=None, out: Path = OUT, progress: bool = True,
-        force: bool = False, compute: bool = True) -> dict:  # fmt: skip
+        force: bool = False, compute: bool = True, verify: bool = True) -> dict:  # fmt: skip
     """Run the missing (data set, fold, method) units (``compute=False``: none, summarise the
     stored ones), then write ``results.json`` and ``streaming_uci.png`` under ``out``."""
     store = harness.Store(out / "runs")
     table: dict = {}
     raw: dict = {}
     for name in cfg["datasets"]:
-        X, y = load_uci(name, root=root)
+        X, y = load_uci(name, root=root, verify=verify)
         if cfg["max_rows"]:
             keep = torch.randperm(X.shape[0], generator=torch.Generator().manual_seed(0))
             X, y = X[keep[: cfg["max_rows"]]], y[keep[: cfg["max_rows"]]]
@@ -225,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     cfg = harness.preset(DEFAULT, QUICK, args, datasets=args.datasets or None,
                          folds=args.folds or None, run_folds=args.run_folds or None)  # fmt: skip
     res = run(cfg, tuple(args.methods), args.root, args.out, force=args.force,
-              compute=not args.summary_only)  # fmt: skip
+              compute=not args.summary_only, verify=args.verify)  # fmt: skip
     print(table_md(res))
     return 0
 

@@ -32,6 +32,7 @@ from pathlib import Path
 import gpytorch
 import torch
 
+from bo_ncgp.cli.common import add_verify_argument
 from experiments import harness
 from experiments.tatzel.gmm import make_gmm, make_kernel
 
@@ -48,11 +49,11 @@ def gmm_problem(n: int, n_pool: int, n_test: int):
     return X, y, k, Softmax(10), n, n_pool
 
 
-def banana_problem(root):
+def banana_problem(root, verify: bool = True):
     from bo_ncgp.data import load_banana
     from bo_ncgp.likelihoods import Bernoulli
 
-    d = load_banana(root=root, dtype=torch.float64)
+    d = load_banana(root=root, dtype=torch.float64, verify=verify)
     X = torch.cat([d.X_train, d.X_test[:520]])
     y = torch.cat([d.y_train, d.y_test[:520]])
     k = gpytorch.kernels.ScaleKernel(gpytorch.kernels.RBFKernel()).double()
@@ -152,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--quick", action="store_true")
     p.add_argument("--root", default=None)
+    add_verify_argument(p)
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args(argv)
     torch.set_num_threads(1)
@@ -159,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     n_new_list, iters_list = ([1, 5], [1, 3]) if args.quick else ([1, 5, 20], [1, 3, 10])
     problems = {"gmm": gmm_problem(200 if args.quick else 1000, 20, 500)}
     if not args.quick:
-        problems["banana"] = banana_problem(args.root)
+        problems["banana"] = banana_problem(args.root, args.verify)
     result = {"date": time.strftime("%Y-%m-%d"), "settings": {}}
     for name, prob in problems.items():
         result["settings"][name] = run(prob, n_new_list, iters_list, args.quick)

@@ -28,6 +28,7 @@ from __future__ import annotations
 import gpytorch
 import torch
 
+from bo_ncgp.cli.common import add_verify_argument
 from experiments import harness
 from experiments.tatzel import baselines
 
@@ -45,7 +46,7 @@ def data(cfg: dict) -> dict:
     from bo_ncgp.data import load_mnist
     from bo_ncgp.data.mnist import to_features
 
-    split = load_mnist(root=cfg["root"], split="test")
+    split = load_mnist(root=cfg["root"], split="test", verify=cfg["verify"])
     X, y = to_features(split.images, torch.float64), split.labels
     g = torch.Generator().manual_seed(cfg["seed"])
     perm = torch.randperm(X.shape[0], generator=g)
@@ -60,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
         budget_help="seconds per IterNCGP run",
     )  # fmt: skip
     p.add_argument("--root", default=None, help="data root (default: BO_NCGP_DATA / shared)")
+    add_verify_argument(p)
     p.add_argument("--iters", type=int, nargs="+", default=[1, 5])
     p.add_argument("--tag", default=None, help="output file name (default mnist[_quick])")
     args = p.parse_args(argv)
@@ -68,7 +70,9 @@ def main(argv: list[str] | None = None) -> int:
         args.svgp_inducing, args.svgp_lr, args.sod, args.iters = [10], [0.05], [50], [5]
         args.newton_steps = 2
     tag = args.tag or ("mnist_quick" if args.quick else "mnist")
-    base = baselines.base_config("experiments.tatzel.mnist", args, root=args.root)
+    base = baselines.base_config(
+        "experiments.tatzel.mnist", args, root=args.root, verify=args.verify
+    )
     jobs = []
     if "iterncgp" in args.methods:
         for j in args.iters:

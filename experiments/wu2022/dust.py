@@ -133,9 +133,9 @@ def fit_and_eval(name, kernel, shape, whitening, data, cfg) -> dict:
     return out, m
 
 
-def run(cfg: dict, out: Path, root=None) -> dict:
+def run(cfg: dict, out: Path, root=None, verify: bool = True) -> dict:
     torch.manual_seed(0)
-    d = load_dust(root=root)
+    d = load_dust(root=root, verify=verify)
     X, e, dens = d["X"], d["e"], d["density"]
     n = X.shape[0] if cfg["num_stars"] is None else cfg["num_stars"]
     perm = torch.randperm(X.shape[0], generator=torch.Generator().manual_seed(0))[:n]
@@ -293,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
         cfg["svgp_shapes"] = []
     elif args.only == "svgp":
         cfg["hipgp_shapes"] = []
-    rows = run(cfg, args.out, root=args.root)["rows"]
+    rows = run(cfg, args.out, root=args.root, verify=args.verify)["rows"]
     cells = [[r["model"], r["M"], f"{r['mae']:.4f}", f"{r['mse']:.2e}", f"{r['loglike']:.3f}",
               f"{r['density_rmse_scaled']:.4f}"] for r in rows]  # fmt: skip
     print(

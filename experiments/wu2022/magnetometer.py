@@ -39,8 +39,8 @@ from experiments import harness
 OUT = harness.results_dir(__file__)
 
 
-def split(cfg: dict, root=None):
-    d = load_magnetometer(root=root)
+def split(cfg: dict, root=None, verify: bool = True):
+    d = load_magnetometer(root=root, verify=verify)
     X, y = d["X"], d["y"]
     perm = torch.randperm(X.shape[0], generator=torch.Generator().manual_seed(0))
     ntest_all = X.shape[0] // 10
@@ -73,9 +73,9 @@ def evaluate(m: HIPGP, X, y, bs: int) -> float:
     return float(((mean - y) ** 2).mean().sqrt())
 
 
-def run(cfg: dict, out: Path, root=None) -> dict:
+def run(cfg: dict, out: Path, root=None, verify: bool = True) -> dict:
     torch.manual_seed(0)
-    Xtr, ytr, Xte, yte, lo, hi = split(cfg, root)
+    Xtr, ytr, Xte, yte, lo, hi = split(cfg, root, verify)
     kernel = gpytorch.kernels.ScaleKernel(gpytorch.kernels.MaternKernel(nu=2.5))
     kernel.base_kernel.lengthscale = 0.3
     kernel.outputscale = float(ytr.var())
@@ -210,7 +210,8 @@ def main(argv: list[str] | None = None) -> int:
     p = harness.parser(__doc__, OUT, root=True)
     args = p.parse_args(argv)
     harness.setup(args.threads)
-    rows = run(harness.preset(DEFAULT, QUICK, args), args.out, root=args.root)["rows"]
+    cfg = harness.preset(DEFAULT, QUICK, args)
+    rows = run(cfg, args.out, root=args.root, verify=args.verify)["rows"]
     cells = [
         [r["model"], r["M"], f"{r['rmse']:.3f}", f"{r['seconds_per_epoch']:.1f}"] for r in rows
     ]
