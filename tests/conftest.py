@@ -1,4 +1,11 @@
-"""Shared fixtures: float64 by default, seeded RNG, location of the shared data sets."""
+"""Shared fixtures: float64 by default, seeded RNG, location of the shared data sets, and the
+test device.
+
+``BO_NCGP_TEST_DEVICE`` (default ``cpu``) names the device of the device lane: with ``cuda``,
+every test not marked ``cpu_only`` runs with ``torch.set_default_device("cuda")``, so the tests
+that build tensors without a device argument run on the GPU unchanged (``make test-gpu``); the
+``device`` fixture gives the device to tests that name it explicitly.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +17,67 @@ import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def selected_device() -> torch.device:
+    """The device of ``$BO_NCGP_TEST_DEVICE`` (default ``cpu``)."""
+    name = os.environ.get("BO_NCGP_TEST_DEVICE", "").strip() or "cpu"
+    try:
+        return torch.device(name)
+    except RuntimeError as err:
+        raise pytest.UsageError(
+            f"BO_NCGP_TEST_DEVICE={name!r} is not a torch device: {err}"
+        ) from None
+
+
+def device_unavailable(device: torch.device) -> str | None:
+    """Why ``device`` cannot run tests here, or ``None`` when it can."""
+    if device.type == "cpu":
+        return None
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            return "BO_NCGP_TEST_DEVICE names cuda but torch.cuda.is_available() is False"
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            return f"BO_NCGP_TEST_DEVICE names {device}, only {torch.cuda.device_count()} GPUs"
+        return None
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        return "BO_NCGP_TEST_DEVICE names mps but torch.backends.mps.is_available() is False"
+    if device.type == "meta":
+        return "the meta device has no values; use it in single tests, not as the test device"
+    return None
+
+
+@pytest.fixture
+def device() -> torch.device:
+    """The test device (``$BO_NCGP_TEST_DEVICE``, default ``cpu``)."""
+    return selected_device()
+
+
+@pytest.fixture(autouse=True)
+def _default_device(request):
+    """Off the CPU, tensors built without a device argument go to the test device."""
+    dev = selected_device()
+    if dev.type == "cpu" or request.node.get_closest_marker("cpu_only"):
+        yield
+        return
+    old = torch.get_default_device()
+    torch.set_default_device(dev)
+    try:
+        yield
+    finally:
+        torch.set_default_device(old)
+
+
+def pytest_collection_modifyitems(config, items):
+    dev = selected_device()
+    if dev.type == "cpu":
+        return
+    why = device_unavailable(dev)
+    for item in items:
+        if why is not None:
+            item.add_marker(pytest.mark.skip(reason=why))
+        elif item.get_closest_marker("cpu_only"):
+            item.add_marker(pytest.mark.skip(reason=f"cpu_only: not run on {dev}"))
 
 
 @pytest.fixture(autouse=True)

@@ -118,7 +118,9 @@ class Softmax(Likelihood):
         key = (dtype, str(device))
         if key not in self._base:
             g = torch.Generator().manual_seed(self.seed)
-            eps = torch.randn(self.num_samples, self.num_latents, generator=g, dtype=torch.float64)
+            eps = torch.randn(
+                self.num_samples, self.num_latents, generator=g, dtype=torch.float64, device="cpu"
+            )
             self._base[key] = eps.to(dtype=dtype, device=device)
         return self._base[key]
 
@@ -182,7 +184,7 @@ class Softmax(Likelihood):
         f = self._samples(mean, var)
         lp = self._log_prob(y, f)
         return torch.logsumexp(lp, dim=0) - torch.log(
-            torch.tensor(float(lp.shape[0]), dtype=lp.dtype)
+            torch.tensor(float(lp.shape[0]), dtype=lp.dtype, device=lp.device)
         )
 
     def predictive_mean(self, mean, var, num_points=None):

@@ -10,8 +10,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from bo_ncgp.exceptions import UnsupportedError
+from bo_ncgp.exceptions import InputDataError, UnsupportedError
 from bo_ncgp.models.base import FitStep, LatentGP
+from tests._devices import FactoryRecorder
 
 
 class ModelContractTests:
@@ -89,3 +90,31 @@ class ModelContractTests:
         assert isinstance(cond, LatentGP)
         mean, _ = cond.predict_f(X[:4])
         assert mean.shape[: 1 + len(model.batch_shape)] == (3, *model.batch_shape)
+
+    # ------------------------------------------------------------------ devices
+    def test_tensors_the_model_creates_follow_its_inputs(self, device):
+        """Training, prediction and conditioning create no tensor without naming its device."""
+        model, X, y = self.make()
+        X, y = X.to(device), y.to(device)
+        with FactoryRecorder() as recorder:
+            self.train(model, X, y)
+            mean, _ = model.predict_f(X[:3])
+            model.predict_y(X[:3])
+            model.log_predictive(X[:3], y[:3])
+            try:
+                model.condition(X[:2].unsqueeze(0), y[:2].unsqueeze(0))
+            except UnsupportedError:
+                pass
+        assert not recorder.created, f"tensors created without a device:\n{recorder.report()}"
+        assert mean.device == X.device and mean.dtype == X.dtype
+
+    def test_inputs_on_another_device_raise(self):
+        """Inputs on a device other than the model's are an InputDataError naming both."""
+        model, X, y = self.make()
+        self.train(model, X, y)
+        other = X[:3].to("meta")
+        with pytest.raises(InputDataError, match=rf"meta.*{X.device.type}"):
+            model.predict_f(other)
+        fresh, X, y = self.make()
+        with pytest.raises(InputDataError, match=rf"meta.*{X.device.type}"):
+            self.train(fresh, X.to("meta"), y.to("meta"))

@@ -28,7 +28,7 @@ from bo_ncgp.exceptions import InputDataError, UnsupportedError
 from bo_ncgp.likelihoods import Gaussian, Likelihood
 from bo_ncgp.linalg.toeplitz import Grid
 from bo_ncgp.models._alias import Alias
-from bo_ncgp.models._checks import check_inputs
+from bo_ncgp.models._checks import check_device, check_inputs, module_device
 from bo_ncgp.models.base import Callback, LatentGP, check_kernel_and_likelihood
 from bo_ncgp.models.hipgp.interdomain import (
     OpSpec,
@@ -174,6 +174,7 @@ class HIPGP(torch.nn.Module, LatentGP):
         return w
 
     def _check_X(self, X: Tensor, what: str = "X", matrix: bool = False) -> None:
+        check_device("HIPGP", module_device(self), **{what: X})
         check_inputs(X, "HIPGP", name=what, dims=self.dim, matrix=matrix, allow_empty=False)
 
     def whitened_cross_covariance(self, X: Tensor, codes: Tensor) -> Tensor:
@@ -205,6 +206,7 @@ class HIPGP(torch.nn.Module, LatentGP):
 
     def _prepare(self, X, y, op, obs_noise):
         self._check_X(X, matrix=True)
+        check_device("HIPGP", X.device, y=y)
         y = torch.as_tensor(y, dtype=X.dtype, device=X.device).reshape(-1)
         if y.numel() != X.shape[0]:
             raise InputDataError(f"HIPGP: X has {X.shape[0]} rows but y has {y.numel()} entries")

@@ -37,7 +37,7 @@ from torch import Tensor
 from bo_ncgp.exceptions import InputDataError, NumericalWarning, UnsupportedError
 from bo_ncgp.likelihoods import Bernoulli, Gaussian, Likelihood, Poisson, Softmax
 from bo_ncgp.linalg import stable_cholesky
-from bo_ncgp.models._checks import check_inputs
+from bo_ncgp.models._checks import check_device, check_inputs, module_device
 from bo_ncgp.models.base import Callback, LatentGP, check_kernel_and_likelihood
 from bo_ncgp.models.iterncgp.belief import Belief
 from bo_ncgp.models.iterncgp.newton import LaplaceState, NewtonConfig, newton_laplace
@@ -242,13 +242,16 @@ class IterNCGP(torch.nn.Module, LatentGP):
     # ------------------------------------------------------------- validation
     def _check_inputs(self, X: Tensor, name: str = "X", train: bool = True) -> Tensor:
         dims = None if self._X is None else self._X.shape[-1]
+        device = module_device(self.kernel) if self._X is None else self._X.device
+        check_device("IterNCGP", device, **{name: X})
         return check_inputs(
             X, "IterNCGP", name=name, dims=dims, matrix=train, allow_empty=not train
         )
 
     def _check_targets(self, y: Tensor, X: Tensor, name: str = "y") -> Tensor:
         if not isinstance(y, Tensor):
-            y = torch.as_tensor(y)
+            y = torch.as_tensor(y, device=X.device)
+        check_device("IterNCGP", X.device, **{name: y})
         if y.dim() == 0 or y.shape[-1] != X.shape[-2]:
             raise InputDataError(
                 f"IterNCGP: {name} must have shape (*b, n) with n = {X.shape[-2]} points (the "
