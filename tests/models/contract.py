@@ -115,6 +115,14 @@ class ModelContractTests:
         other = X[:3].to("meta")
         with pytest.raises(InputDataError, match=rf"meta.*{X.device.type}"):
             model.predict_f(other)
+        try:
+            model.condition(other[:2].unsqueeze(0), y[:2].unsqueeze(0).to("meta"))
+        except UnsupportedError:
+            pass
+        except InputDataError as err:
+            assert "meta" in str(err) and X.device.type in str(err), str(err)
+        else:
+            raise AssertionError("condition accepted inputs on another device")
         fresh, X, y = self.make()
         with pytest.raises(InputDataError, match=rf"meta.*{X.device.type}"):
             self.train(fresh, X.to("meta"), y.to("meta"))
