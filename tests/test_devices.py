@@ -89,6 +89,26 @@ def test_library_factories_name_their_device():
     assert not stale, f"allowed calls that no longer exist: {sorted(stale)}"
 
 
+def test_library_converts_to_numpy_only_from_the_cpu():
+    """``t.numpy()`` fails for a GPU tensor; the numerical packages call ``t.cpu().numpy()``."""
+    bad = []
+    for package in PACKAGES:
+        for path in sorted((ROOT / "bo_ncgp" / package).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+                if (
+                    isinstance(node, ast.Call)
+                    and isinstance(node.func, ast.Attribute)
+                    and node.func.attr == "numpy"
+                    and not (
+                        isinstance(node.func.value, ast.Call)
+                        and isinstance(node.func.value.func, ast.Attribute)
+                        and node.func.value.func.attr == "cpu"
+                    )
+                ):
+                    bad.append(f"{path.relative_to(ROOT)}:{node.lineno}: {ast.unparse(node)}")
+    assert not bad, "\n".join(bad)
+
+
 # --------------------------------------------------------------------------- SparseGAM
 def gam(posterior: str, whiten: bool, likelihood=None) -> SparseGAM:
     comps = [

@@ -81,7 +81,8 @@ def fantasy_observation(
     post = model.posterior(X, observation_noise=(mode == "sample"))
     if mode == "mean":
         return post.mean
-    eps = torch.randn(post.mean.shape, generator=generator, dtype=X.dtype, device=X.device)
+    dev = X.device if generator is None else generator.device  # draws on the generator's device
+    eps = torch.randn(post.mean.shape, generator=generator, dtype=X.dtype, device=dev).to(X.device)
     return post.mean + post.variance.sqrt() * eps
 
 

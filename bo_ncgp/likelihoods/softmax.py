@@ -109,7 +109,9 @@ class Softmax(Likelihood):
     def sample(self, f: Tensor, generator: torch.Generator | None = None) -> Tensor:
         """Labels ``(...)`` drawn from ``softmax(f)`` for ``f`` of shape ``(..., C)``."""
         probs = torch.softmax(f, dim=-1).reshape(-1, self.num_latents)
-        y = torch.multinomial(probs, 1, generator=generator).reshape(f.shape[:-1])
+        dev = f.device if generator is None else generator.device  # draws on the generator's device
+        y = torch.multinomial(probs.to(dev), 1, generator=generator).to(f.device)
+        y = y.reshape(f.shape[:-1])
         return y
 
     # --------------------------------------------------------- expectations

@@ -412,7 +412,8 @@ class SparseGAM(gpytorch.Module, LatentGP):
             if batch_size is None or batch_size >= n:
                 Xb, yb = X, y
             else:
-                idx = torch.randperm(n, generator=generator, device="cpu")[:batch_size]
+                dev = "cpu" if generator is None else generator.device
+                idx = torch.randperm(n, generator=generator, device=dev)[:batch_size]
                 idx = idx.to(X.device)
                 Xb, yb = X[idx], y[idx]
             return -(self.elbo(Xb, yb, num_data=n) + self.log_prior()) / n

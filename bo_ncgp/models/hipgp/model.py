@@ -334,7 +334,8 @@ class HIPGP(torch.nn.Module, LatentGP):
             epochs = tqdm(epochs, desc="HIPGP epochs")
         clock, count = FitClock(), 0
         for epoch in epochs:
-            perm = torch.randperm(n, generator=generator, device="cpu").to(X.device)
+            dev = "cpu" if generator is None else generator.device
+            perm = torch.randperm(n, generator=generator, device=dev).to(X.device)
             for step, s in enumerate(range(0, n, bs)):
                 idx = perm[s : s + bs]
                 Xb, yb, cb = X[idx], y[idx], codes[idx]

@@ -450,7 +450,8 @@ class IterNCGP(torch.nn.Module, LatentGP):
 
     @staticmethod
     def _normal(shape: tuple, like: Tensor, generator: torch.Generator | None) -> Tensor:
-        eps = torch.randn(shape, generator=generator, dtype=like.dtype, device="cpu")
+        dev = "cpu" if generator is None else generator.device  # draws on the generator's device
+        eps = torch.randn(shape, generator=generator, dtype=like.dtype, device=dev)
         return eps.to(like.device)
 
     def predict_rate(
