@@ -105,6 +105,11 @@ class ModelContractTests:
                 model.condition(X[:2].unsqueeze(0), y[:2].unsqueeze(0))
             except UnsupportedError:
                 pass
+            try:
+                index = torch.tensor([0, 2], device=X.device)
+                model.pool_fantasies(X[:4]).conditioned(index, y[:2, None].expand(2, 2))
+            except UnsupportedError:
+                pass
         assert not recorder.created, f"tensors created without a device:\n{recorder.report()}"
         assert mean.device == X.device and mean.dtype == X.dtype
 
@@ -123,6 +128,14 @@ class ModelContractTests:
             assert "meta" in str(err) and X.device.type in str(err), str(err)
         else:
             raise AssertionError("condition accepted inputs on another device")
+        try:
+            model.pool_fantasies(other).conditioned(torch.tensor([0]), y[:1, None].to("meta"))
+        except UnsupportedError:
+            pass
+        except InputDataError as err:
+            assert "meta" in str(err) and X.device.type in str(err), str(err)
+        else:
+            raise AssertionError("pool_fantasies accepted a pool on another device")
         fresh, X, y = self.make()
         with pytest.raises(InputDataError, match=rf"meta.*{X.device.type}"):
             self.train(fresh, X.to("meta"), y.to("meta"))
