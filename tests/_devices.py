@@ -4,6 +4,7 @@ first operation that mixes it with a GPU tensor)."""
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,3 +73,42 @@ class FactoryRecorder(TorchFunctionMode):
 
 def _is_array(out) -> bool:
     return isinstance(out, torch.Tensor) and out.dim() > 0
+
+
+def stray_tensors(obj, device: torch.device) -> list[str]:
+    """Paths of the tensors reachable from ``obj`` (module parameters, buffers and attributes,
+    lists, dicts, dataclasses and bo_ncgp objects) that are not on ``device``. Dict entries
+    keyed by a device (per-device caches) are skipped."""
+    found: list[str] = []
+    seen: set[int] = set()
+
+    def visit(x, path: str) -> None:
+        if id(x) in seen:
+            return
+        seen.add(id(x))
+        if isinstance(x, torch.Tensor):
+            if x.device != device:
+                found.append(f"{path} on {x.device}")
+        elif isinstance(x, torch.nn.Module):
+            for name, value in vars(x).items():
+                if name in ("_parameters", "_buffers", "_modules"):
+                    for key, v in value.items():
+                        visit(v, f"{path}.{key}")
+                elif not name.startswith("__"):
+                    visit(value, f"{path}.{name}")
+        elif isinstance(x, (list, tuple)):
+            for i, v in enumerate(x):
+                visit(v, f"{path}[{i}]")
+        elif isinstance(x, dict):
+            for key, v in x.items():
+                if not any(str(d) in str(key) for d in ("cpu", "cuda", "meta", "mps")):
+                    visit(v, f"{path}[{key!r}]")
+        elif dataclasses.is_dataclass(x) and not isinstance(x, type):
+            for f in dataclasses.fields(x):
+                visit(getattr(x, f.name), f"{path}.{f.name}")
+        elif type(x).__module__.startswith("bo_ncgp") and hasattr(x, "__dict__"):
+            for name, value in vars(x).items():
+                visit(value, f"{path}.{name}")
+
+    visit(obj, "model")
+    return found

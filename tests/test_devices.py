@@ -160,6 +160,17 @@ def test_a_gam_on_meta_rejects_cpu_inputs_naming_both_devices():
         model.predict_f(torch.rand(3, 2))
 
 
+def test_a_hipgp_builds_its_tensors_on_the_grid_device():
+    from bo_ncgp.linalg.toeplitz import Grid
+    from bo_ncgp.models.hipgp import HIPGP
+
+    grid = Grid([0.0], [1.0], (16,))
+    with FactoryRecorder() as recorder:
+        model = HIPGP(ScaleKernel(RBFKernel()), grid)
+    assert not recorder.created, f"tensors created without a device:\n{recorder.report()}"
+    assert model.q.mean.device == grid.lower.device
+
+
 # ---------------------------------------------------------------------------- checks
 def test_check_device_names_both_devices_and_how_to_move():
     check_device("M", "cpu", X=torch.zeros(2), y=None, n=3)

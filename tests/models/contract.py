@@ -12,7 +12,7 @@ import torch
 
 from bo_ncgp.exceptions import InputDataError, UnsupportedError
 from bo_ncgp.models.base import FitStep, LatentGP
-from tests._devices import FactoryRecorder
+from tests._devices import FactoryRecorder, stray_tensors
 
 
 class ModelContractTests:
@@ -95,7 +95,6 @@ class ModelContractTests:
     def test_tensors_the_model_creates_follow_its_inputs(self, device):
         """Training, prediction and conditioning create no tensor without naming its device."""
         model, X, y = self.make()
-        X, y = X.to(device), y.to(device)
         with FactoryRecorder() as recorder:
             self.train(model, X, y)
             mean, _ = model.predict_f(X[:3])
@@ -112,6 +111,7 @@ class ModelContractTests:
                 pass
         assert not recorder.created, f"tensors created without a device:\n{recorder.report()}"
         assert mean.device == X.device and mean.dtype == X.dtype
+        assert X.device.type == device.type  # the lane's test device
 
     def test_inputs_on_another_device_raise(self):
         """Inputs on a device other than the model's are an InputDataError naming both."""
@@ -139,3 +139,18 @@ class ModelContractTests:
         fresh, X, y = self.make()
         with pytest.raises(InputDataError, match=rf"meta.*{X.device.type}"):
             self.train(fresh, X.to("meta"), y.to("meta"))
+
+    def test_to_moves_every_tensor_of_the_model_or_refuses(self):
+        """``model.to(device)`` leaves no tensor behind (or is refused with UnsupportedError)."""
+        meta = torch.device("meta")
+        for trained in (False, True):
+            model, X, y = self.make()
+            if trained:
+                self.train(model, X, y)
+            try:
+                model.to(meta)
+            except UnsupportedError:
+                assert trained, "an untrained model must move"
+                continue
+            left = stray_tensors(model, meta)
+            assert not left, "tensors left behind by .to(meta):\n" + "\n".join(left)

@@ -17,6 +17,7 @@ by an adjoint solve (:func:`bo_ncgp.linalg.cg_solve`).
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Sequence
 
@@ -97,10 +98,11 @@ class HIPGP(torch.nn.Module, LatentGP):
         embedding_factor: int | Sequence[int] = 2,
     ) -> None:
         super().__init__()
-        likelihood = likelihood if likelihood is not None else Gaussian(noise=0.1)
-        check_kernel_and_likelihood("HIPGP", kernel, likelihood)
         if not isinstance(grid, Grid):
             grid = Grid(*grid)
+        if likelihood is None:
+            likelihood = Gaussian(noise=0.1).to(device=grid.lower.device)
+        check_kernel_and_likelihood("HIPGP", kernel, likelihood)
         if whitening not in ("fft", "cholesky"):
             raise InputDataError(f"HIPGP: whitening must be 'fft' or 'cholesky', got {whitening!r}")
         if variational not in ("block", "mean_field", "full"):
@@ -124,12 +126,22 @@ class HIPGP(torch.nn.Module, LatentGP):
         elif block_shape is None:
             block_shape = (2,) * grid.dim
         self.variational = variational
-        self.q = BlockGaussian(self.whitened_shape, block_shape, dtype=grid.lower.dtype)
+        self.q = BlockGaussian(
+            self.whitened_shape, block_shape, dtype=grid.lower.dtype, device=grid.lower.device
+        )
         self._whitener_cache: tuple | None = None
         self._Z: Tensor | None = None
         self.last_pcg_iterations: int | None = None
         #: ELBO estimates of the last :meth:`fit` (one per minibatch with learned hyperparameters)
         self.history: list[float] = []
+
+    def _apply(self, fn, *args, **kwargs):
+        """``.to()``, ``.double()``, ... also move the grid (a copy) and drop the caches."""
+        out = super()._apply(fn, *args, **kwargs)
+        grid = copy.copy(self.grid)
+        grid.lower, grid.upper = fn(self.grid.lower), fn(self.grid.upper)
+        self.grid, self._Z, self._whitener_cache = grid, None, None
+        return out
 
     # ----------------------------------------------------------------- pieces
     dim: Alias[int] = Alias("grid.dim", "Number of input dimensions ``D`` (those of the grid).")

@@ -239,6 +239,18 @@ class IterNCGP(torch.nn.Module, LatentGP):
         if self._belief is None:
             raise RuntimeError("IterNCGP: call fit(X, y) before predicting or conditioning")
 
+    def _apply(self, fn, *args, **kwargs):
+        """A fitted model keeps its belief with the training data: moving it to another device
+        is an error (an unfitted one moves like any module)."""
+        if self._X is not None:
+            probe = fn(torch.empty(0, dtype=self._X.dtype, device=self._X.device))
+            if probe.device != self._X.device:
+                raise UnsupportedError(
+                    f"IterNCGP: a fitted model stays on {self._X.device}, where its training data "
+                    f"and belief are; build it on {probe.device} and fit it there"
+                )
+        return super()._apply(fn, *args, **kwargs)
+
     # ------------------------------------------------------------- validation
     def _check_inputs(self, X: Tensor, name: str = "X", train: bool = True) -> Tensor:
         dims = None if self._X is None else self._X.shape[-1]
