@@ -205,6 +205,15 @@ def test_botorch_adapter_rejects_inputs_on_another_device(build):
         LatentGPModel(model).posterior(X[:2].to("meta"))
 
 
+def test_botorch_adapter_rejects_observation_noise_on_another_device():
+    from bo_ncgp.bo.base import LatentGPModel
+
+    model, X = trained_gam()
+    noise = torch.full((2, 1), 0.1, device="meta")
+    with pytest.raises(InputDataError, match=r"observation_noise is on meta but the model is on"):
+        LatentGPModel(model).posterior(X[:2], observation_noise=noise)
+
+
 # ---------------------------------------------------------------------------- the lane
 def test_the_device_fixture_is_the_selected_device(device):
     assert device == selected_device()

@@ -36,6 +36,7 @@ from bo_ncgp.exceptions import InputDataError, UnsupportedError
 from bo_ncgp.likelihoods import Gaussian
 from bo_ncgp.likelihoods.settings import soft_targets
 from bo_ncgp.linalg import psd_jitter
+from bo_ncgp.models._checks import check_device
 
 __all__ = ["LatentGPModel"]
 
@@ -216,6 +217,7 @@ class LatentGPModel(Model, FantasizeMixin):
         independent = m == 1 or (cov.dim() == mean.dim() + 1 and cov.shape[-3] == m)
         noise = None
         if isinstance(observation_noise, Tensor):
+            check_device(type(self).__name__, mean.device, observation_noise=observation_noise)
             noise = observation_noise
         elif observation_noise:
             noise = self._observation_noise(X_tf)
