@@ -2,9 +2,10 @@
 test device.
 
 ``BO_NCGP_TEST_DEVICE`` (default ``cpu``) names the device of the device lane: with ``cuda``,
-every test not marked ``cpu_only`` runs with ``torch.set_default_device("cuda")``, so the tests
-that build tensors without a device argument run on the GPU unchanged (``make test-gpu``); the
-``device`` fixture gives the device to tests that name it explicitly.
+the tests of ``DEVICE_LANE`` not marked ``cpu_only`` run with
+``torch.set_default_device("cuda")``, so the tests that build tensors without a device argument
+run on the GPU unchanged (``make test-gpu`` selects them with ``-m "not cpu_only"``); the other
+tests stay on the CPU. The ``device`` fixture gives the device to tests that name it.
 """
 
 from __future__ import annotations
@@ -68,16 +69,21 @@ def _default_device(request):
         torch.set_default_device(old)
 
 
+#: the tests of the device lane (the numerical core and the BoTorch layer); the others stay on
+#: the CPU (numpy, files, processes) as if marked ``cpu_only``
+DEVICE_LANE = ("models", "linalg", "likelihoods", "bo", "test_devices.py")
+
+
 def pytest_collection_modifyitems(config, items):
     dev = selected_device()
     if dev.type == "cpu":
         return
     why = device_unavailable(dev)
     for item in items:
-        if why is not None:
+        if Path(item.path).relative_to(ROOT / "tests").parts[0] not in DEVICE_LANE:
+            item.add_marker(pytest.mark.cpu_only)
+        if why is not None and not item.get_closest_marker("cpu_only"):
             item.add_marker(pytest.mark.skip(reason=why))
-        elif item.get_closest_marker("cpu_only"):
-            item.add_marker(pytest.mark.skip(reason=f"cpu_only: not run on {dev}"))
 
 
 @pytest.fixture(autouse=True)
