@@ -154,3 +154,14 @@ class ModelContractTests:
                 continue
             left = stray_tensors(model, meta)
             assert not left, "tensors left behind by .to(meta):\n" + "\n".join(left)
+
+    def test_a_float32_model_on_float32_inputs_predicts_in_float32(self):
+        """Tensors the model creates follow the inputs' dtype, not the default (float64)."""
+        model, X, y = self.make()
+        model.to(torch.float32)
+        X = X.to(torch.float32)
+        y = y.to(torch.float32) if y.is_floating_point() else y
+        self.train(model, X, y)
+        mean, var = model.predict_f(X[:3])
+        assert mean.dtype == var.dtype == torch.float32
+        assert model.predict_y(X[:3]).dtype == torch.float32
