@@ -235,3 +235,14 @@ def test_an_unavailable_device_is_reported():
     assert device_unavailable(torch.device("meta")) is not None
     if not torch.cuda.is_available():
         assert "cuda" in device_unavailable(torch.device("cuda"))
+
+
+def test_make_test_gpu_runs_the_device_lane():
+    from tests.conftest import DEVICE_LANE
+
+    makefile = (ROOT / "Makefile").read_text()
+    recipe = makefile[makefile.index("test-gpu:") :].split("\n\n")[0]
+    assert "BO_NCGP_TEST_DEVICE=" in recipe and "not cpu_only" in recipe
+    assert {w.removeprefix("tests/") for w in recipe.split() if w.startswith("tests/")} == set(
+        DEVICE_LANE
+    )
