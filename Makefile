@@ -9,7 +9,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.bo_ncgp-installed
 PYTEST_ARGS ?=
 
-.PHONY: setup demo test test-all lint check-install clean
+.PHONY: setup demo test test-all test-gpu lint check-install clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,13 @@ test: $(STAMP)
 
 test-all: $(STAMP)
 	$(BIN)/python -m pytest -n 2 $(PYTEST_ARGS)
+
+# The device lane: the model, linear-algebra, likelihood and BoTorch-layer tests on a GPU
+# (tests marked cpu_only are skipped there; all of them skip if the device is unavailable).
+TEST_DEVICE ?= cuda
+test-gpu: $(STAMP)
+	BO_NCGP_TEST_DEVICE=$(TEST_DEVICE) $(BIN)/python -m pytest -m "not slow and not cpu_only" \
+	  tests/models tests/linalg tests/likelihoods tests/bo tests/test_devices.py $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

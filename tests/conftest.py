@@ -1,4 +1,12 @@
-"""Shared fixtures: float64 by default, seeded RNG, location of the shared data sets."""
+"""Shared fixtures: float64 by default, seeded RNG, location of the shared data sets, and the
+test device.
+
+``BO_NCGP_TEST_DEVICE`` (default ``cpu``) names the device of the device lane: with ``cuda``,
+the tests of ``DEVICE_LANE`` not marked ``cpu_only`` run with
+``torch.set_default_device("cuda")``, so the tests that build tensors without a device argument
+run on the GPU unchanged (``make test-gpu`` selects them with ``-m "not cpu_only"``); the other
+tests stay on the CPU. The ``device`` fixture gives the device to tests that name it.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +18,72 @@ import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def selected_device() -> torch.device:
+    """The device of ``$BO_NCGP_TEST_DEVICE`` (default ``cpu``)."""
+    name = os.environ.get("BO_NCGP_TEST_DEVICE", "").strip() or "cpu"
+    try:
+        return torch.device(name)
+    except RuntimeError as err:
+        raise pytest.UsageError(
+            f"BO_NCGP_TEST_DEVICE={name!r} is not a torch device: {err}"
+        ) from None
+
+
+def device_unavailable(device: torch.device) -> str | None:
+    """Why ``device`` cannot run tests here, or ``None`` when it can."""
+    if device.type == "cpu":
+        return None
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            return "BO_NCGP_TEST_DEVICE names cuda but torch.cuda.is_available() is False"
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            return f"BO_NCGP_TEST_DEVICE names {device}, only {torch.cuda.device_count()} GPUs"
+        return None
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        return "BO_NCGP_TEST_DEVICE names mps but torch.backends.mps.is_available() is False"
+    if device.type == "meta":
+        return "the meta device has no values; use it in single tests, not as the test device"
+    return None
+
+
+@pytest.fixture
+def device() -> torch.device:
+    """The test device (``$BO_NCGP_TEST_DEVICE``, default ``cpu``)."""
+    return selected_device()
+
+
+@pytest.fixture(autouse=True)
+def _default_device(request):
+    """Off the CPU, tensors built without a device argument go to the test device."""
+    dev = selected_device()
+    if dev.type == "cpu" or request.node.get_closest_marker("cpu_only"):
+        yield
+        return
+    old = torch.get_default_device()
+    torch.set_default_device(dev)
+    try:
+        yield
+    finally:
+        torch.set_default_device(old)
+
+
+#: the tests of the device lane (the numerical core and the BoTorch layer); the others stay on
+#: the CPU (numpy, files, processes) as if marked ``cpu_only``
+DEVICE_LANE = ("models", "linalg", "likelihoods", "bo", "test_devices.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    dev = selected_device()
+    if dev.type == "cpu":
+        return
+    why = device_unavailable(dev)
+    for item in items:
+        if Path(item.path).relative_to(ROOT / "tests").parts[0] not in DEVICE_LANE:
+            item.add_marker(pytest.mark.cpu_only)
+        if why is not None and not item.get_closest_marker("cpu_only"):
+            item.add_marker(pytest.mark.skip(reason=why))
 
 
 @pytest.fixture(autouse=True)

@@ -4,7 +4,7 @@ measured numbers are on the results pages experiments/<paper>/RESULTS.md)."""
 import json
 import math
 
-from benchmarks import dual_svgp_timing, fantasy_batch, hipgp_step
+from benchmarks import dual_svgp_timing, fantasy_batch, gpu, hipgp_step
 
 
 def test_fantasy_batch_quick_dual_conditioning_selects_the_refit_points(tmp_path):
@@ -38,3 +38,34 @@ def test_step_benchmark_quick_pruned_and_whole_embedding_products_agree(tmp_path
     # the pruned, chunked products reproduce the legacy whitening
     assert row["whitened_rel_diff"] < 1e-10
     assert all(row[k] > 0 for k in ("step_s", "step_legacy_s", "svgp_step_s", "product_s"))
+
+
+def test_gpu_benchmark_quick_on_the_cpu(tmp_path):
+    out = tmp_path / "gpu.json"
+    assert gpu.main(["--quick", "--device", "cpu", "--threads", "1", "--out", str(out)]) == 0
+    res = json.loads(out.read_text())
+    assert "cpu" not in res  # the device is the CPU: one column
+    rows = res["device"]["rows"]
+    cases = {r["case"] for r in rows}
+    assert cases == {"kernel MVM", "IterNCGP GMM", "HIP-GP whitening", "hotspot step",
+                     "dual conditioning"}  # fmt: skip
+    assert all(r["seconds"] > 0 for r in rows if "skipped" not in r)
+    assert all(v > 0 for v in res["device"]["matmul_peak_flops"].values())
+    md = out.with_suffix(".md").read_text()
+    assert "| HIP-GP whitening | 10000 |" in md and "0.0185 s (V100)" in md
+
+
+def test_gpu_benchmark_table_puts_the_cpu_beside_the_device():
+    def part(name, seconds, n_iter):
+        return {
+            "device": name, "name": name, "matmul_peak_flops": {"float32": 1e9, "float64": 5e8},
+            "rows": [
+                {"case": "HIP-GP whitening", "size": 1_000_000, "n": 1_000_000,
+                 "seconds": seconds, "note": ""},
+                {"case": "IterNCGP GMM", "size": n_iter, "n": n_iter, "seconds": 2.0, "note": ""},
+            ],
+        }  # fmt: skip
+
+    text = gpu.table({"device": part("cuda:0", 2.0, 100_000), "cpu": part("cpu", 200.0, 10_000)})
+    assert "| HIP-GP whitening | 1000000 | 2 | 200 | 100.0x | 1.46 s (V100) |" in text
+    assert "| IterNCGP GMM | 100000 | 2 | 2 (N=10000) |  |" in text

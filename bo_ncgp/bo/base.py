@@ -36,6 +36,7 @@ from bo_ncgp.exceptions import InputDataError, UnsupportedError
 from bo_ncgp.likelihoods import Gaussian
 from bo_ncgp.likelihoods.settings import soft_targets
 from bo_ncgp.linalg import psd_jitter
+from bo_ncgp.models._checks import check_device
 
 __all__ = ["LatentGPModel"]
 
@@ -216,6 +217,7 @@ class LatentGPModel(Model, FantasizeMixin):
         independent = m == 1 or (cov.dim() == mean.dim() + 1 and cov.shape[-3] == m)
         noise = None
         if isinstance(observation_noise, Tensor):
+            check_device(type(self).__name__, mean.device, observation_noise=observation_noise)
             noise = observation_noise
         elif observation_noise:
             noise = self._observation_noise(X_tf)
@@ -275,17 +277,17 @@ class LatentGPModel(Model, FantasizeMixin):
         if lik is None or isinstance(lik, Gaussian):
             if mode == "mean":
                 return mean
-            eps = torch.randn(mean.shape, generator=generator, dtype=mean.dtype, device=mean.device)
+            eps = _standard_normal(mean, generator)
             noisy = self.posterior(X, observation_noise=True).variance
             return mean + noisy.sqrt() * eps
         if self.num_outputs > 1:  # softmax: (..., n, C) -> labels (..., n, 1)
             if mode == "mean":
                 return lik.predictive_mean(mean, var).argmax(-1, keepdim=True).to(mean.dtype)
-            eps = torch.randn(mean.shape, generator=generator, dtype=mean.dtype, device=mean.device)
+            eps = _standard_normal(mean, generator)
             return lik.sample(mean + var.sqrt() * eps, generator).unsqueeze(-1).to(mean.dtype)
         if mode == "mean":
             return lik.predictive_mean(mean[..., 0], var[..., 0]).unsqueeze(-1)
-        eps = torch.randn(mean.shape, generator=generator, dtype=mean.dtype, device=mean.device)
+        eps = _standard_normal(mean, generator)
         return lik.sample(mean + var.sqrt() * eps, generator)
 
     def condition_on_observations(self, X: Tensor, Y: Tensor, **kwargs: Any) -> LatentGPModel:
@@ -373,3 +375,10 @@ def _repair_joint_covariance(cov: Tensor) -> Tensor:
         return cov
     eye = torch.eye(cov.shape[-1], dtype=cov.dtype, device=cov.device)
     return cov + jitter[..., None, None] * eye
+
+
+def _standard_normal(like: Tensor, generator: torch.Generator | None) -> Tensor:
+    """Standard-normal draws shaped like ``like``, drawn on the generator's device."""
+    dev = like.device if generator is None else generator.device
+    eps = torch.randn(like.shape, generator=generator, dtype=like.dtype, device=dev)
+    return eps.to(like.device)

@@ -81,7 +81,8 @@ def fantasy_observation(
     post = model.posterior(X, observation_noise=(mode == "sample"))
     if mode == "mean":
         return post.mean
-    eps = torch.randn(post.mean.shape, generator=generator, dtype=X.dtype, device=X.device)
+    dev = X.device if generator is None else generator.device  # draws on the generator's device
+    eps = torch.randn(post.mean.shape, generator=generator, dtype=X.dtype, device=dev).to(X.device)
     return post.mean + post.variance.sqrt() * eps
 
 
@@ -180,7 +181,7 @@ def build_fantasy_batch(
             remaining = torch.cat([remaining[:pos], remaining[pos + 1 :]])
         t_opt.append(time.perf_counter() - t0)
         xs.append(x.detach())
-        vals.append(torch.as_tensor(v).detach().reshape(()))
+        vals.append(torch.as_tensor(v, device=x.device).detach().reshape(()))
         t0 = time.perf_counter()
         new_models = []  # the returned models are conditioned on the whole batch
         for model, cond in zip(models, condition, strict=True):
@@ -197,7 +198,7 @@ def build_fantasy_batch(
     return FantasyBatch(
         X=torch.cat(xs, 0),
         acquisition_values=torch.stack(vals),
-        indices=None if choices is None else torch.tensor(idxs),
+        indices=None if choices is None else torch.tensor(idxs, device=choices.device),
         optimize_seconds=t_opt,
         condition_seconds=t_cond,
         models=models,

@@ -62,7 +62,8 @@ class Bernoulli(Likelihood):
         return (s * (1 - s)).expand(torch.broadcast_shapes(y.shape, f.shape))
 
     def sample(self, f: Tensor, generator: torch.Generator | None = None) -> Tensor:
-        y = torch.bernoulli(torch.sigmoid(f), generator=generator)
+        dev = f.device if generator is None else generator.device  # draws on the generator's device
+        y = torch.bernoulli(torch.sigmoid(f).to(dev), generator=generator).to(f.device)
         return 2 * y - 1 if self.labels == "pm1" else y
 
     def _mean_of_y(self, f: Tensor) -> Tensor:

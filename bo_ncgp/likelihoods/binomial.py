@@ -76,7 +76,9 @@ class Binomial(Likelihood):
 
     def sample(self, f: Tensor, generator: torch.Generator | None = None) -> Tensor:
         N = self._N(f).expand(f.shape)
-        return torch.binomial(N, torch.sigmoid(f), generator=generator)
+        dev = f.device if generator is None else generator.device  # draws on the generator's device
+        p = torch.sigmoid(f)
+        return torch.binomial(N.to(dev), p.to(dev), generator=generator).to(f.device)
 
     def conditional_mean(self, f: Tensor) -> Tensor:
         return self._N(f) * torch.sigmoid(f)

@@ -99,7 +99,8 @@ class Gaussian(Likelihood):
         return -0.5 * (math.log(2 * math.pi) + torch.log(v) + (y - mean) ** 2 / v)
 
     def sample(self, f: Tensor, generator: torch.Generator | None = None) -> Tensor:
-        eps = torch.randn(f.shape, generator=generator, dtype=f.dtype, device=f.device)
+        dev = f.device if generator is None else generator.device  # draws on the generator's device
+        eps = torch.randn(f.shape, generator=generator, dtype=f.dtype, device=dev).to(f.device)
         return f + self._noise(f).sqrt() * eps
 
     def predictive_mean(self, mean, var, num_points=None):

@@ -46,7 +46,8 @@ class Poisson(Likelihood):
         return torch.exp(mean + 0.5 * var)
 
     def sample(self, f: Tensor, generator: torch.Generator | None = None) -> Tensor:
-        return torch.poisson(torch.exp(f), generator=generator)
+        dev = f.device if generator is None else generator.device  # draws on the generator's device
+        return torch.poisson(torch.exp(f).to(dev), generator=generator).to(f.device)
 
     def _mean_of_y(self, f: Tensor) -> Tensor:
         return torch.exp(f)

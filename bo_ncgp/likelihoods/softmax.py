@@ -109,7 +109,9 @@ class Softmax(Likelihood):
     def sample(self, f: Tensor, generator: torch.Generator | None = None) -> Tensor:
         """Labels ``(...)`` drawn from ``softmax(f)`` for ``f`` of shape ``(..., C)``."""
         probs = torch.softmax(f, dim=-1).reshape(-1, self.num_latents)
-        y = torch.multinomial(probs, 1, generator=generator).reshape(f.shape[:-1])
+        dev = f.device if generator is None else generator.device  # draws on the generator's device
+        y = torch.multinomial(probs.to(dev), 1, generator=generator).to(f.device)
+        y = y.reshape(f.shape[:-1])
         return y
 
     # --------------------------------------------------------- expectations
@@ -118,7 +120,9 @@ class Softmax(Likelihood):
         key = (dtype, str(device))
         if key not in self._base:
             g = torch.Generator().manual_seed(self.seed)
-            eps = torch.randn(self.num_samples, self.num_latents, generator=g, dtype=torch.float64)
+            eps = torch.randn(
+                self.num_samples, self.num_latents, generator=g, dtype=torch.float64, device="cpu"
+            )
             self._base[key] = eps.to(dtype=dtype, device=device)
         return self._base[key]
 
@@ -182,7 +186,7 @@ class Softmax(Likelihood):
         f = self._samples(mean, var)
         lp = self._log_prob(y, f)
         return torch.logsumexp(lp, dim=0) - torch.log(
-            torch.tensor(float(lp.shape[0]), dtype=lp.dtype)
+            torch.tensor(float(lp.shape[0]), dtype=lp.dtype, device=lp.device)
         )
 
     def predictive_mean(self, mean, var, num_points=None):

@@ -114,7 +114,7 @@ def pivoted_cholesky(
     chosen = torch.zeros(n, dtype=torch.bool, device=d.device)
     pivots: list[int] = []
     if n == 0:
-        return PivotedCholeskyResult(torch.zeros(0, dtype=torch.long), L, d.sum())
+        return PivotedCholeskyResult(torch.zeros(0, dtype=torch.long, device=d.device), L, d.sum())
     floor = n * torch.finfo(d.dtype).eps * float(d.max().clamp_min(0))
     for k in range(r_max):
         resid = torch.where(chosen, torch.zeros_like(d), d.clamp_min(0))

@@ -449,10 +449,10 @@ class CirculantEmbedding:
     # ---------------------------------------------------------------- dense
     def kuu_dense(self) -> Tensor:
         """``K_uu`` as an ``M x M`` matrix (small grids; for tests)."""
-        eye = torch.eye(self.num_points, dtype=self.eigenvalues.dtype)
-        return self.kuu_mv(eye.to(self.eigenvalues.device))
+        ev = self.eigenvalues
+        return self.kuu_mv(torch.eye(self.num_points, dtype=ev.dtype, device=ev.device))
 
     def root_dense(self) -> Tensor:
         """``R`` as an ``M x N`` matrix (small grids; for tests)."""
-        eye = torch.eye(self.num_points, dtype=self.eigenvalues.dtype)
-        return self.root_t_mv(eye.to(self.eigenvalues.device))
+        ev = self.eigenvalues
+        return self.root_t_mv(torch.eye(self.num_points, dtype=ev.dtype, device=ev.device))

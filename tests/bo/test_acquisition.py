@@ -25,7 +25,9 @@ def classifier(scale=3.0):
 def mc_moments(model, X, S=400_000):
     post = model.posterior(X)
     mean, var = post.mean.squeeze(-1).squeeze(-1), post.variance.squeeze(-1).squeeze(-1)
-    f = mean + var.sqrt() * torch.randn(S, *mean.shape, generator=torch.Generator().manual_seed(0))
+    f = mean + var.sqrt() * torch.randn(
+        S, *mean.shape, generator=torch.Generator(torch.get_default_device()).manual_seed(0)
+    )
     p = torch.sigmoid(f)
     return p, mean, var
 

@@ -39,7 +39,7 @@ def test_expected_matches_monte_carlo(case):
     mean = torch.randn(n)
     var = 0.2 + torch.rand(n)
     S = 1_000_000
-    g = torch.Generator().manual_seed(1)
+    g = torch.Generator(torch.get_default_device()).manual_seed(1)
     f = mean + var.sqrt() * torch.randn(S, n, generator=g)
     with torch.no_grad():
         mc = [lik.log_prob(y, f).mean(0), lik.grad(y, f).mean(0), lik.neg_hessian(y, f).mean(0)]
@@ -121,7 +121,9 @@ def test_softmax_expected_matches_monte_carlo_and_full_cov():
     mean, var = torch.randn(n, C), 0.1 + torch.rand(n, C)
     elp, alpha, beta = lik.expected(y, mean, var)
     assert elp.shape == (n,) and alpha.shape == (n, C) and beta.shape == (n, C, C)
-    f = mean + var.sqrt() * torch.randn(1_000_000, n, C, generator=torch.Generator().manual_seed(3))
+    f = mean + var.sqrt() * torch.randn(
+        1_000_000, n, C, generator=torch.Generator(torch.get_default_device()).manual_seed(3)
+    )
     torch.testing.assert_close(elp, lik.log_prob(y, f).mean(0), rtol=0, atol=2e-2)
     torch.testing.assert_close(alpha, lik.grad(y, f).mean(0), rtol=0, atol=1e-2)
     torch.testing.assert_close(beta, lik.neg_hessian(y, f).mean(0), rtol=0, atol=1e-2)
@@ -231,7 +233,7 @@ def test_soft_targets_context():
 def test_sample_matches_predictive_mean(case):
     lik, y = scalar_cases()[case]
     f = torch.randn(y.shape[0])
-    g = torch.Generator().manual_seed(0)
+    g = torch.Generator(torch.get_default_device()).manual_seed(0)
     draws = torch.stack([lik.sample(f, generator=g) for _ in range(20_000)])
     lik.check_targets(draws[0])  # valid observations
     mean = draws.mean(0)
@@ -245,7 +247,7 @@ def test_sample_matches_predictive_mean(case):
 def test_softmax_sample_frequencies():
     lik = Softmax(3)
     f = torch.tensor([[0.0, 1.0, -1.0]])
-    g = torch.Generator().manual_seed(0)
+    g = torch.Generator(torch.get_default_device()).manual_seed(0)
     y = torch.stack([lik.sample(f, generator=g) for _ in range(20_000)]).flatten()
     freq = torch.bincount(y, minlength=3).double() / y.numel()
     torch.testing.assert_close(freq, torch.softmax(f[0], -1), atol=0.015, rtol=0)

@@ -10,8 +10,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from bo_ncgp.exceptions import UnsupportedError
+from bo_ncgp.exceptions import InputDataError, UnsupportedError
 from bo_ncgp.models.base import FitStep, LatentGP
+from tests._devices import FactoryRecorder, stray_tensors
 
 
 class ModelContractTests:
@@ -89,3 +90,78 @@ class ModelContractTests:
         assert isinstance(cond, LatentGP)
         mean, _ = cond.predict_f(X[:4])
         assert mean.shape[: 1 + len(model.batch_shape)] == (3, *model.batch_shape)
+
+    # ------------------------------------------------------------------ devices
+    def test_tensors_the_model_creates_follow_its_inputs(self, device):
+        """Training, prediction and conditioning create no tensor without naming its device."""
+        model, X, y = self.make()
+        with FactoryRecorder() as recorder:
+            self.train(model, X, y)
+            mean, _ = model.predict_f(X[:3])
+            model.predict_y(X[:3])
+            model.log_predictive(X[:3], y[:3])
+            try:
+                model.condition(X[:2].unsqueeze(0), y[:2].unsqueeze(0))
+            except UnsupportedError:
+                pass
+            try:
+                index = torch.tensor([0, 2], device=X.device)
+                model.pool_fantasies(X[:4]).conditioned(index, y[:2, None].expand(2, 2))
+            except UnsupportedError:
+                pass
+        assert not recorder.created, f"tensors created without a device:\n{recorder.report()}"
+        assert mean.device == X.device and mean.dtype == X.dtype
+        assert X.device.type == device.type  # the lane's test device
+
+    def test_inputs_on_another_device_raise(self):
+        """Inputs on a device other than the model's are an InputDataError naming both."""
+        model, X, y = self.make()
+        self.train(model, X, y)
+        other = X[:3].to("meta")
+        with pytest.raises(InputDataError, match=rf"meta.*{X.device.type}"):
+            model.predict_f(other)
+        try:
+            model.condition(other[:2].unsqueeze(0), y[:2].unsqueeze(0).to("meta"))
+        except UnsupportedError:
+            pass
+        except InputDataError as err:
+            assert "meta" in str(err) and X.device.type in str(err), str(err)
+        else:
+            raise AssertionError("condition accepted inputs on another device")
+        try:
+            model.pool_fantasies(other).conditioned(torch.tensor([0]), y[:1, None].to("meta"))
+        except UnsupportedError:
+            pass
+        except InputDataError as err:
+            assert "meta" in str(err) and X.device.type in str(err), str(err)
+        else:
+            raise AssertionError("pool_fantasies accepted a pool on another device")
+        fresh, X, y = self.make()
+        with pytest.raises(InputDataError, match=rf"meta.*{X.device.type}"):
+            self.train(fresh, X.to("meta"), y.to("meta"))
+
+    def test_to_moves_every_tensor_of_the_model_or_refuses(self):
+        """``model.to(device)`` leaves no tensor behind (or is refused with UnsupportedError)."""
+        meta = torch.device("meta")
+        for trained in (False, True):
+            model, X, y = self.make()
+            if trained:
+                self.train(model, X, y)
+            try:
+                model.to(meta)
+            except UnsupportedError:
+                assert trained, "an untrained model must move"
+                continue
+            left = stray_tensors(model, meta)
+            assert not left, "tensors left behind by .to(meta):\n" + "\n".join(left)
+
+    def test_a_float32_model_on_float32_inputs_predicts_in_float32(self):
+        """Tensors the model creates follow the inputs' dtype, not the default (float64)."""
+        model, X, y = self.make()
+        model.to(torch.float32)
+        X = X.to(torch.float32)
+        y = y.to(torch.float32) if y.is_floating_point() else y
+        self.train(model, X, y)
+        mean, var = model.predict_f(X[:3])
+        assert mean.dtype == var.dtype == torch.float32
+        assert model.predict_y(X[:3]).dtype == torch.float32

@@ -102,7 +102,7 @@ def _same(ref, new, X, y):
 
 @pytest.fixture
 def data():
-    g = torch.Generator().manual_seed(0)
+    g = torch.Generator(torch.get_default_device()).manual_seed(0)
     X = torch.rand(25, 2, generator=g, dtype=torch.float64)
     return X, (X[:, 0] > 0.5).double()
 

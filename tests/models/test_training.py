@@ -173,7 +173,7 @@ def test_companion_ngd_steps_match_the_joint_loop():
     from bo_ncgp.likelihoods import Bernoulli
     from bo_ncgp.models.svgp import SVGP
 
-    g = torch.Generator().manual_seed(0)
+    g = torch.Generator(torch.get_default_device()).manual_seed(0)
     X = torch.rand(20, 1, generator=g, dtype=torch.float64)
     y = (X[:, 0] > 0.5).double()
 

@@ -35,7 +35,7 @@ from torch import Tensor
 from bo_ncgp.exceptions import InputDataError, UnsupportedError
 from bo_ncgp.likelihoods import Likelihood
 from bo_ncgp.linalg import jittered, latent_block, log_prior, solve_lower, stable_cholesky
-from bo_ncgp.models._checks import check_inputs
+from bo_ncgp.models._checks import check_device, check_inputs
 from bo_ncgp.models.base import Callback, LatentGP
 from bo_ncgp.models.baselines.objective import (
     OldPosterior,
@@ -181,12 +181,15 @@ class BuiStreamingSVGP(InducingState, ResizableModule, LatentGP):
 
     # ------------------------------------------------------------------ checks
     def _check_X(self, X, allow_empty: bool = False) -> Tensor:
-        X = torch.as_tensor(X).to(dtype=self._Z.dtype, device=self._Z.device)
+        X = X if isinstance(X, Tensor) else torch.as_tensor(X, device=self._Z.device)
+        check_device("BuiStreamingSVGP", self._Z.device, X=X)
+        X = X.to(dtype=self._Z.dtype)
         d = self._Z.shape[-1]
         return check_inputs(X, "BuiStreamingSVGP", dims=d, matrix=True, allow_empty=allow_empty)
 
     def _check_y(self, y, n: int) -> Tensor:
-        y = torch.as_tensor(y)
+        y = torch.as_tensor(y, device=None if isinstance(y, Tensor) else self._Z.device)
+        check_device("BuiStreamingSVGP", self._Z.device, y=y)
         if y.dim() != 1 or y.shape[0] != n:
             raise InputDataError(
                 f"BuiStreamingSVGP: y must have shape ({n},) to match X, got {tuple(y.shape)}"

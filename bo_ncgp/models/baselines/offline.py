@@ -28,6 +28,7 @@ from torch import Tensor
 from bo_ncgp.exceptions import InputDataError, UnsupportedError
 from bo_ncgp.likelihoods import Likelihood
 from bo_ncgp.linalg import jittered, latent_block, stable_cholesky, whitened_kl
+from bo_ncgp.models._checks import check_device
 from bo_ncgp.models.base import Callback, FitStep, LatentGP, notify
 from bo_ncgp.models.baselines.objective import predictive_marginals
 from bo_ncgp.models.dual.inducing import check_latent_kernel
@@ -168,8 +169,9 @@ class OfflineSVGP(torch.nn.Module, LatentGP):
         non-finite loss, gradient or parameter undoes the step and raises
         :class:`~bo_ncgp.exceptions.NonFiniteError` (:mod:`bo_ncgp.models.training`).
         """
-        X = torch.as_tensor(X)
-        y = torch.as_tensor(y)
+        X = torch.as_tensor(X, device=None if isinstance(X, Tensor) else self.Z.device)
+        y = torch.as_tensor(y, device=None if isinstance(y, Tensor) else X.device)
+        check_device("OfflineSVGP", self.Z.device, X=X, y=y)
         if X.dim() != 2 or X.shape[0] == 0 or y.shape != X.shape[:1]:
             raise InputDataError(
                 f"OfflineSVGP.fit: need X (n, d) and y (n,), got {tuple(X.shape)}, {tuple(y.shape)}"
@@ -178,12 +180,13 @@ class OfflineSVGP(torch.nn.Module, LatentGP):
         n = X.shape[0]
         bs = n if batch_size is None else min(int(batch_size), n)
         self.train()
-        perm, pos = torch.randperm(n, generator=generator), 0
+        rng_device = X.device if generator is None else generator.device  # indices: any device
+        perm, pos = torch.randperm(n, generator=generator, device=rng_device), 0
 
         def loss_fn(step: int) -> Tensor:
             nonlocal perm, pos
             if pos + bs > n:
-                perm, pos = torch.randperm(n, generator=generator), 0
+                perm, pos = torch.randperm(n, generator=generator, device=rng_device), 0
             idx = perm[pos : pos + bs]
             pos += bs
             return -self.elbo(X[idx], y[idx], num_data=n) / n
@@ -205,6 +208,7 @@ class OfflineSVGP(torch.nn.Module, LatentGP):
         covariances, ``full_cov=True``, are not supported)."""
         if full_cov:
             raise UnsupportedError("OfflineSVGP: predict_f has marginals only (full_cov)")
+        check_device("OfflineSVGP", self.Z.device, X=X)
         self.eval()
         means, vars_ = [], []
         for start in range(0, max(X.shape[0], 1), chunk):

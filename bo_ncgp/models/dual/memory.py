@@ -73,7 +73,8 @@ def sample_by_score(
     if k <= 0:
         return torch.zeros(0, dtype=torch.long, device=scores.device)
     if method == "random":
-        perm = torch.randperm(n, generator=generator, device="cpu").to(scores.device)
+        dev = "cpu" if generator is None else generator.device
+        perm = torch.randperm(n, generator=generator, device=dev).to(scores.device)
         return perm[:k].sort().values
     if method != "bls":
         raise InputDataError(f"memory selection must be 'bls' or 'random', got {method!r}")
@@ -84,7 +85,8 @@ def sample_by_score(
         s = torch.ones_like(s)
     # a tiny floor keeps torch.multinomial valid when fewer than k scores are positive
     s = s + 1e-12 * s.max() + torch.finfo(torch.float64).tiny
-    idx = torch.multinomial(s.cpu(), k, replacement=False, generator=generator)
+    dev = "cpu" if generator is None else generator.device
+    idx = torch.multinomial(s.to(dev), k, replacement=False, generator=generator)
     return idx.to(scores.device).sort().values
 
 

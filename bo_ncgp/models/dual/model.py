@@ -55,7 +55,7 @@ from bo_ncgp.exceptions import InputDataError
 from bo_ncgp.likelihoods import Likelihood
 from bo_ncgp.linalg import latent_block, log_prior, solve_lower, stable_cholesky
 from bo_ncgp.models._alias import Alias
-from bo_ncgp.models._checks import check_inputs
+from bo_ncgp.models._checks import check_device, check_inputs
 from bo_ncgp.models.base import Callback, LatentGP
 from bo_ncgp.models.dual import streaming
 from bo_ncgp.models.dual._state import (
@@ -314,13 +314,16 @@ class DualSVGP(InducingState, ResizableModule, LatentGP):
 
     # ----------------------------------------------------------------- checks
     def _check_X(self, X: Any, name: str = "X", allow_empty: bool = False) -> Tensor:
-        X = torch.as_tensor(X).to(dtype=self._Z.dtype, device=self._Z.device)
+        X = X if isinstance(X, Tensor) else torch.as_tensor(X, device=self._Z.device)
+        check_device("DualSVGP", self._Z.device, **{name: X})
+        X = X.to(dtype=self._Z.dtype)
         d = self._Z.shape[-1]
         return check_inputs(X, "DualSVGP", name=name, dims=d, allow_empty=allow_empty)
 
     def _check_y(self, y: Any, n: int, batched: bool) -> Tensor:
         if not isinstance(y, Tensor):
-            y = torch.as_tensor(y)
+            y = torch.as_tensor(y, device=self._Z.device)
+        check_device("DualSVGP", self._Z.device, targets=y)
         if y.dim() == 0 or (not batched and y.dim() != 1):
             raise InputDataError(
                 f"DualSVGP: targets must have shape {'(..., n)' if batched else '(n,)'}, got "

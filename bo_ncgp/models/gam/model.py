@@ -27,7 +27,7 @@ from torch import Tensor, nn
 from bo_ncgp.exceptions import InputDataError, NumericalWarning, UnsupportedError
 from bo_ncgp.likelihoods import Likelihood
 from bo_ncgp.linalg import jittered, log_prior, solve_lower, stable_cholesky
-from bo_ncgp.models._checks import check_inputs
+from bo_ncgp.models._checks import check_device, check_inputs
 from bo_ncgp.models.base import Callback, LatentGP, check_kernel_and_likelihood
 from bo_ncgp.models.gam.components import AdditiveComponent, as_component
 from bo_ncgp.models.gam.variational import FAMILIES, Projection, VariationalState
@@ -146,11 +146,10 @@ class SparseGAM(gpytorch.Module, LatentGP):
 
     # ---------------------------------------------------------------- checks
     def _check_X(self, X: Tensor, allow_empty: bool = True, matrix: bool = False) -> Tensor:
-        if not isinstance(X, Tensor):
-            X = torch.as_tensor(X)
         ref = self._ref()
-        if X.device != ref.device:
-            raise InputDataError(f"SparseGAM: X is on {X.device} but the model is on {ref.device}")
+        if not isinstance(X, Tensor):
+            X = torch.as_tensor(X, device=ref.device)
+        check_device("SparseGAM", ref.device, X=X)
         X = X.to(dtype=ref.dtype)
         return check_inputs(
             X, "SparseGAM", min_dims=self.input_dim, matrix=matrix, allow_empty=allow_empty
@@ -158,7 +157,8 @@ class SparseGAM(gpytorch.Module, LatentGP):
 
     def _check_data(self, X: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
         X = self._check_X(X, allow_empty=False, matrix=True)
-        y = torch.as_tensor(y, device=X.device)
+        y = torch.as_tensor(y, device=None if isinstance(y, Tensor) else X.device)
+        check_device("SparseGAM", X.device, y=y)
         if y.dim() == 2 and y.shape[-1] == 1:
             y = y[:, 0]
         if y.dim() != 1 or y.shape[0] != X.shape[0]:
@@ -412,7 +412,8 @@ class SparseGAM(gpytorch.Module, LatentGP):
             if batch_size is None or batch_size >= n:
                 Xb, yb = X, y
             else:
-                idx = torch.randperm(n, generator=generator, device="cpu")[:batch_size]
+                dev = "cpu" if generator is None else generator.device
+                idx = torch.randperm(n, generator=generator, device=dev)[:batch_size]
                 idx = idx.to(X.device)
                 Xb, yb = X[idx], y[idx]
             return -(self.elbo(Xb, yb, num_data=n) + self.log_prior()) / n

@@ -314,7 +314,9 @@ class MeanFieldPosterior(VariationalFamily):
         for c, m in enumerate(self.sizes):
             self.mean[c].zero_()
             if self.whiten:
-                self.chol[c].copy_(torch.eye(m, dtype=self.chol[c].dtype))
+                self.chol[c].copy_(
+                    torch.eye(m, dtype=self.chol[c].dtype, device=self.chol[c].device)
+                )
             else:
                 self.chol[c].copy_(stable_cholesky(Kuu[c], name=f"K_uu of component {c}"))
 
@@ -324,7 +326,9 @@ class MeanFieldPosterior(VariationalFamily):
         for c, L in enumerate(chol):
             sl = slice(o[c], o[c + 1])
             P = precision_update[sl, sl]
-            R = _covariance_chol(torch.eye(P.shape[0], dtype=P.dtype) + P, f"I + P_{c}{c}")
+            R = _covariance_chol(
+                torch.eye(P.shape[0], dtype=P.dtype, device=P.device) + P, f"I + P_{c}{c}"
+            )
             m = mean[sl]
             if not self.whiten:
                 m, R = L @ m, L @ R
@@ -377,7 +381,9 @@ class FullCovariancePosterior(VariationalFamily):
     def initialize_from_prior(self, Kuu: Sequence[Tensor]) -> None:
         self.mean.zero_()
         if self.whiten:
-            self.chol.copy_(torch.eye(self.chol.shape[0], dtype=self.chol.dtype))
+            self.chol.copy_(
+                torch.eye(self.chol.shape[0], dtype=self.chol.dtype, device=self.chol.device)
+            )
         else:
             self.chol.copy_(
                 torch.block_diag(
@@ -388,7 +394,7 @@ class FullCovariancePosterior(VariationalFamily):
     @torch.no_grad()
     def assign_whitened(self, mean: Tensor, precision_update: Tensor, chol: list[Tensor]) -> None:
         P = precision_update
-        R = _covariance_chol(torch.eye(P.shape[0], dtype=P.dtype) + P, "I + P")
+        R = _covariance_chol(torch.eye(P.shape[0], dtype=P.dtype, device=P.device) + P, "I + P")
         m = mean
         if not self.whiten:
             Lb = torch.block_diag(*chol)
@@ -492,7 +498,10 @@ class CoupledPrecisionPosterior(VariationalFamily):
             scale = self.init_scale
             if not self.whiten:  # B~ = L^T B has scale init_scale: B ~ init_scale / sqrt(k)
                 scale = scale / float(Kuu[c].diagonal().mean().clamp_min(1e-12).sqrt())
-            self.B_raw[c].copy_(scale * torch.randn(m, self.rank, dtype=self.B_raw[c].dtype))
+            self.B_raw[c].copy_(
+                scale
+                * torch.randn(m, self.rank, dtype=self.B_raw[c].dtype, device=self.B_raw[c].device)
+            )
 
     @torch.no_grad()
     def assign_whitened(self, mean: Tensor, precision_update: Tensor, chol: list[Tensor]) -> None:

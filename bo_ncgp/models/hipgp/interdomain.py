@@ -409,7 +409,7 @@ def transformed_covariance(
     K = kernel_derivative_pairs(profile, tau, d1.unsqueeze(-1), d2.unsqueeze(-2))
     K = K * w1.unsqueeze(-1) * w2.unsqueeze(-2)
     A1 = torch.zeros(X1.shape[0], p1.shape[0], dtype=X1.dtype, device=X1.device)
-    A1[o1, torch.arange(p1.shape[0])] = 1.0
+    A1[o1, torch.arange(p1.shape[0], device=X1.device)] = 1.0
     A2 = torch.zeros(X2.shape[0], p2.shape[0], dtype=X1.dtype, device=X1.device)
-    A2[o2, torch.arange(p2.shape[0])] = 1.0
+    A2[o2, torch.arange(p2.shape[0], device=X1.device)] = 1.0
     return A1 @ K @ A2.mT

@@ -17,6 +17,7 @@ by an adjoint solve (:func:`bo_ncgp.linalg.cg_solve`).
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Sequence
 
@@ -28,7 +29,7 @@ from bo_ncgp.exceptions import InputDataError, UnsupportedError
 from bo_ncgp.likelihoods import Gaussian, Likelihood
 from bo_ncgp.linalg.toeplitz import Grid
 from bo_ncgp.models._alias import Alias
-from bo_ncgp.models._checks import check_inputs
+from bo_ncgp.models._checks import check_device, check_inputs, module_device
 from bo_ncgp.models.base import Callback, LatentGP, check_kernel_and_likelihood
 from bo_ncgp.models.hipgp.interdomain import (
     OpSpec,
@@ -97,10 +98,11 @@ class HIPGP(torch.nn.Module, LatentGP):
         embedding_factor: int | Sequence[int] = 2,
     ) -> None:
         super().__init__()
-        likelihood = likelihood if likelihood is not None else Gaussian(noise=0.1)
-        check_kernel_and_likelihood("HIPGP", kernel, likelihood)
         if not isinstance(grid, Grid):
             grid = Grid(*grid)
+        if likelihood is None:
+            likelihood = Gaussian(noise=0.1).to(device=grid.lower.device)
+        check_kernel_and_likelihood("HIPGP", kernel, likelihood)
         if whitening not in ("fft", "cholesky"):
             raise InputDataError(f"HIPGP: whitening must be 'fft' or 'cholesky', got {whitening!r}")
         if variational not in ("block", "mean_field", "full"):
@@ -124,12 +126,22 @@ class HIPGP(torch.nn.Module, LatentGP):
         elif block_shape is None:
             block_shape = (2,) * grid.dim
         self.variational = variational
-        self.q = BlockGaussian(self.whitened_shape, block_shape, dtype=grid.lower.dtype)
+        self.q = BlockGaussian(
+            self.whitened_shape, block_shape, dtype=grid.lower.dtype, device=grid.lower.device
+        )
         self._whitener_cache: tuple | None = None
         self._Z: Tensor | None = None
         self.last_pcg_iterations: int | None = None
         #: ELBO estimates of the last :meth:`fit` (one per minibatch with learned hyperparameters)
         self.history: list[float] = []
+
+    def _apply(self, fn, *args, **kwargs):
+        """``.to()``, ``.double()``, ... also move the grid (a copy) and drop the caches."""
+        out = super()._apply(fn, *args, **kwargs)
+        grid = copy.copy(self.grid)
+        grid.lower, grid.upper = fn(self.grid.lower), fn(self.grid.upper)
+        self.grid, self._Z, self._whitener_cache = grid, None, None
+        return out
 
     # ----------------------------------------------------------------- pieces
     dim: Alias[int] = Alias("grid.dim", "Number of input dimensions ``D`` (those of the grid).")
@@ -174,6 +186,7 @@ class HIPGP(torch.nn.Module, LatentGP):
         return w
 
     def _check_X(self, X: Tensor, what: str = "X", matrix: bool = False) -> None:
+        check_device("HIPGP", module_device(self), **{what: X})
         check_inputs(X, "HIPGP", name=what, dims=self.dim, matrix=matrix, allow_empty=False)
 
     def whitened_cross_covariance(self, X: Tensor, codes: Tensor) -> Tensor:
@@ -205,6 +218,7 @@ class HIPGP(torch.nn.Module, LatentGP):
 
     def _prepare(self, X, y, op, obs_noise):
         self._check_X(X, matrix=True)
+        check_device("HIPGP", X.device, y=y)
         y = torch.as_tensor(y, dtype=X.dtype, device=X.device).reshape(-1)
         if y.numel() != X.shape[0]:
             raise InputDataError(f"HIPGP: X has {X.shape[0]} rows but y has {y.numel()} entries")
@@ -332,7 +346,8 @@ class HIPGP(torch.nn.Module, LatentGP):
             epochs = tqdm(epochs, desc="HIPGP epochs")
         clock, count = FitClock(), 0
         for epoch in epochs:
-            perm = torch.randperm(n, generator=generator, device="cpu").to(X.device)
+            dev = "cpu" if generator is None else generator.device
+            perm = torch.randperm(n, generator=generator, device=dev).to(X.device)
             for step, s in enumerate(range(0, n, bs)):
                 idx = perm[s : s + bs]
                 Xb, yb, cb = X[idx], y[idx], codes[idx]

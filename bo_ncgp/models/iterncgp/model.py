@@ -37,7 +37,7 @@ from torch import Tensor
 from bo_ncgp.exceptions import InputDataError, NumericalWarning, UnsupportedError
 from bo_ncgp.likelihoods import Bernoulli, Gaussian, Likelihood, Poisson, Softmax
 from bo_ncgp.linalg import stable_cholesky
-from bo_ncgp.models._checks import check_inputs
+from bo_ncgp.models._checks import check_device, check_inputs, module_device
 from bo_ncgp.models.base import Callback, LatentGP, check_kernel_and_likelihood
 from bo_ncgp.models.iterncgp.belief import Belief
 from bo_ncgp.models.iterncgp.newton import LaplaceState, NewtonConfig, newton_laplace
@@ -239,16 +239,31 @@ class IterNCGP(torch.nn.Module, LatentGP):
         if self._belief is None:
             raise RuntimeError("IterNCGP: call fit(X, y) before predicting or conditioning")
 
+    def _apply(self, fn, *args, **kwargs):
+        """A fitted model keeps its belief with the training data: moving it to another device
+        is an error (an unfitted one moves like any module)."""
+        if self._X is not None:
+            probe = fn(torch.empty(0, dtype=self._X.dtype, device=self._X.device))
+            if probe.device != self._X.device:
+                raise UnsupportedError(
+                    f"IterNCGP: a fitted model stays on {self._X.device}, where its training data "
+                    f"and belief are; build it on {probe.device} and fit it there"
+                )
+        return super()._apply(fn, *args, **kwargs)
+
     # ------------------------------------------------------------- validation
     def _check_inputs(self, X: Tensor, name: str = "X", train: bool = True) -> Tensor:
         dims = None if self._X is None else self._X.shape[-1]
+        device = module_device(self.kernel) if self._X is None else self._X.device
+        check_device("IterNCGP", device, **{name: X})
         return check_inputs(
             X, "IterNCGP", name=name, dims=dims, matrix=train, allow_empty=not train
         )
 
     def _check_targets(self, y: Tensor, X: Tensor, name: str = "y") -> Tensor:
         if not isinstance(y, Tensor):
-            y = torch.as_tensor(y)
+            y = torch.as_tensor(y, device=X.device)
+        check_device("IterNCGP", X.device, **{name: y})
         if y.dim() == 0 or y.shape[-1] != X.shape[-2]:
             raise InputDataError(
                 f"IterNCGP: {name} must have shape (*b, n) with n = {X.shape[-2]} points (the "
@@ -447,7 +462,8 @@ class IterNCGP(torch.nn.Module, LatentGP):
 
     @staticmethod
     def _normal(shape: tuple, like: Tensor, generator: torch.Generator | None) -> Tensor:
-        eps = torch.randn(shape, generator=generator, dtype=like.dtype, device="cpu")
+        dev = "cpu" if generator is None else generator.device  # draws on the generator's device
+        eps = torch.randn(shape, generator=generator, dtype=like.dtype, device=dev)
         return eps.to(like.device)
 
     def predict_rate(

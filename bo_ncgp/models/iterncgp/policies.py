@@ -127,8 +127,10 @@ class UnitVectorPolicy(Policy):
         n = problem.kernel_op.n
         self._num_latents = problem.C
         if self._order is None or self._order.numel() != n:
-            order = torch.arange(n) if self.permutation is None else self.permutation
-            if order.numel() != n or not torch.equal(torch.sort(order).values, torch.arange(n)):
+            order = torch.arange(n, device="cpu") if self.permutation is None else self.permutation
+            if order.numel() != n or not torch.equal(
+                torch.sort(order).values, torch.arange(n, device="cpu")
+            ):
                 raise InputDataError(
                     f"UnitVectorPolicy: permutation must be a permutation of range({n}) (the "
                     f"number of training points), got {order.numel()} entries"
@@ -154,9 +156,11 @@ class UnitVectorPolicy(Policy):
     def extend(self, num_old: int, num_new: int) -> UnitVectorPolicy:
         """New points are used next (right after the point the cursor is in)."""
         new = copy.deepcopy(self)
-        order = torch.arange(num_old) if self._order is None else self._order
+        order = torch.arange(num_old, device="cpu") if self._order is None else self._order
         pos = -(-self._cursor // self._num_latents)  # ceil(cursor / C)
-        new._order = torch.cat([order[:pos], torch.arange(num_old, num_old + num_new), order[pos:]])
+        new._order = torch.cat(
+            [order[:pos], torch.arange(num_old, num_old + num_new, device="cpu"), order[pos:]]
+        )
         new.permutation = new._order
         return new
 

@@ -11,7 +11,7 @@ from tests.models.contract import ModelContractTests
 
 
 def _data():
-    gen = torch.Generator().manual_seed(0)
+    gen = torch.Generator(torch.get_default_device()).manual_seed(0)
     X = torch.rand(24, 2, dtype=torch.float64, generator=gen)
     return X, (X[:, 0] > 0.5).to(X)
 

@@ -317,7 +317,14 @@ def test_offline_svgp_fits_and_predicts():
     X = torch.rand(80, 2)
     y = (X[:, 0] > 0.5).double()
     off = OfflineSVGP(rbf(0.5), Bernoulli(), X[:8])
-    off.fit(X, y, num_steps=150, batch_size=40, lr=0.05, generator=torch.Generator().manual_seed(0))
+    off.fit(
+        X,
+        y,
+        num_steps=150,
+        batch_size=40,
+        lr=0.05,
+        generator=torch.Generator(torch.get_default_device()).manual_seed(0),
+    )
     assert off.losses[-1] < off.losses[0]
     p = off.predict_y(X)
     assert p.shape == (80,) and ((p > 0.5).double() == y).double().mean() > 0.85

@@ -12,7 +12,7 @@ from tests.models.contract import ModelContractTests
 
 class TestDualSVGPContract(ModelContractTests):
     def make(self):
-        gen = torch.Generator().manual_seed(0)
+        gen = torch.Generator(torch.get_default_device()).manual_seed(0)
         X = torch.rand(24, 2, dtype=torch.float64, generator=gen)
         y = (X[:, 0] > 0.5).to(X)
         kernel = gpytorch.kernels.ScaleKernel(gpytorch.kernels.RBFKernel()).to(X)
@@ -22,7 +22,7 @@ class TestDualSVGPContract(ModelContractTests):
 
 class TestDualSVGPSoftmaxContract(ModelContractTests):
     def make(self):
-        gen = torch.Generator().manual_seed(1)
+        gen = torch.Generator(torch.get_default_device()).manual_seed(1)
         X = torch.rand(24, 2, dtype=torch.float64, generator=gen)
         y = (X[:, 0] * 3).floor().clamp_max(2).to(X)
         kernel = gpytorch.kernels.RBFKernel(batch_shape=torch.Size([3])).to(X)

@@ -376,7 +376,7 @@ def test_memory_cap_and_random_selection():
     X, y = bernoulli_data(60)
     model = DualSVGP(
         matern(), Bernoulli(), X[:8], memory_size=5, memory_cap=7, memory_selection="random",
-        num_hyper_steps=0, generator=torch.Generator().manual_seed(1),
+        num_hyper_steps=0, generator=torch.Generator(torch.get_default_device()).manual_seed(1),
     )  # fmt: skip
     Xs = torch.rand(5, 1) * 5
     for idx in torch.arange(60).split(10):

@@ -30,7 +30,7 @@ def dense(kernel, A, B=None) -> torch.Tensor:
 
 
 def data(n: int = 12, seed: int = 0):
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(torch.get_default_device()).manual_seed(seed)
     X = torch.rand(n, 1, generator=g, dtype=DT)
     y = torch.sin(6 * X[:, 0]) + 3.0 + 0.1 * torch.randn(n, generator=g, dtype=DT)
     return X, y
@@ -126,7 +126,7 @@ def test_hyperparameter_gradients_with_constant_mean_match_autograd_of_exact_lml
 # ------------------------------------------------------------- from_inducing_posterior
 def _random_svgp(m: int = 6, seed: int = 0) -> SVGP:
     """A whitened GPyTorch SVGP with a ConstantMean (the layout of Maddox et al.'s model)."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(torch.get_default_device()).manual_seed(seed)
     Z = torch.rand(m, 2, generator=g, dtype=DT)
     kernel = gpytorch.kernels.ScaleKernel(gpytorch.kernels.MaternKernel(nu=1.5, ard_num_dims=2))
     gp = SVGP(kernel, Z, mean="constant")
@@ -149,7 +149,9 @@ def test_from_inducing_posterior_reproduces_the_gpytorch_svgp_predictive():
     dual = DualSVGP.from_inducing_posterior(gp.kernel, Bernoulli(), Z, m_u, S_u,
                                             mean_constant=float(gp.mean_module.constant.detach()),
                                             num_data=40)  # fmt: skip
-    Xs = torch.rand(15, 2, dtype=DT, generator=torch.Generator().manual_seed(3))
+    Xs = torch.rand(
+        15, 2, dtype=DT, generator=torch.Generator(torch.get_default_device()).manual_seed(3)
+    )
     with torch.no_grad(), gpytorch.settings.variational_cholesky_jitter(double_value=1e-14):
         ref = gp(Xs)
         ref_mean, ref_var = ref.mean, ref.variance
@@ -185,7 +187,9 @@ def test_fast_pool_conditioning_of_a_converted_model_matches_condition():
     Z, m_u, S_u = gp.inducing_posterior()
     dual = DualSVGP.from_inducing_posterior(gp.kernel, Binomial(100).to(DT), Z, m_u, S_u,
                                             mean_constant=-2.3)  # fmt: skip
-    pool = torch.rand(20, 2, dtype=DT, generator=torch.Generator().manual_seed(4))
+    pool = torch.rand(
+        20, 2, dtype=DT, generator=torch.Generator(torch.get_default_device()).manual_seed(4)
+    )
     Y = torch.tensor([[3.0, 40.0], [0.0, 12.0]], dtype=DT)
     mean, var = dual.pool_fantasies(pool).conditioned(torch.tensor([0, 1]), Y)
     for i in range(2):

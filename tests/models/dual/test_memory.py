@@ -20,7 +20,7 @@ def test_sample_by_score_edge_cases_and_validation():
     with pytest.raises(ValueError, match="bls' or 'random"):
         sample_by_score(s, 1, method="best")
     # zero-score points are only drawn once the positive ones are exhausted
-    g = torch.Generator().manual_seed(0)
+    g = torch.Generator(torch.get_default_device()).manual_seed(0)
     for _ in range(20):
         idx = sample_by_score(torch.tensor([0.0, 5.0, 0.0, 1.0]), 2, generator=g)
         assert idx.tolist() == [1, 3]
@@ -29,7 +29,7 @@ def test_sample_by_score_edge_cases_and_validation():
 
 
 def test_bls_sampling_frequencies_follow_the_scores_and_random_is_uniform():
-    g = torch.Generator().manual_seed(1)
+    g = torch.Generator(torch.get_default_device()).manual_seed(1)
     scores = torch.tensor([1.0, 3.0, 6.0])
     counts = torch.zeros(3)
     rand_counts = torch.zeros(3)

@@ -16,7 +16,7 @@ DT = torch.float64
 
 
 def _data(n: int = 30, seed: int = 0):
-    gen = torch.Generator().manual_seed(seed)
+    gen = torch.Generator(torch.get_default_device()).manual_seed(seed)
     X = torch.rand(n, 2, dtype=DT, generator=gen)
     return X, gen
 
@@ -40,7 +40,9 @@ def _binomial(kernel):
 )
 def test_rank_one_pool_fantasies_equal_the_generic_path(kernel):
     model = _binomial(kernel())
-    pool = torch.rand(25, 2, dtype=DT, generator=torch.Generator().manual_seed(1))
+    pool = torch.rand(
+        25, 2, dtype=DT, generator=torch.Generator(torch.get_default_device()).manual_seed(1)
+    )
     fast = model.pool_fantasies(pool)
     assert isinstance(fast, DualPoolFantasies)
     generic = PoolFantasies(model, pool)

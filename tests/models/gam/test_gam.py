@@ -33,7 +33,7 @@ def components(M=6):
 
 
 def data(n=40, seed=0):
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(torch.get_default_device()).manual_seed(seed)
     X = torch.rand(n, 3, generator=g)
     f = torch.sin(5 * X[:, 0]) + X[:, 1] - 0.5 + X[:, 0] * X[:, 2]
     return X, f + 0.1 * torch.randn(n, generator=g), f
@@ -141,7 +141,7 @@ def test_fit_minibatch_and_callback():
     X, y, _ = data(60)
     model = SparseGAM(components(), Gaussian(0.1), "mean_field")
     seen = []
-    g = torch.Generator().manual_seed(3)
+    g = torch.Generator(torch.get_default_device()).manual_seed(3)
     before = float(model.elbo(X, y).detach())
     model.fit(
         X,
@@ -322,7 +322,7 @@ def test_refresh_keeps_only_improvements():
 
 class TestSparseGAMContract(ModelContractTests):
     def make(self):
-        g = torch.Generator().manual_seed(0)
+        g = torch.Generator(torch.get_default_device()).manual_seed(0)
         X = torch.rand(12, 2, generator=g, dtype=torch.float64)
         y = torch.sin(5 * X[:, 0]) + X[:, 1]
         Z = torch.linspace(0, 1, 3, dtype=torch.float64)

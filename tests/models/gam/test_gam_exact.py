@@ -40,7 +40,7 @@ def make_components(Z1, Z2, Z12, ls=(0.3, 0.4, 0.5)):
 
 def randomize(model, scale=0.3):
     """Random variational parameters (a posterior unlike the prior)."""
-    g = torch.Generator().manual_seed(1)
+    g = torch.Generator(torch.get_default_device()).manual_seed(1)
     with torch.no_grad():
         for p in model.variational.parameters():
             p.add_(scale * torch.randn(p.shape, generator=g, dtype=p.dtype))

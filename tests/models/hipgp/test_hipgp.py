@@ -248,5 +248,10 @@ class TestHIPGPContract(ModelContractTests):
     def make(self):
         k = _kernel(1, 0.2)
         m = HIPGP(k, Grid([0.0], [1.0], (16,)), likelihood=Gaussian(0.1))
-        X = torch.rand(12, 1, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+        X = torch.rand(
+            12,
+            1,
+            dtype=torch.float64,
+            generator=torch.Generator(torch.get_default_device()).manual_seed(0),
+        )
         return m, X, torch.sin(6 * X[:, 0])

@@ -67,6 +67,7 @@ def test_line_search_flag_defaults(lik):
     assert not IterNCGP(k, lik, line_search=False).config.line_search  # the paper's Alg. 1
 
 
+@pytest.mark.cpu_only  # make_gmm draws with a CPU generator on the default device
 def test_saturating_softmax_is_damped_by_default_and_converges_to_the_mode():
     # 10-class Gaussian mixture, large outputscale: the logits saturate at the mode and the
     # second full Newton step would decrease the log posterior (on 1,000 points of the same

@@ -109,7 +109,7 @@ def test_predict_proba_probit_mc_and_quadrature():
     probit = model.predict_proba(Xs)
     torch.testing.assert_close(probit, torch.sigmoid(mean / torch.sqrt(1 + math.pi * var / 8)))
     quad = model.predict_proba(Xs, method="quadrature")
-    g = torch.Generator().manual_seed(0)
+    g = torch.Generator(torch.get_default_device()).manual_seed(0)
     mc = model.predict_proba(Xs, method="mc", num_samples=20000, generator=g)
     assert float((mc - quad).abs().max()) < 0.01  # 20000 samples: sd < 0.0036
     assert float((probit - quad).abs().max()) < 0.02  # MacKay's probit approximation
@@ -121,7 +121,7 @@ def test_softmax_predict_proba_mc_uses_the_joint_covariance():
     probit = model.predict_proba(Xs)
     torch.testing.assert_close(probit.sum(-1), torch.ones(8))
     mean, cov = model.predict_f_joint(Xs)
-    g = torch.Generator().manual_seed(0)
+    g = torch.Generator(torch.get_default_device()).manual_seed(0)
     mc = model.predict_proba(Xs, method="mc", num_samples=20000, generator=g)
     f = torch.distributions.MultivariateNormal(mean, cov + 1e-9 * torch.eye(3)).sample((40000,))
     ref = torch.softmax(f, -1).mean(0)
@@ -134,7 +134,9 @@ def test_poisson_rate_by_monte_carlo():
     model = IterNCGP(rbf(1.0, 0.2), Poisson(), backend="dense").fit(X, y)
     Xs = torch.rand(5, 1)
     mean, var = model.predict_f(Xs)
-    rate = model.predict_rate(Xs, num_samples=40000, generator=torch.Generator().manual_seed(0))
+    rate = model.predict_rate(
+        Xs, num_samples=40000, generator=torch.Generator(torch.get_default_device()).manual_seed(0)
+    )
     torch.testing.assert_close(rate.median, torch.exp(mean), rtol=0.03, atol=0)
     torch.testing.assert_close(rate.mean, torch.exp(mean + var / 2), rtol=0.03, atol=0)
     assert bool((rate.lower < rate.median).all() and (rate.median < rate.upper).all())
