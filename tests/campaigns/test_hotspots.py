@@ -14,6 +14,7 @@ import torch
 
 from bo_ncgp.bo.acquisition import ThresholdEntropyReduction
 from bo_ncgp.campaigns import Campaign
+from bo_ncgp.campaigns.storage import read_json
 from bo_ncgp.campaigns.strategies.base import History
 from bo_ncgp.campaigns.strategies.registry import build_strategy
 from bo_ncgp.cli.hotspots import add_arguments
@@ -217,7 +218,7 @@ def test_cli_quick_runs_summarises_and_plots(tmp_path):
     common += ["--data-root", str(tmp_path / "data"), "--no-progress", "--no-plot"]
     assert main(["hotspots", "--strategy", "random", *common]) == 0  # quick: 2 seeds
     assert main(["hotspots", "--strategy", "entropy", "--seeds", "1", *common]) == 0
-    summary = json.loads((out / "summary.json").read_text())
+    summary = read_json(out / "summary.json")  # strict JSON: NaN is written as "NaN"
     assert set(summary) == {"entropy", "random"}
     for name, seeds in (("entropy", 1), ("random", 2)):
         entry = summary[name]
