@@ -22,12 +22,19 @@ per-evaluation timings, no strategy checkpoint, so an archived seed cannot be re
 from __future__ import annotations
 
 import csv
-import json
 import math
 from pathlib import Path
 from typing import Any
 
-from bo_ncgp.campaigns.storage import check_name, inside, read_json, write_csv, write_json
+from bo_ncgp.campaigns.storage import (
+    check_name,
+    dumps,
+    inside,
+    loads,
+    read_json,
+    write_csv,
+    write_json,
+)
 from bo_ncgp.exceptions import InputDataError, StateError
 
 __all__ = ["ARCHIVE", "load_states", "read_archive", "write_archive"]
@@ -107,7 +114,7 @@ def write_archive(folder: str | Path, states: list[dict[str, Any]]) -> Path:
                 [
                     str(seed),
                     str(i),
-                    json.dumps(e.get("point")),
+                    dumps(e.get("point")),
                     _cell(e.get("value")),
                     _cell(e.get("success")),
                     e.get("error") or "",
@@ -186,7 +193,7 @@ def _read_tables(arch: Path, owner) -> None:
         for row in csv.DictReader(fh):
             owner(row, "evaluations.csv")["evaluations"].append(
                 {
-                    "point": json.loads(row["point"]),
+                    "point": loads(row["point"]),
                     "value": _float(row["value"]),
                     "success": _bool(row["success"]),
                     "error": row["error"] or None,
