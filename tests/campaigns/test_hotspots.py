@@ -183,12 +183,18 @@ def _interrupted(strategy):
     return strategy
 
 
-def test_resume_after_an_interruption_matches_an_uninterrupted_run(tmp_path):
-    ref, _ = run(tmp_path / "ref", "entropy")
-    make = STRATEGIES["entropy"]
+@pytest.mark.parametrize("name", ["entropy", "svgp-entropy", "refit-entropy"])
+def test_resume_after_an_interruption_matches_an_uninterrupted_run(tmp_path, name):
+    """Bit for bit, under torch's own default dtype as ``bo-ncgp hotspots`` runs (the
+    fixture restores float64 afterwards)."""
+    import torch
+
+    torch.set_default_dtype(torch.float32)
+    ref, _ = run(tmp_path / "ref", name)
+    make = STRATEGIES[name]
     interrupted = _interrupted(make())
     with pytest.raises(KeyboardInterrupt):
-        run(tmp_path / "cut", "entropy", strategy=interrupted)
+        run(tmp_path / "cut", name, strategy=interrupted)
     saved = json.loads((tmp_path / "cut" / "state.json").read_text())
     assert len(saved["evaluations"]) == INIT + 1 and not saved["finished"]
     st = Campaign.resume(tmp_path / "cut", toy_pool(0), make()).run(progress=False)
