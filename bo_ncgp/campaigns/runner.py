@@ -198,7 +198,9 @@ class Campaign:
         :meth:`~bo_ncgp.campaigns.strategies.base.Strategy.read_saved_config`).
 
         ``state.json`` and ``evaluations.csv`` are checked first (:mod:`~bo_ncgp.campaigns.state`)
-        and again by :meth:`run`, under the folder's lock, before the campaign continues.
+        and again by :meth:`run`, under the folder's lock, before the campaign continues. A
+        ``state.json`` of format 1 (no checksum) gets the same checks but the checksum and is
+        saved in the current format.
 
         Args:
             out_dir, problem, strategy: the campaign.

@@ -199,5 +199,5 @@ def test_a_finished_svgp_random_campaign_saved_before_rel_tol_existed_resumes(tm
 
 
 def _as_format_1(state):
-    """``state`` as a version without checksums wrote it (format 1, no ``_checksum``)."""
+    """``state`` in format 1 (no ``_checksum``), which ``Campaign.resume`` also reads."""
     return {**{k: v for k, v in state.items() if k != "_checksum"}, "format": 1}

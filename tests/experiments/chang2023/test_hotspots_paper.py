@@ -240,5 +240,5 @@ def test_acq_noise_script_estimator_converges_to_the_exact_clamped_scores():
 
 
 def _as_format_1(state):
-    """``state`` as a version without checksums wrote it (format 1, no ``_checksum``)."""
+    """``state`` in format 1 (no ``_checksum``), which ``Campaign.resume`` also reads."""
     return {**{k: v for k, v in state.items() if k != "_checksum"}, "format": 1}
