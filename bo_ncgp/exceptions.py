@@ -15,6 +15,12 @@ Catch :class:`BoNCGPError` for anything the library raises on purpose; the subcl
   parameter and the caller asked for an error rather than a warning
   (``on_nonfinite="raise"`` of :mod:`bo_ncgp.models.training`). Also a
   ``FloatingPointError``.
+* :class:`StateError` -- a saved campaign cannot be used: its ``state.json`` or
+  ``evaluations.csv`` is damaged, edited, inconsistent, or was made with other settings than
+  the ones given. Also a ``ValueError``.
+* :class:`StorageError` -- campaign files cannot be written or the output folder cannot be
+  used: a full disk, a read-only folder, a missing permission, another process holding the
+  folder. Also an ``OSError``.
 * :class:`NumericalWarning` -- a numerical repair (jitter, clamping, a rolled-back step)
   that changes results slightly; a ``RuntimeWarning``.
 
@@ -38,6 +44,8 @@ __all__ = [
     "NonFiniteError",
     "NotPSDError",
     "NumericalWarning",
+    "StateError",
+    "StorageError",
     "UnsupportedError",
 ]
 
@@ -93,6 +101,30 @@ class NonFiniteError(BoNCGPError, FloatingPointError):
 
     Example:
         >>> issubclass(NonFiniteError, FloatingPointError), issubclass(NonFiniteError, BoNCGPError)
+        (True, True)
+    """
+
+
+class StateError(BoNCGPError, ValueError):
+    """A saved campaign file (``state.json``, ``evaluations.csv``, an archive) is damaged,
+    edited or inconsistent, or its settings differ from the ones given; the message names the
+    file and what is wrong.
+
+    Example:
+        >>> raise StateError("out/state.json: truncated or not JSON (line 3, column 1)")
+        Traceback (most recent call last):
+        ...
+        bo_ncgp.exceptions.StateError: out/state.json: truncated or not JSON (line 3, column 1)
+    """
+
+
+class StorageError(BoNCGPError, OSError):
+    """Campaign files cannot be written, or the output folder is held by another process
+    (the message names the file or folder and the cause: no space left, read-only, no
+    permission, the holder's pid).
+
+    Example:
+        >>> issubclass(StorageError, OSError), issubclass(StorageError, BoNCGPError)
         (True, True)
     """
 

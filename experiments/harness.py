@@ -6,7 +6,9 @@ per-unit resume, seed summaries and figures.
   ``--root``, ``--out``, ``--threads``, ``--force``, ``--summary-only``);
 * :func:`setup` and :func:`preset` -- torch threads / float64, and the configuration of a run
   (quick or full preset with command-line overrides);
-* :func:`write_json` -- the atomic JSON writer of :mod:`bo_ncgp.campaigns.storage`;
+* :func:`write_json`, :func:`read_json` -- the atomic, strict JSON writer and its reader of
+  :mod:`bo_ncgp.campaigns.storage` (a non-finite number is written as ``"NaN"``,
+  ``"Infinity"`` or ``"-Infinity"`` and read back as the float);
 * :class:`Store` -- one JSON file per unit of work (seed, fold, configuration), so an
   interrupted run resumes where it stopped;
 * :func:`summary`, :func:`fmt` -- mean and standard deviation over seeds, as a table cell;
@@ -26,8 +28,9 @@ from pathlib import Path
 
 import torch
 
-from bo_ncgp.campaigns.storage import write_json
+from bo_ncgp.campaigns.storage import read_json, write_json
 from bo_ncgp.cli.common import add_verify_argument
+from bo_ncgp.exceptions import StateError
 
 __all__ = [
     "Store",
@@ -37,6 +40,7 @@ __all__ = [
     "markdown_table",
     "parser",
     "preset",
+    "read_json",
     "results_dir",
     "save_png",
     "setup",
@@ -219,8 +223,8 @@ class Store:
         if not p.is_file():
             return None
         try:
-            return json.loads(p.read_text())
-        except json.JSONDecodeError:
+            return read_json(p)
+        except StateError:  # damaged or truncated: computed again
             return None
 
     def get(self, key: str, config: dict | None = None) -> dict | None:
@@ -276,7 +280,7 @@ class Store:
 
     def all(self) -> dict[str, dict]:
         """Every stored unit, by key."""
-        return {p.stem: json.loads(p.read_text()) for p in sorted(self.folder.glob("*.json"))}
+        return {p.stem: read_json(p) for p in sorted(self.folder.glob("*.json"))}
 
 
 def _plain(config: dict) -> dict:

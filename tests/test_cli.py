@@ -108,3 +108,71 @@ def test_no_argparse_and_no_cli_import_below_the_cli_package():
                 if name == "experiments" or name.startswith("experiments."):
                     bad.append(f"{f.relative_to(pkg)} imports {name}")
     assert not bad, "\n".join(bad)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["lunar-lander", "--batch-size", "0"],
+        ["lunar-lander", "--threads", "0"],
+        ["lunar-lander", "--evaluations", "-5"],
+        ["lunar-lander", "--first-seed", "-1"],
+        ["lunar-lander", "--seeds", "zero"],
+        ["lunar-lander", "--success-fraction", "1.5"],
+        ["lunar-lander", "--num-inducing", "0"],
+        ["hotspots", "--threads", "0"],
+        ["hotspots", "--seeds", "-2"],
+        ["hotspots", "--first-seed", "-1"],
+    ],
+)
+def test_bad_numbers_are_usage_errors_of_one_line(argv, capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[0].startswith("usage:") and f"error: argument {argv[1]}" in err[-1]
+    assert "Traceback" not in "\n".join(err)
+
+
+def _saved_lunar_campaign(out):
+    """A lunar-lander campaign of the ``random`` strategy saved before its first batch, as
+    ``bo-ncgp lunar-lander`` with :data:`LUNAR` would save it."""
+    from bo_ncgp.campaigns import Campaign
+    from bo_ncgp.campaigns.strategies.registry import build_strategy
+    from bo_ncgp.problems.registry import make_problem
+
+    problem = make_problem("lunar-lander", episodes=1, heldout_episodes=1, success_fraction=1.0)
+    camp = Campaign(
+        problem,
+        build_strategy("lunar-lander", "random"),
+        budget=6,
+        batch_size=2,
+        num_initial=2,
+        seed=0,
+        out_dir=out / "random" / "seed_0",
+    )
+    camp.state = camp._fresh_state()
+    camp._save()
+    return camp.state_path
+
+
+LUNAR = ["--episodes", "1", "--heldout-episodes", "1", "--seeds", "1", "--no-progress"]
+LUNAR += ["--evaluations", "6", "--initial", "2", "--batch-size", "2"]
+
+
+def test_refused_campaign_folders_are_reported_in_one_line(tmp_path, capsys):
+    from bo_ncgp.campaigns.storage import FolderLock
+
+    state = _saved_lunar_campaign(tmp_path)
+    base = ["lunar-lander", "--out", str(tmp_path), *LUNAR]
+    assert cli.main([*base, "--evaluations", "8"]) == 2  # another budget, no --extend
+    (err,) = capsys.readouterr().err.strip().splitlines()
+    assert err.startswith("bo-ncgp lunar-lander: ") and str(state) in err and "--extend" in err
+    with FolderLock(state.parent):  # another process runs this seed
+        assert cli.main(base) == 2
+    (err,) = capsys.readouterr().err.strip().splitlines()
+    assert "in use by another campaign process" in err and str(state.parent) in err
+    state.write_text(state.read_text()[:100])  # truncated
+    assert cli.main(base) == 2
+    (err,) = capsys.readouterr().err.strip().splitlines()
+    assert str(state) in err and "truncated" in err

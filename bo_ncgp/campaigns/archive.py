@@ -22,13 +22,20 @@ per-evaluation timings, no strategy checkpoint, so an archived seed cannot be re
 from __future__ import annotations
 
 import csv
-import json
 import math
 from pathlib import Path
 from typing import Any
 
-from bo_ncgp.campaigns.storage import read_json, write_csv, write_json
-from bo_ncgp.exceptions import InputDataError
+from bo_ncgp.campaigns.storage import (
+    check_name,
+    dumps,
+    inside,
+    loads,
+    read_json,
+    write_csv,
+    write_json,
+)
+from bo_ncgp.exceptions import InputDataError, StateError
 
 __all__ = ["ARCHIVE", "load_states", "read_archive", "write_archive"]
 
@@ -65,7 +72,8 @@ def write_archive(folder: str | Path, states: list[dict[str, Any]]) -> Path:
         The archive folder.
 
     Raises:
-        InputDataError: if ``states`` is empty, mixes strategies or repeats a seed.
+        InputDataError: if ``states`` is empty, mixes strategies, repeats a seed or names its
+            strategy with a name that is not safe as a folder name.
 
     Example:
         >>> import tempfile
@@ -88,6 +96,7 @@ def write_archive(folder: str | Path, states: list[dict[str, Any]]) -> Path:
     names = {st["strategy"]["name"] for st in states}
     if len(names) > 1:
         raise InputDataError(f"write_archive: states of several strategies {sorted(names)}")
+    check_name(next(iter(names)), "strategy name")
     seeds = [int(st["seed"]) for st in states]
     if len(set(seeds)) != len(seeds):
         raise InputDataError(f"write_archive: a seed appears twice in {sorted(seeds)}")
@@ -105,7 +114,7 @@ def write_archive(folder: str | Path, states: list[dict[str, Any]]) -> Path:
                 [
                     str(seed),
                     str(i),
-                    json.dumps(e.get("point")),
+                    dumps(e.get("point")),
                     _cell(e.get("value")),
                     _cell(e.get("success")),
                     e.get("error") or "",
@@ -120,7 +129,7 @@ def write_archive(folder: str | Path, states: list[dict[str, Any]]) -> Path:
             )
         meta[str(seed)] = {k: st.get(k) for k in _META_KEYS}
         meta[str(seed)]["recommendation"] = st.get("recommendation")
-    arch = Path(folder) / ARCHIVE
+    arch = inside(folder, ARCHIVE)
     ev_header = ["seed", "index", "point", "value", "success", "error"]
     write_csv(arch / "evaluations.csv", ev_header, ev_rows)
     it_header = ["seed", "iteration", "num_evaluations", *(_RUN + k for k in logged), *metrics]
@@ -138,12 +147,19 @@ def read_archive(folder: str | Path) -> dict[int, dict[str, Any]]:
 
     Raises:
         FileNotFoundError: if ``folder/archive/campaigns.json`` does not exist.
-        InputDataError: if the tables name a seed that ``campaigns.json`` does not hold.
+        StateError: naming the file, if a file is damaged (not JSON, a seed or number that
+            does not parse, an unsafe strategy name) or the tables name a seed that
+            ``campaigns.json`` does not hold.
     """
     arch = Path(folder) / ARCHIVE
     meta = read_json(arch / "campaigns.json")
+    if not isinstance(meta, dict):
+        raise StateError(f"{arch / 'campaigns.json'}: must hold an object of seeds")
     states: dict[int, dict[str, Any]] = {}
     for seed, m in meta.items():
+        if not seed.isdigit() or not isinstance(m, dict) or not isinstance(m.get("strategy"), dict):
+            raise StateError(f"{arch / 'campaigns.json'}: entry {seed!r} is not a seed's record")
+        check_name(m["strategy"].get("name"), "strategy name", arch / "campaigns.json")
         st = {k: m.get(k) for k in _META_KEYS}
         st.update(
             seed=int(seed),
@@ -158,14 +174,26 @@ def read_archive(folder: str | Path) -> dict[int, dict[str, Any]]:
     def owner(row: dict[str, str], table: str) -> dict[str, Any]:
         seed = int(row["seed"])
         if seed not in states:
-            raise InputDataError(f"{arch / table}: seed {seed} is not in campaigns.json")
+            raise StateError(f"{arch / table}: seed {seed} is not in campaigns.json")
         return states[seed]
 
+    try:
+        _read_tables(arch, owner)
+    except StateError:
+        raise
+    except (ValueError, KeyError, TypeError, csv.Error) as err:
+        what = f"{type(err).__name__}: {err}"
+        raise StateError(f"{arch}: a table of the archive does not parse ({what})") from None
+    return states
+
+
+def _read_tables(arch: Path, owner) -> None:
+    """Append the rows of ``evaluations.csv`` and ``iterations.csv`` to their seeds' states."""
     with open(arch / "evaluations.csv", newline="") as fh:
         for row in csv.DictReader(fh):
             owner(row, "evaluations.csv")["evaluations"].append(
                 {
-                    "point": json.loads(row["point"]),
+                    "point": loads(row["point"]),
                     "value": _float(row["value"]),
                     "success": _bool(row["success"]),
                     "error": row["error"] or None,
@@ -186,7 +214,6 @@ def read_archive(folder: str | Path) -> dict[int, dict[str, Any]]:
                     "metrics": {n: float(row[n]) for n in names if row[n] != ""},
                 }
             )
-    return states
 
 
 def load_states(folder: str | Path) -> list[dict[str, Any]]:
@@ -200,9 +227,16 @@ def load_states(folder: str | Path) -> list[dict[str, Any]]:
         []
     """
     folder = Path(folder)
+    files = [folder] if folder.is_file() else sorted(folder.rglob("state.json"))
+    states = []
+    for f in files:
+        st = read_json(f)
+        if not isinstance(st, dict) or not isinstance(st.get("strategy"), dict):
+            raise StateError(f"{f}: not a campaign state (no strategy record)")
+        check_name(st["strategy"].get("name"), "strategy name", f)
+        states.append(st)
     if folder.is_file():
-        return [read_json(folder)]
-    states = [read_json(f) for f in sorted(folder.rglob("state.json"))]
+        return states
     have = {(st["strategy"]["name"], int(st["seed"])) for st in states}
     for meta in sorted(folder.rglob(f"{ARCHIVE}/campaigns.json")):
         for seed, st in sorted(read_archive(meta.parent.parent).items()):

@@ -6,14 +6,25 @@ Files in ``out_dir`` (all written atomically, see :mod:`bo_ncgp.campaigns.storag
   duration), the batch in flight (``pending``) with its already finished evaluations,
   per-iteration timings (model update / acquisition / evaluation) and strategy metrics,
   and the final recommendation with its held-out score;
-* ``evaluations.csv`` -- the evaluation log, one row per evaluation.
+* ``evaluations.csv`` -- the evaluation log, one row per evaluation;
+* ``.campaign.lock`` -- the lock that keeps a second process out of the folder while a
+  campaign runs (:class:`~bo_ncgp.campaigns.storage.FolderLock`; released by the operating
+  system when the process ends, however it ends).
+
+``state.json`` is strict JSON with a checksum; a resumed campaign is checked before it
+continues (:mod:`bo_ncgp.campaigns.state`): a damaged, edited or inconsistent ``state.json``
+or ``evaluations.csv`` is refused with :class:`~bo_ncgp.exceptions.StateError` naming the file
+and what is wrong, and so are a budget, batch size or initial design other than the saved
+ones unless the change is asked for (``extend=True``). Files that cannot be written (full
+disk, read-only folder) raise :class:`~bo_ncgp.exceptions.StorageError`.
 
 Each finished evaluation is saved as soon as it completes, and a proposed batch is saved
 before it is evaluated; :meth:`Campaign.resume` therefore neither loses nor repeats a finished
 evaluation when a run was killed (even by SIGKILL, even mid-batch). Randomness is derived
 from ``(seed, iteration)`` -- numpy's ``default_rng([seed, iteration])`` and
 ``torch.manual_seed`` -- and streaming strategies are rebuilt by replaying ``observe`` over
-the saved batches, so a resumed run ends with the same results as an uninterrupted one.
+the saved batches, so a resumed run proposes the same points as an uninterrupted one, bit
+for bit (floats are saved with ``repr``).
 """
 
 from __future__ import annotations
@@ -29,16 +40,27 @@ from typing import Any
 import numpy as np
 
 from bo_ncgp.campaigns.executors import DASK_TIMEOUT, InlineExecutor, make_executor
-from bo_ncgp.campaigns.storage import read_json, write_csv, write_json
+from bo_ncgp.campaigns.state import CSV_HEADER, check_csv, check_state, csv_rows
+from bo_ncgp.campaigns.storage import (
+    CHECKSUM,
+    FolderLock,
+    check_name,
+    read_json,
+    remove_stale_temps,
+    write_csv,
+    write_json,
+)
 from bo_ncgp.campaigns.strategies.base import History, Strategy
-from bo_ncgp.exceptions import InputDataError
+from bo_ncgp.exceptions import InputDataError, StateError
 from bo_ncgp.problems.base import Evaluation, Problem
 
 __all__ = ["Campaign", "run_seed", "run_seeds"]
 
 STATE = "state.json"
 CSV = "evaluations.csv"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+#: the settings a resumed campaign may change only when asked to (``extend=True``)
+SETTINGS = ("budget", "batch_size", "num_initial")
 
 
 def _seed_everything(seed: int, iteration: int, salt: int) -> np.random.Generator:
@@ -115,6 +137,9 @@ class Campaign:
             )
         if num_initial > budget:
             raise InputDataError(f"Campaign: num_initial={num_initial} exceeds budget={budget}")
+        if int(seed) < 0:
+            raise InputDataError(f"Campaign: seed must be >= 0, got {seed}")
+        check_name(strategy.name, "strategy name")
         self.problem = problem
         self.strategy = strategy
         self.budget = int(budget)
@@ -124,6 +149,7 @@ class Campaign:
         self.out_dir = Path(out_dir)
         self.pool = getattr(problem, "pool", None) is not None
         self.state: dict[str, Any] = {}
+        self._resume: dict[str, Any] | None = None  # resume()'s settings, applied again in run()
 
     # ---------------------------------------------------------------- state
     @property
@@ -149,42 +175,49 @@ class Campaign:
         }
 
     def _save(self) -> None:
-        write_json(self.state_path, self.state)
+        write_json(self.state_path, self.state, checksum=True)
 
     def _save_csv(self) -> None:
-        header = ["index", "batch", "point", "value", "success", "error", "seconds"]
-        rows = []
-        for b, batch in enumerate(self.state["batches"]):
-            for i in batch:
-                e = self.state["evaluations"][i]
-                point = e["point"] if self.pool else " ".join(f"{v:.6g}" for v in e["point"])
-                rows.append(
-                    [i, b, point, e["value"], e["success"], e["error"] or "", f"{e['seconds']:.3f}"]
-                )
-        write_csv(self.out_dir / CSV, header, rows)
+        write_csv(self.out_dir / CSV, CSV_HEADER, csv_rows(self.state, self.pool))
 
     @classmethod
-    def resume(cls, out_dir: str | Path, problem: Problem, strategy: Strategy) -> Campaign:
+    def resume(
+        cls,
+        out_dir: str | Path,
+        problem: Problem,
+        strategy: Strategy,
+        *,
+        budget: int | None = None,
+        batch_size: int | None = None,
+        num_initial: int | None = None,
+        extend: bool = False,
+    ) -> Campaign:
         """Reload an interrupted campaign from ``out_dir`` (problem and strategy must be
         constructed as in the original run; their configs are checked, each saved one as
         read by the object's ``read_saved_config`` where it has one, see
-        :meth:`~bo_ncgp.campaigns.strategies.base.Strategy.read_saved_config`)."""
-        state = read_json(Path(out_dir) / STATE)
-        if state.get("format") != FORMAT_VERSION:
-            raise InputDataError(
-                f"{out_dir}: unsupported campaign state format {state.get('format')}"
-            )
-        for key, obj in (("problem", problem), ("strategy", strategy)):
-            # a config saved under other settings names, in the terms of the object's config
-            given = _jsonable(obj.config())
-            read = getattr(obj, "read_saved_config", None)
-            saved = _jsonable(read(dict(state[key]))) if callable(read) else state[key]
-            if saved != given:
-                raise InputDataError(
-                    f"{out_dir}: the {key} differs from the saved run: saved {state[key]}, "
-                    f"given {obj.config()}"
-                )
-            state[key] = saved
+        :meth:`~bo_ncgp.campaigns.strategies.base.Strategy.read_saved_config`).
+
+        ``state.json`` and ``evaluations.csv`` are checked first (:mod:`~bo_ncgp.campaigns.state`)
+        and again by :meth:`run`, under the folder's lock, before the campaign continues. A
+        ``state.json`` of format 1 (no checksum) gets the same checks but the checksum and is
+        saved in the current format.
+
+        Args:
+            out_dir, problem, strategy: the campaign.
+            budget, batch_size, num_initial: the settings of the caller (``None``: the saved
+                ones); a value other than the saved one is refused unless ``extend``.
+            extend: apply the given settings: a larger budget continues a finished campaign
+                (its recommendation is made again at the new end), a smaller one must still
+                cover the evaluations done and in flight; a batch size applies to the batches
+                not yet proposed; the initial design can change only before it is proposed.
+
+        Raises:
+            StateError: naming the file, if ``state.json`` or ``evaluations.csv`` is damaged
+                or inconsistent, if the problem or strategy differs from the saved one, or if
+                a setting differs and is not (or cannot be) changed.
+        """
+        given = {"budget": budget, "batch_size": batch_size, "num_initial": num_initial}
+        state = _load_state(Path(out_dir), problem, strategy, given, extend)
         camp = cls(
             problem,
             strategy,
@@ -195,6 +228,7 @@ class Campaign:
             out_dir,
         )
         camp.state = state
+        camp._resume = {"given": given, "extend": extend}
         return camp
 
     def history(self) -> History:
@@ -218,14 +252,31 @@ class Campaign:
     def run(self, executor: Executor | None = None, progress: bool = True) -> dict[str, Any]:
         """Run (or continue) the campaign until the budget is spent; returns the state."""
         executor = executor or InlineExecutor()
-        if not self.state:
-            if self.state_path.exists():
-                raise FileExistsError(
-                    f"{self.state_path} exists: use Campaign.resume(...) to continue it or "
-                    "choose another out_dir"
+        with FolderLock(self.out_dir):  # one process at a time; released however run ends
+            remove_stale_temps(self.out_dir, (STATE, CSV))
+            if self._resume is not None:  # read again: another process may have gone on
+                self.state = _load_state(
+                    self.out_dir,
+                    self.problem,
+                    self.strategy,
+                    self._resume["given"],
+                    self._resume["extend"],
                 )
-            self.state = self._fresh_state()
-            self._save()
+                self.budget = self.state["budget"]
+                self.batch_size = self.state["batch_size"]
+                self.num_initial = self.state["num_initial"]
+                self._save()  # the format, checksum and any extension are on disk at once
+            elif not self.state:
+                if self.state_path.exists():
+                    raise FileExistsError(
+                        f"{self.state_path} exists: use Campaign.resume(...) to continue it "
+                        "or choose another out_dir"
+                    )
+                self.state = self._fresh_state()
+                self._save()
+            return self._run(executor, progress)
+
+    def _run(self, executor: Executor, progress: bool) -> dict[str, Any]:
         self.strategy.setup(self.problem, self.seed)
         # rebuild streaming strategy state by replaying the evaluated batches
         for it, batch in enumerate(self.state["batches"]):
@@ -361,12 +412,14 @@ class Campaign:
             if x is not None:
                 try:
                     ev = executor.submit(self.problem.evaluate_heldout, np.asarray(x)).result()
-                    rec = {
-                        "point": _jsonable(x),
-                        "heldout_value": ev.value,
-                        "heldout_success": ev.success,
-                        "extra": _jsonable(ev.extra),
-                    }
+                    rec = _jsonable(
+                        {
+                            "point": x,
+                            "heldout_value": ev.value,
+                            "heldout_success": ev.success,
+                            "extra": ev.extra,
+                        }
+                    )
                 except Exception as err:
                     rec = {"point": _jsonable(x), "error": repr(err)}
         self.state["recommendation"] = rec
@@ -399,6 +452,65 @@ def _jsonable(obj: Any) -> Any:
     return obj
 
 
+def _load_state(
+    out_dir: Path,
+    problem: Problem,
+    strategy: Strategy,
+    given: dict[str, int | None],
+    extend: bool,
+) -> dict[str, Any]:
+    """The checked state of the campaign in ``out_dir`` (see :meth:`Campaign.resume`)."""
+    for k, v in given.items():
+        if v is not None and (type(v) is not int or v < 1):
+            raise InputDataError(f"Campaign.resume: {k} must be a positive integer, got {v!r}")
+    path = out_dir / STATE
+    state = read_json(path)
+    check_state(state, problem, path)
+    if state["format"] == FORMAT_VERSION and CHECKSUM not in state:
+        raise StateError(f"{path}: the checksum ({CHECKSUM}) is missing")
+    state.pop(CHECKSUM, None)
+    state["format"] = FORMAT_VERSION
+    check_csv(out_dir / CSV, state, getattr(problem, "pool", None) is not None)
+    for key, obj in (("problem", problem), ("strategy", strategy)):
+        # a config saved under other settings names, in the terms of the object's config
+        want = _jsonable(obj.config())
+        read = getattr(obj, "read_saved_config", None)
+        saved = _jsonable(read(dict(state[key]))) if callable(read) else state[key]
+        if saved != want:
+            raise StateError(
+                f"{path}: the {key} differs from the saved run: saved {state[key]}, "
+                f"given {obj.config()}"
+            )
+        state[key] = saved
+    changed = {k: v for k, v in given.items() if v is not None and v != state[k]}
+    if not changed:
+        return state
+    text = ", ".join(f"{k}={v} (saved {state[k]})" for k, v in changed.items())
+    if not extend:
+        raise StateError(
+            f"{path}: the campaign was saved with other settings than the given {text}; give "
+            "the saved ones, or ask for the change (extend=True; --extend on the command line)"
+        )
+    done = len(state["evaluations"])
+    pend = state["pending"]
+    flight = len(pend["points"]) if pend is not None else 0
+    if "num_initial" in changed and (state["batches"] or pend is not None):
+        raise StateError(
+            f"{path}: the initial design of {state['num_initial']} points is already proposed; "
+            f"num_initial={changed['num_initial']} cannot apply"
+        )
+    new = {k: changed.get(k, state[k]) for k in SETTINGS}
+    if new["budget"] < done + flight or new["num_initial"] > new["budget"]:
+        raise StateError(
+            f"{path}: budget={new['budget']} is less than the {done + flight} evaluations done "
+            f"or in flight (or than num_initial={new['num_initial']})"
+        )
+    if state["finished"] and new["budget"] > done:
+        state["finished"], state["recommendation"] = False, None
+    state.update(new)
+    return state
+
+
 def _progress(enabled: bool, total: int, initial: int, desc: str):
     if not enabled:
         return None
@@ -421,10 +533,13 @@ def run_seeds(
     dask_security: Any = None,
     dask_timeout: float = DASK_TIMEOUT,
     progress: bool = True,
+    extend: bool = False,
 ) -> list[dict]:
     """Run (or resume) one campaign per seed under ``out_root/seed_<k>``, evaluations through
     :func:`~bo_ncgp.campaigns.executors.make_executor` (``workers`` processes or a dask
-    cluster, with ``dask_security`` and ``dask_timeout``).
+    cluster, with ``dask_security`` and ``dask_timeout``). A resumed seed must have been saved
+    with ``budget``, ``batch_size`` and ``num_initial``, unless ``extend`` (see
+    :meth:`Campaign.resume`).
 
     Example:
         >>> import tempfile
@@ -443,7 +558,15 @@ def run_seeds(
             out = Path(out_root) / f"seed_{seed}"
             problem, strategy = problem_factory(), strategy_factory()
             if (out / STATE).exists():
-                camp = Campaign.resume(out, problem, strategy)
+                camp = Campaign.resume(
+                    out,
+                    problem,
+                    strategy,
+                    budget=budget,
+                    batch_size=batch_size,
+                    num_initial=num_initial,
+                    extend=extend,
+                )
             else:
                 camp = Campaign(
                     problem,
@@ -472,6 +595,7 @@ def run_seed(
     threads: int | None = None,
     progress: bool = False,
     read_saved_config: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+    extend: bool = False,
 ) -> dict[str, Any]:
     """Run (or resume) the campaign of one seed of a registered problem and strategy under
     ``out_root/seed_<seed>``; a picklable job for executors that run whole seeds.
@@ -483,6 +607,7 @@ def run_seed(
         seed: campaign seed (also the problem instance's seed).
         out_root: the strategy's campaign folder.
         budget, batch_size, num_initial: as :class:`Campaign`.
+        extend: a resumed seed may change them (see :meth:`Campaign.resume`).
         threads: torch threads of the process (unchanged if ``None``).
         progress: show a progress bar.
         read_saved_config: the strategy's
@@ -526,6 +651,7 @@ def run_seed(
         batch_size=batch_size,
         num_initial=num_initial,
         progress=progress,
+        extend=extend,
     )
     last = state["iterations"][-1]["metrics"]
     return {"seed": seed, "seconds": time.perf_counter() - t0, "final": last}

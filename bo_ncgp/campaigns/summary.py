@@ -20,7 +20,7 @@ import numpy as np
 from bo_ncgp.campaigns.archive import write_archive
 from bo_ncgp.campaigns.plotting import collect, metric_at, metric_curve, plot_metrics
 from bo_ncgp.campaigns.stats import mean_se_curve, mean_se_dict
-from bo_ncgp.campaigns.storage import write_json
+from bo_ncgp.campaigns.storage import inside, write_json
 
 __all__ = ["TIMINGS", "curve_over_seeds", "summarise_campaigns", "summarise_metrics"]
 
@@ -147,7 +147,7 @@ def summarise_campaigns(
     out = Path(out)
     groups = collect([out])
     for name, states in groups.items():  # per-seed records that survive a fresh clone
-        write_archive(out / name, states)
+        write_archive(inside(out, name), states)
     metrics = list(metrics)
     every_state = [st for states in groups.values() for st in states]
     metrics += [  # absent from states written before they were logged

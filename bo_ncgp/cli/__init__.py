@@ -149,16 +149,24 @@ def _overview() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run ``bo-ncgp`` with ``argv`` (default ``sys.argv[1:]``) and return the exit code.
+    """Run ``bo-ncgp`` with ``argv`` (default ``sys.argv[1:]``) and return the exit code; a
+    campaign folder that cannot be used (:class:`~bo_ncgp.exceptions.StateError`,
+    :class:`~bo_ncgp.exceptions.StorageError`) is reported in one line, exit code 2.
 
     Example:
         >>> main(["plot", "/nonexistent"])  # errors are reported, not raised
         2
     """
+    from bo_ncgp.exceptions import StateError, StorageError
+
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in COMMANDS:
         args = command_parser(argv[0]).parse_args(argv[1:])
-        return int(command(argv[0]).run(args) or 0)
+        try:
+            return int(command(argv[0]).run(args) or 0)
+        except (StateError, StorageError) as err:  # a refused campaign folder: one line
+            print(f"bo-ncgp {argv[0]}: {err}", file=sys.stderr)
+            return 2
     if argv and not argv[0].startswith("-"):
         experiments = experiment_commands()
         if argv[0] in experiments:

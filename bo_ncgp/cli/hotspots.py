@@ -43,6 +43,8 @@ from pathlib import Path
 from typing import Any
 
 from bo_ncgp.cli import Command
+from bo_ncgp.cli.argtypes import NONNEGATIVE_INT, POSITIVE_INT, int_at_least
+from bo_ncgp.cli.argtypes import checked as _checked
 from bo_ncgp.cli.common import add_dask_arguments, add_verify_argument, dask_options
 
 __all__ = [
@@ -69,26 +71,6 @@ QUICK = {
     "refit_fantasy_steps": 2,
     "svgp_steps": 20,
 }
-
-
-def _checked(cast, kind: str, ok, requirement: str, name: str):
-    """argparse ``type=``: ``cast(text)`` (else "expected <kind>"), then ``ok(value)``."""
-
-    def parse(text: str):
-        try:
-            val = cast(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected {kind}, got {text!r}") from None
-        if not ok(val):
-            raise argparse.ArgumentTypeError(f"{requirement}, got {val}")
-        return val
-
-    parse.__name__ = name
-    return parse
-
-
-def _int_at_least(low: int):
-    return _checked(int, "an integer", lambda v: v >= low, f"must be >= {low}", f"int>={low}")
 
 
 _open_unit = _checked(
@@ -130,7 +112,7 @@ def _steps_list(text: str) -> tuple[int, ...]:
     return vals
 
 
-_POS, _NONNEG = _int_at_least(1), _int_at_least(0)
+_POS, _NONNEG = POSITIVE_INT, NONNEGATIVE_INT
 
 
 def _bool_choice(true: str, false: str):
@@ -257,10 +239,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--seeds", type=_POS, default=None, help="number of seeds from --first-seed (50; quick: 2)"
     )
     p.add_argument("--first-seed", type=_NONNEG, default=0)
-    p.add_argument(
-        "--initial", type=_int_at_least(2), default=100, help="initial surveyed villages"
-    )
+    p.add_argument("--initial", type=int_at_least(2), default=100, help="initial surveyed villages")
     p.add_argument("--steps", type=_POS, default=100, help="acquisition steps per seed")
+    p.add_argument(
+        "--extend",
+        action="store_true",
+        help="let resumed seeds take a --steps other than the saved one (--initial cannot "
+        "change once the initial villages are chosen)",
+    )
     p.add_argument("--workers", type=_POS, default=1, help="seeds run in parallel (processes)")
     add_dask_arguments(p, "seeds")
     p.add_argument("--threads", type=_POS, default=1, help="torch threads per worker")
@@ -368,6 +354,7 @@ def run(
 
     from bo_ncgp.campaigns.executors import make_executor
     from bo_ncgp.campaigns.runner import run_seed
+    from bo_ncgp.exceptions import StateError, StorageError
     from bo_ncgp.problems.hotspots import FULL_SET_METRICS, HotspotPool
 
     if args.quick:
@@ -420,6 +407,7 @@ def run(
                     threads=args.threads,
                     progress=progress,
                     read_saved_config=read_saved_config,
+                    extend=args.extend,
                 ): s
                 for s in seeds
             }
@@ -433,6 +421,9 @@ def run(
                         f"MSE {fin['mse']:.4f} ({res['seconds']:.0f} s)",
                         flush=True,
                     )
+                except (StateError, StorageError) as err:  # a refused folder: one line
+                    failed.append(seed)
+                    print(f"{args.strategy} seed {seed} FAILED: {err}", flush=True)
                 except Exception as err:  # report, keep the other seeds running
                     failed.append(seed)
                     print(f"{args.strategy} seed {seed} FAILED: {err!r}", flush=True)

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from bo_ncgp.cli import Command
+from bo_ncgp.cli.argtypes import NONNEGATIVE_INT, POSITIVE_INT, number_in
 from bo_ncgp.cli.common import add_dask_arguments, dask_options
 
 __all__ = ["HELP", "LUNAR_LANDER", "QUICK", "add_arguments", "run"]
@@ -24,10 +25,10 @@ QUICK = {"seeds": 2, "evaluations": 15, "initial": 6, "episodes": 3, "heldout_ep
 QUICK_MODEL = {"hyper_steps": 20, "num_restarts": 2, "raw_samples": 128}
 #: command-line option -> strategy option (config field)
 MODEL_OPTIONS = {
-    "--num-inducing": ("num_inducing", int, "model inducing points"),
-    "--hyper-steps": ("hyper_steps", int, "Adam steps per model update"),
-    "--num-restarts": ("num_restarts", int, "optimize_acqf restarts"),
-    "--raw-samples": ("raw_samples", int, "optimize_acqf raw samples"),
+    "--num-inducing": ("num_inducing", POSITIVE_INT, "model inducing points"),
+    "--hyper-steps": ("hyper_steps", NONNEGATIVE_INT, "Adam steps per model update"),
+    "--num-restarts": ("num_restarts", POSITIVE_INT, "optimize_acqf restarts"),
+    "--raw-samples": ("raw_samples", POSITIVE_INT, "optimize_acqf raw samples"),
 }
 
 
@@ -45,21 +46,41 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     defaults = get_strategy_spec("lunar-lander", "fantasy-batch").defaults()
     parser.add_argument("--strategy", default="random", choices=strategy_names("lunar-lander"))
-    parser.add_argument("--batch-size", type=int, default=3)
-    parser.add_argument("--evaluations", type=int, default=90, help="total evaluations per seed")
-    parser.add_argument("--initial", type=int, default=24, help="initial random evaluations")
-    parser.add_argument("--seeds", type=int, default=5, help="number of seeds (0..S-1)")
-    parser.add_argument("--first-seed", type=int, default=0)
-    parser.add_argument("--episodes", type=int, default=10, help="episodes per evaluation (K)")
-    parser.add_argument("--heldout-episodes", type=int, default=50)
-    parser.add_argument("--success-fraction", type=float, default=1.0)
-    parser.add_argument("--workers", type=int, default=1, help="evaluation processes")
+    parser.add_argument("--batch-size", type=POSITIVE_INT, default=3)
+    parser.add_argument(
+        "--evaluations", type=POSITIVE_INT, default=90, help="total evaluations per seed"
+    )
+    parser.add_argument(
+        "--initial", type=POSITIVE_INT, default=24, help="initial random evaluations"
+    )
+    parser.add_argument(
+        "--extend",
+        action="store_true",
+        help="let resumed seeds take an --evaluations or --batch-size other than the saved "
+        "one (--initial cannot change once the initial design is proposed)",
+    )
+    parser.add_argument("--seeds", type=POSITIVE_INT, default=5, help="number of seeds (0..S-1)")
+    parser.add_argument("--first-seed", type=NONNEGATIVE_INT, default=0)
+    parser.add_argument(
+        "--episodes", type=POSITIVE_INT, default=10, help="episodes per evaluation (K)"
+    )
+    parser.add_argument("--heldout-episodes", type=POSITIVE_INT, default=50)
+    parser.add_argument(
+        "--success-fraction",
+        type=number_in(0.0, 1.0, low_open=True),
+        default=1.0,
+        help="fraction of the episodes that must land for a success",
+    )
+    parser.add_argument("--workers", type=POSITIVE_INT, default=1, help="evaluation processes")
     add_dask_arguments(parser)
     parser.add_argument("--out", type=Path, default=Path("results/lunar"))
     for flag, (key, cast, help_) in MODEL_OPTIONS.items():
         parser.add_argument(flag, type=cast, default=None, help=f"{help_} ({defaults[key]})")
     parser.add_argument(
-        "--threads", type=int, default=1, help="torch threads (1 is fastest for these models)"
+        "--threads",
+        type=POSITIVE_INT,
+        default=1,
+        help="torch threads (1 is fastest for these models)",
     )
     parser.add_argument(
         "--quick",
@@ -130,6 +151,7 @@ def run(args: argparse.Namespace) -> int:
         dask_scheduler=args.dask_scheduler,
         **dask_options(args),
         progress=not args.no_progress,
+        extend=args.extend,
     )
     wall = time.perf_counter() - t0
     at = sorted({n for n in (30, 60, 90, args.evaluations) if n <= args.evaluations})

@@ -69,3 +69,38 @@ def _check_report(folder, state):
     assert rep["heldout"]["mean"] == state["recommendation"]["heldout_value"]
     t = rep["seconds_per_iteration"]
     assert t["update_seconds"]["n"] == 2 and t["acquisition_seconds"]["mean"] > 0
+
+
+def test_resumed_fantasy_batch_proposes_bit_identical_points(tmp_path):
+    """A campaign resumed after its second batch proposes exactly the uninterrupted run's
+    points (the replayed model updates see the same float64 priors as the live ones), under
+    torch's own default dtype, as ``bo-ncgp lunar-lander`` runs (the fixture restores it)."""
+    import json
+
+    import torch
+
+    torch.set_default_dtype(torch.float32)
+
+    options = {"num_inducing": 8, "hyper_steps": 5, "num_restarts": 2, "raw_samples": 32}
+
+    def make():
+        prob = LunarLander(episode_seeds=[0], heldout_seeds=[7])
+        return prob, build_strategy("lunar-lander", "fantasy-batch", **options)
+
+    args = dict(budget=10, batch_size=2, num_initial=4, seed=0)
+    ref = Campaign(*make(), out_dir=tmp_path / "ref", **args).run(progress=False)
+    state = json.loads((tmp_path / "ref" / "state.json").read_text())
+    state.update(  # as killed between its second and third batch
+        batches=state["batches"][:2],
+        evaluations=state["evaluations"][:6],
+        iterations=state["iterations"][:2],
+        pending=None,
+        finished=False,
+        recommendation=None,
+    )
+    state.pop("checksum", None)
+    from bo_ncgp.campaigns.storage import write_json
+
+    write_json(tmp_path / "cut" / "state.json", state, checksum=True)
+    resumed = Campaign.resume(tmp_path / "cut", *make()).run(progress=False)
+    assert [e["point"] for e in resumed["evaluations"]] == [e["point"] for e in ref["evaluations"]]

@@ -11,6 +11,7 @@ import pytest
 
 from bo_ncgp.campaigns import Campaign, RandomSearch, make_executor, plot_campaigns, summarise
 from bo_ncgp.campaigns.plotting import best_so_far, collect
+from bo_ncgp.campaigns.storage import read_json, write_json
 from bo_ncgp.problems.synthetic import TestFunction
 from tests.campaigns.toy import CountingStrategy, LoggedQuadratic, ToyPool
 
@@ -125,9 +126,9 @@ class Tolerant(CountingStrategy):
 def test_resume_reads_a_saved_config_through_the_strategy(tmp_path):
     ref = run(tmp_path / "old", strategy=Tolerant())
     state_file = tmp_path / "old" / "state.json"
-    state = json.loads(state_file.read_text())
+    state = read_json(state_file)
     del state["strategy"]["tol"]  # as written before the key existed
-    state_file.write_text(json.dumps(state))
+    write_json(state_file, state, checksum=True)
     with pytest.raises(ValueError, match="strategy differs"):  # the new default is not the old run
         Campaign.resume(tmp_path / "old", TestFunction("branin"), Tolerant(tol=0.5))
     strat = Tolerant(tol=None)

@@ -95,7 +95,7 @@ def _dual(config: DualModelConfig, likelihood, Z: torch.Tensor) -> DualSVGP:
     kernel = ScaleKernel(get_covar_module_with_dim_scaled_prior(Z.shape[-1])).to(DTYPE)
     return DualSVGP(
         kernel,
-        likelihood,
+        likelihood.to(DTYPE),  # its priors too: an update must not depend on an earlier prediction
         Z[: config.num_inducing],
         max_inducing=config.num_inducing,
         memory_size=None,

@@ -101,7 +101,7 @@ def test_the_command_runs_the_library_campaign_and_resumes_campaigns_stored_with
         ("clamp" if k == "gain" else k): (v == "clamped" if k == "gain" else v)
         for k, v in state["strategy"].items()
     }
-    state_file.write_text(json.dumps(state))
+    state_file.write_text(json.dumps(_as_format_1(state)))
     assert bo_ncgp(["hotspots", *maddox, "--gain", "clamped", *common]) == 1  # seed failed
     assert main([*maddox, "--clamp-per-village", *common]) == 0  # finished: nothing new
     assert json.loads(state_file.read_text())["evaluations"] == state["evaluations"]
@@ -117,7 +117,7 @@ def test_a_campaign_saved_before_rel_tol_existed_resumes_only_without_early_stop
     state_file = tmp_path / "old" / "state.json"
     state = json.loads(state_file.read_text())
     del state["strategy"]["rel_tol"], state["strategy"]["gain"]  # saved before both existed
-    state_file.write_text(json.dumps(state))
+    state_file.write_text(json.dumps(_as_format_1(state)))
     with pytest.raises(ValueError, match="strategy differs"):
         Campaign.resume(tmp_path / "old", toy_pool(0), legacy_strategy("svgp-entropy", **kw))
     with pytest.raises(ValueError, match="strategy differs"):  # it did not clamp either
@@ -136,7 +136,7 @@ def test_a_campaign_saved_before_rel_tol_existed_resumes_only_without_early_stop
     assert again["evaluations"] == st["evaluations"]
     # a campaign saved with ``clamp: false`` resumes as the plain reduction
     state["strategy"]["clamp"] = False
-    state_file.write_text(json.dumps(state))
+    state_file.write_text(json.dumps(_as_format_1(state)))
     again = Campaign.resume(
         tmp_path / "old", toy_pool(0), legacy_strategy("svgp-entropy", **kw, rel_tol=None)
     ).run(progress=False)
@@ -237,3 +237,8 @@ def test_acq_noise_script_estimator_converges_to_the_exact_clamped_scores():
     res = out["results"]["0"]
     assert len(res["reps"]) == 2 and 0 <= res["argmax_equal_fraction"] <= 1
     assert -1 <= res["mean_spearman"] <= 1
+
+
+def _as_format_1(state):
+    """``state`` in format 1 (no ``_checksum``), which ``Campaign.resume`` also reads."""
+    return {**{k: v for k, v in state.items() if k != "_checksum"}, "format": 1}
