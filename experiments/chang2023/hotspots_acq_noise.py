@@ -27,7 +27,6 @@ Writes ``experiments/chang2023/results/hotspots/acq_noise.json`` (``--out``).
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 
@@ -154,7 +153,7 @@ def run(argv: list[str] | None = None) -> dict:
         else:
             pool = HotspotPool.from_country("civ", seed=seed)
             path = Path(args.campaign) / "svgp-entropy" / f"seed_{seed}" / "state.json"
-            evals = json.loads(path.read_text())["evaluations"][: args.step]
+            evals = harness.read_json(path)["evaluations"][: args.step]
             if len(evals) < args.step:
                 raise ValueError(f"{path}: only {len(evals)} surveys, --step is {args.step}")
             surveyed = np.array([int(e["point"]) for e in evals])

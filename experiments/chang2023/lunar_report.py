@@ -21,7 +21,6 @@ Writes ``report.json`` into the campaign folder (``--out`` to change) and prints
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import time
 from pathlib import Path
@@ -29,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from bo_ncgp.campaigns.stats import mean_se_dict
-from experiments.harness import write_json
+from experiments.harness import read_json, write_json
 
 AT = [30, 60, 90]
 SPLIT = ("update_seconds", "acquisition_seconds", "evaluation_seconds")
@@ -139,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.measure:
         report["measured"] = measure(args.points, args.random)
     elif out.exists():  # keep the last measurement
-        old = json.loads(out.read_text())
+        old = read_json(out)
         if "measured" in old:
             report["measured"] = old["measured"]
     write_json(out, report)

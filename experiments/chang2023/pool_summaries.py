@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from experiments.harness import write_json
+from experiments.harness import read_json, write_json
 
 
 def pool_mean_se(parts: list[dict[str, float]]) -> dict[str, float]:
@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     for f in args.summaries:
         if not f.is_file():
             p.error(f"no summary file {f}")
-        summary = json.loads(f.read_text())
+        summary = read_json(f)
         if args.strategy not in summary:
             p.error(f"{f} has no strategy {args.strategy!r} (has {sorted(summary)})")
         entries.append(summary[args.strategy])
