@@ -176,3 +176,18 @@ def test_refused_campaign_folders_are_reported_in_one_line(tmp_path, capsys):
     assert cli.main(base) == 2
     (err,) = capsys.readouterr().err.strip().splitlines()
     assert str(state) in err and "truncated" in err
+
+
+@pytest.mark.parametrize(
+    "extra, words",
+    [
+        (["--dask-scheduler", "tcp://127.0.0.1:1", "--dask-timeout", "0.5"], "could not connect"),
+        (["--dask-scheduler", "tls://127.0.0.1:1", "--dask-security", "/no/tls.yaml"], "not found"),
+    ],
+)
+def test_lunar_lander_reports_dask_failures_in_one_line(tmp_path, capsys, extra, words):
+    argv = ["lunar-lander", "--quick", "--seeds", "1", "--no-progress", "--out", str(tmp_path)]
+    assert cli.main(argv + extra) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("bo-ncgp lunar-lander: ") and words in err[0]
+    assert not list(tmp_path.rglob("state.json"))  # no seed ran

@@ -10,6 +10,7 @@ their config dataclasses.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
@@ -119,11 +120,13 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from bo_ncgp.campaigns.archive import write_archive
+    from bo_ncgp.campaigns.executors import load_security
     from bo_ncgp.campaigns.plotting import collect, plot_campaigns, summarise
     from bo_ncgp.campaigns.runner import run_seeds
     from bo_ncgp.campaigns.stats import mean_se
     from bo_ncgp.campaigns.storage import write_json
     from bo_ncgp.campaigns.strategies.registry import build_strategy
+    from bo_ncgp.exceptions import InputDataError
     from bo_ncgp.problems.registry import make_problem
 
     torch.set_num_threads(args.threads)
@@ -139,20 +142,27 @@ def run(args: argparse.Namespace) -> int:
         success_fraction=args.success_fraction,
     )
     t0 = time.perf_counter()
-    states = run_seeds(
-        lambda: make_problem("lunar-lander", **problem_options),
-        lambda: build_strategy("lunar-lander", args.strategy, **options),
-        range(args.first_seed, args.first_seed + args.seeds),
-        args.out / args.strategy,
-        budget=args.evaluations,
-        batch_size=args.batch_size,
-        num_initial=args.initial,
-        workers=args.workers,
-        dask_scheduler=args.dask_scheduler,
-        **dask_options(args),
-        progress=not args.no_progress,
-        extend=args.extend,
-    )
+    try:
+        load_security(args.dask_security)  # a bad TLS file is reported before any seed runs
+        states = run_seeds(
+            lambda: make_problem("lunar-lander", **problem_options),
+            lambda: build_strategy("lunar-lander", args.strategy, **options),
+            range(args.first_seed, args.first_seed + args.seeds),
+            args.out / args.strategy,
+            budget=args.evaluations,
+            batch_size=args.batch_size,
+            num_initial=args.initial,
+            workers=args.workers,
+            dask_scheduler=args.dask_scheduler,
+            **dask_options(args),
+            progress=not args.no_progress,
+            extend=args.extend,
+        )
+    except (ConnectionError, TimeoutError, FileNotFoundError, InputDataError) as err:
+        if args.dask_scheduler is None and args.dask_security is None:
+            raise
+        print(f"bo-ncgp lunar-lander: {err}", file=sys.stderr)  # no scheduler, no worker, TLS
+        return 2
     wall = time.perf_counter() - t0
     at = sorted({n for n in (30, 60, 90, args.evaluations) if n <= args.evaluations})
     groups = collect([args.out / args.strategy])
