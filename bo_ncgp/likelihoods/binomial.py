@@ -27,8 +27,11 @@ class Binomial(Likelihood):
 
     def __init__(self, num_trials: int | Tensor) -> None:
         super().__init__()
-        N = torch.as_tensor(num_trials, dtype=torch.get_default_dtype())
-        if (N < 1).any() or (N != torch.round(N)).any():
+        N = torch.as_tensor(num_trials)
+        if N.is_complex():
+            raise InputDataError(f"Binomial: num_trials must be real, got {N.dtype}")
+        N = N.to(torch.get_default_dtype())
+        if not bool(torch.isfinite(N).all()) or (N < 1).any() or (N != torch.round(N)).any():
             raise InputDataError(
                 f"Binomial: num_trials must be positive integers, got {num_trials}"
             )

@@ -11,6 +11,7 @@ from torch import Tensor
 
 from bo_ncgp.exceptions import InputDataError
 from bo_ncgp.likelihoods.base import Likelihood
+from bo_ncgp.linalg._args import check_positive
 
 __all__ = ["Gaussian"]
 
@@ -36,8 +37,7 @@ class Gaussian(Likelihood):
         noise_prior: Prior | None = None,
     ) -> None:
         super().__init__()
-        if not noise > 0:
-            raise InputDataError(f"Gaussian: noise must be positive, got {noise}")
+        check_positive(noise, "noise", "Gaussian")
         self.register_parameter("raw_noise", torch.nn.Parameter(torch.zeros(())))
         self.register_constraint("raw_noise", noise_constraint or GreaterThan(1e-6))
         if noise_prior is not None:

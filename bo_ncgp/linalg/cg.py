@@ -15,6 +15,7 @@ import torch
 from torch import Tensor
 
 from bo_ncgp.exceptions import InputDataError
+from bo_ncgp.linalg._args import check_count, check_positive, check_real_tensor
 
 __all__ = ["CGResult", "cg"]
 
@@ -79,28 +80,51 @@ def cg(
         >>> torch.allclose(A @ res.solution, torch.tensor([1.0, 2.0], dtype=torch.float64))
         True
     """
-    if isinstance(matmul, Tensor):
-        A = matmul
-        matmul = lambda V: A @ V  # noqa: E731
+    who = "cg"
+    B = check_real_tensor(B, "B", who, floating=True)
+    tol = check_positive(tol, "tol", who, allow_zero=True)
     if B.dim() == 0:
-        raise InputDataError("cg: right-hand side must have at least one dimension (n,)")
+        raise InputDataError(
+            "cg: B (the right-hand side) must have shape (n,) or (..., n, k), got ()"
+        )
     vector = B.dim() == 1
+    n = B.shape[-1] if vector else B.shape[-2]
+    if isinstance(matmul, Tensor):
+        A = check_real_tensor(matmul, "A", who)
+        if A.dim() < 2 or A.shape[-1] != A.shape[-2] or A.shape[-1] != n:
+            raise InputDataError(
+                f"cg: A must be a square (..., {n}, {n}) matrix matching B {tuple(B.shape)}, "
+                f"got {tuple(A.shape)}"
+            )
+        matmul = lambda V: A @ V  # noqa: E731
+    if x0 is not None:
+        check_real_tensor(x0, "x0", who)
+        if x0.shape != B.shape:
+            raise InputDataError(f"cg: x0 has shape {tuple(x0.shape)}, expected {tuple(B.shape)}")
     if vector:
         B = B.unsqueeze(-1)
         x0 = None if x0 is None else x0.unsqueeze(-1)
-    if not torch.isfinite(B).all():
-        raise InputDataError("cg: right-hand side contains NaN or inf")
-    n = B.shape[-2]
-    if max_iters is None:
-        max_iters = 10 * n
+    max_iters = 10 * n if max_iters is None else check_count(max_iters, "max_iters", who)
+    raw_matmul = matmul
+
+    def matmul(V: Tensor) -> Tensor:
+        AV = raw_matmul(V)
+        if not isinstance(AV, Tensor) or AV.shape[-2:] != V.shape[-2:]:
+            got = tuple(AV.shape) if isinstance(AV, Tensor) else type(AV).__name__
+            raise InputDataError(
+                f"cg: matmul(V) must return a tensor of the shape of V, {tuple(V.shape)}, got {got}"
+            )
+        return AV
+
+    def nonfinite() -> InputDataError:
+        return InputDataError("cg: matmul(V) returned NaN or inf (the operator A is not finite)")
+
     b_norm = torch.linalg.vector_norm(B, dim=-2)
     b_norm_safe = torch.where(b_norm > 0, b_norm, torch.ones_like(b_norm))
     if x0 is None:
         X = torch.zeros_like(B)
         R = B.clone()
     else:
-        if x0.shape != B.shape:
-            raise InputDataError(f"cg: x0 has shape {tuple(x0.shape)}, expected {tuple(B.shape)}")
         X = x0.clone()
         R = B - matmul(X)
     Z = precond(R) if precond is not None else R
@@ -111,9 +135,17 @@ def cg(
     column_iterations = torch.zeros_like(rel, dtype=torch.long)
     history = [rel.clone()] if record_history else None
     iterations = 0
-    while iterations < max_iters and not bool(done.all()):
+    curvature_finite = torch.ones((), dtype=torch.bool, device=B.device)
+    while iterations < max_iters:
+        finite = torch.isfinite(rel).all() & curvature_finite
+        all_done, finite = torch.stack([done.all(), finite]).tolist()
+        if not finite:
+            raise nonfinite()
+        if all_done:
+            break
         AP = matmul(P)
         pAp = (P * AP).sum(-2)
+        curvature_finite = torch.isfinite(pAp).all()
         active = (~done) & (pAp > 0)
         safe_pAp = torch.where(active, pAp, torch.ones_like(pAp))
         alpha = torch.where(active, rz / safe_pAp, torch.zeros_like(rz))
@@ -133,6 +165,8 @@ def cg(
         if record_history:
             history.append(rel.clone())
     residual_norms = torch.linalg.vector_norm(B - matmul(X), dim=-2)
+    if not bool(torch.isfinite(residual_norms).all()):
+        raise nonfinite()
     converged = (residual_norms <= tol * b_norm_safe * (1 + 1e-8)) | (b_norm == 0)
     if vector:
         X = X.squeeze(-1)

@@ -104,8 +104,7 @@ class Grid:
         fs = [factor] * self.dim if isinstance(factor, int | float) else list(factor)
         if len(fs) != self.dim or any(int(f) != f or f < 2 for f in fs):
             raise InputDataError(
-                f"Grid: the embedding factor must be an integer >= 2 (or one per axis), got "
-                f"{factor}"
+                f"Grid: embedding_factor must be an integer >= 2 (or one per axis), got {factor}"
             )
         return tuple(int(f) * s for f, s in zip(fs, self.shape, strict=True))
 

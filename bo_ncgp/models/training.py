@@ -10,8 +10,10 @@ streaming baseline's ``optimizer="lbfgs"``). Loops that do not step an optimiser
 Newton steps) report through :class:`FitClock`.
 
 The non-finite policy (the same everywhere): when the loss or any gradient of a step is NaN or
-infinite (or the loss raises :class:`~bo_ncgp.exceptions.NotPSDError`, or the update leaves a
-parameter non-finite), the step is undone -- the parameters and the optimiser's moments are
+infinite, when computing them raises one of :data:`STEP_ERRORS` (a ``ValueError`` such as
+:class:`~bo_ncgp.exceptions.NotPSDError` or the :class:`~bo_ncgp.exceptions.InputDataError` of a
+Cholesky of non-finite entries, or ``torch.linalg.LinAlgError``), or when the update leaves a
+parameter non-finite, the step is undone -- the parameters and the optimiser's moments are
 exactly as they were before it --, one :class:`~bo_ncgp.exceptions.NumericalWarning` is
 emitted and training stops (``on_nonfinite="stop"``, the default) or
 :class:`~bo_ncgp.exceptions.NonFiniteError` is raised (``on_nonfinite="raise"``).
@@ -37,6 +39,7 @@ import torch
 from torch import Tensor
 
 from bo_ncgp.exceptions import InputDataError, NonFiniteError, NotPSDError, NumericalWarning
+from bo_ncgp.linalg._args import check_count, check_positive
 from bo_ncgp.models.base import Callback, FitStep, notify
 
 __all__ = [
@@ -50,6 +53,10 @@ __all__ = [
 #: what a non-finite loss or gradient does: warn and stop, or raise
 #: :class:`~bo_ncgp.exceptions.NonFiniteError`
 NonFinitePolicy = Literal["stop", "raise"]
+
+#: errors of a loss evaluation that make a step fail (NotPSDError and the InputDataError of a
+#: Cholesky of non-finite entries are ValueErrors)
+STEP_ERRORS: tuple[type[Exception], ...] = (ValueError, torch.linalg.LinAlgError)
 
 
 class FitClock:
@@ -106,8 +113,9 @@ def _all_finite(tensors: Sequence[Tensor]) -> bool:
 class AdamStepper:
     """One Adam step per :meth:`step` call, under the non-finite policy of this module.
 
-    A step fails when the loss is NaN or infinite, when its evaluation raises
-    :class:`~bo_ncgp.exceptions.NotPSDError`, when a gradient is non-finite, or when the
+    A step fails when the loss is NaN or infinite, when its evaluation or backward pass raises
+    one of :data:`STEP_ERRORS` (e.g. :class:`~bo_ncgp.exceptions.NotPSDError`), when a
+    gradient is non-finite, or when the
     parameters are non-finite after the update (and after ``project``). A failed step leaves
     the parameters and the optimiser's state as they were before it.
 
@@ -152,6 +160,7 @@ class AdamStepper:
     ) -> None:
         if on_nonfinite not in ("stop", "raise"):
             raise InputDataError(f"on_nonfinite must be 'stop' or 'raise', got {on_nonfinite!r}")
+        lr = check_positive(lr, "lr", name)
         self.params = [p for p in params if p.requires_grad]
         self.optimizer = torch.optim.Adam(self.params, lr=lr)
         self.companions = list(companions)
@@ -180,15 +189,16 @@ class AdamStepper:
         problem = None
         try:
             value = loss() if callable(loss) else loss
-        except NotPSDError as err:
-            problem = f"a matrix that is not positive definite ({err})"
-        else:
             if not bool(torch.isfinite(value.detach()).all()):
                 problem = f"a non-finite loss ({float(value.detach()):.4g})"
             else:
                 value.backward()
                 if not _all_finite([p.grad for p in self._all_params if p.grad is not None]):
                     problem = "a non-finite gradient"
+        except NotPSDError as err:
+            problem = f"a matrix that is not positive definite ({err})"
+        except STEP_ERRORS as err:
+            problem = f"an error in the loss ({type(err).__name__}: {err})"
         if problem is None:
             saved = self._snapshot()
             for opt in self._optimizers:
@@ -208,7 +218,7 @@ class AdamStepper:
 
     def finish(self, loss: Callable[[], Tensor]) -> float:
         """Check the loss at the final parameters (no gradients); when it is NaN or infinite
-        (or raises :class:`~bo_ncgp.exceptions.NotPSDError`) the last step taken fails like
+        (or raises one of :data:`STEP_ERRORS`) the last step taken fails like
         any other step: it is undone and reported under the non-finite policy.
 
         Returns:
@@ -230,7 +240,7 @@ class AdamStepper:
         with torch.no_grad():
             try:
                 value = float(loss())
-            except NotPSDError:
+            except STEP_ERRORS:
                 value = float("nan")
         if math.isfinite(value) or self._before_last is None:
             return value
@@ -314,8 +324,7 @@ def minimize_adam(
         >>> len(losses), seen  # the callback stopped training after step 4
         (5, [0, 1, 2, 3, 4])
     """
-    if int(num_steps) < 0:
-        raise InputDataError(f"{name}: num_steps must be >= 0, got {num_steps}")
+    num_steps = check_count(num_steps, "num_steps", name)
     stepper = AdamStepper(params, lr, on_nonfinite=on_nonfinite, project=project, name=name)
     steps: Iterable[int] = range(int(num_steps))
     bar = None
@@ -360,7 +369,7 @@ def minimize_lbfgs(
     """Minimise ``loss_fn()`` by one ``torch.optim.LBFGS`` run of up to ``max_iter``
     iterations, under the non-finite policy of this module.
 
-    The run fails when the loss raises :class:`~bo_ncgp.exceptions.NotPSDError` or the loss at
+    The run fails when the loss raises one of :data:`STEP_ERRORS` or the loss at
     the final parameters is non-finite; the parameters are then restored to those before the
     run, with one :class:`NumericalWarning` (or :class:`NonFiniteError` with
     ``on_nonfinite="raise"``).
@@ -384,6 +393,8 @@ def minimize_lbfgs(
     """
     if on_nonfinite not in ("stop", "raise"):
         raise InputDataError(f"on_nonfinite must be 'stop' or 'raise', got {on_nonfinite!r}")
+    max_iter = check_count(max_iter, "max_iter", name, minimum=1)
+    lr = check_positive(lr, "lr", name)
     params = [p for p in params if p.requires_grad]
     saved = [p.detach().clone() for p in params]
     opt = torch.optim.LBFGS(
@@ -405,12 +416,15 @@ def minimize_lbfgs(
     with torch.enable_grad():
         try:
             last = float(opt.step(closure).detach())
-        except NotPSDError:
+        except STEP_ERRORS:
             last = float("nan")
     opt.zero_grad(set_to_none=True)
     with torch.no_grad():
         if math.isfinite(last):
-            last = float(loss_fn())
+            try:
+                last = float(loss_fn())
+            except STEP_ERRORS:
+                last = float("nan")
         if math.isfinite(last):
             return last
         for p, v in zip(params, saved, strict=True):

@@ -35,6 +35,7 @@ from torch import Tensor
 from bo_ncgp.exceptions import InputDataError, UnsupportedError
 from bo_ncgp.likelihoods import Likelihood
 from bo_ncgp.linalg import jittered, latent_block, log_prior, solve_lower, stable_cholesky
+from bo_ncgp.linalg._args import check_count, check_positive
 from bo_ncgp.models._checks import check_inputs
 from bo_ncgp.models.base import Callback, LatentGP
 from bo_ncgp.models.baselines.objective import (
@@ -103,12 +104,8 @@ class BuiStreamingSVGP(InducingState, ResizableModule, LatentGP):
     ) -> None:
         super().__init__()
         C = check_latent_kernel("BuiStreamingSVGP", kernel, likelihood)
-        if int(num_steps) != num_steps or num_steps < 0:
-            raise InputDataError(
-                f"BuiStreamingSVGP: num_steps must be a non-negative int, got {num_steps}"
-            )
-        if not lr > 0:
-            raise InputDataError(f"BuiStreamingSVGP: lr must be positive, got {lr}")
+        num_steps = check_count(num_steps, "num_steps", "BuiStreamingSVGP")
+        lr = check_positive(lr, "lr", "BuiStreamingSVGP")
         if inducing_update not in ("pivoted_cholesky", "fixed"):
             raise InputDataError(
                 "BuiStreamingSVGP: inducing_update must be 'pivoted_cholesky' or 'fixed', got "
@@ -118,8 +115,7 @@ class BuiStreamingSVGP(InducingState, ResizableModule, LatentGP):
             raise InputDataError(
                 f"BuiStreamingSVGP: optimizer must be 'adam' or 'lbfgs', got {optimizer!r}"
             )
-        if not jitter >= 0:
-            raise InputDataError(f"BuiStreamingSVGP: jitter must be >= 0, got {jitter}")
+        jitter = check_positive(jitter, "jitter", "BuiStreamingSVGP", allow_zero=True)
         Z = check_inducing_points(inducing_points).detach().clone()
         m = Z.shape[0]
         self.kernel = kernel
@@ -181,9 +177,16 @@ class BuiStreamingSVGP(InducingState, ResizableModule, LatentGP):
 
     # ------------------------------------------------------------------ checks
     def _check_X(self, X, allow_empty: bool = False) -> Tensor:
-        X = torch.as_tensor(X).to(dtype=self._Z.dtype, device=self._Z.device)
+        X = torch.as_tensor(X).to(device=self._Z.device)
         d = self._Z.shape[-1]
-        return check_inputs(X, "BuiStreamingSVGP", dims=d, matrix=True, allow_empty=allow_empty)
+        return check_inputs(
+            X,
+            "BuiStreamingSVGP",
+            dims=d,
+            matrix=True,
+            allow_empty=allow_empty,
+            dtype=self._Z.dtype,
+        )
 
     def _check_y(self, y, n: int) -> Tensor:
         y = torch.as_tensor(y)

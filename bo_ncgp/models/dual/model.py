@@ -314,9 +314,11 @@ class DualSVGP(InducingState, ResizableModule, LatentGP):
 
     # ----------------------------------------------------------------- checks
     def _check_X(self, X: Any, name: str = "X", allow_empty: bool = False) -> Tensor:
-        X = torch.as_tensor(X).to(dtype=self._Z.dtype, device=self._Z.device)
+        X = torch.as_tensor(X).to(device=self._Z.device)
         d = self._Z.shape[-1]
-        return check_inputs(X, "DualSVGP", name=name, dims=d, allow_empty=allow_empty)
+        return check_inputs(
+            X, "DualSVGP", name=name, dims=d, allow_empty=allow_empty, dtype=self._Z.dtype
+        )
 
     def _check_y(self, y: Any, n: int, batched: bool) -> Tensor:
         if not isinstance(y, Tensor):

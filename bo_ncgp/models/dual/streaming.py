@@ -22,12 +22,15 @@ Example:
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+import gpytorch
 import torch
 from torch import Tensor
 
+from bo_ncgp.exceptions import NumericalWarning
 from bo_ncgp.linalg import stable_cholesky
 from bo_ncgp.models.base import Callback
 from bo_ncgp.models.dual.inducing import select_inducing_points
@@ -144,6 +147,7 @@ def hyper_steps(
         obj = model._objective(*active, model.hyper_objective, q_fixed)
         return -(obj + model._log_prior())
 
+    scales = _outputscales(model.kernel)
     with torch.enable_grad():
         for step in range(model.num_hyper_steps):
             if not stepper.step(loss_fn):
@@ -155,7 +159,38 @@ def hyper_steps(
                     break
     stepper.optimizer.zero_grad(set_to_none=True)
     model._touch()
+    stepper.finish(loss_fn)  # a step into a region where the objective fails is undone
+    model._touch()
+    _warn_on_collapse(scales, _outputscales(model.kernel))
     return stop
+
+
+#: a fall of the outputscale by this factor within one update is reported as a collapse
+COLLAPSE_FACTOR = 1e-3
+
+
+def _outputscales(kernel: torch.nn.Module) -> list[Tensor]:
+    """The outputscales of the scale kernels inside ``kernel`` (detached copies)."""
+    return [
+        m.outputscale.detach().clone()
+        for m in kernel.modules()
+        if isinstance(m, gpytorch.kernels.ScaleKernel)
+    ]
+
+
+def _warn_on_collapse(before: list[Tensor], after: list[Tensor]) -> None:
+    """One :class:`NumericalWarning` when an outputscale fell by more than
+    :data:`COLLAPSE_FACTOR` in one update's hyperparameter steps."""
+    for old, new in zip(before, after, strict=True):
+        if bool((new < COLLAPSE_FACTOR * old).any()):
+            warnings.warn(
+                f"DualSVGP: the kernel outputscale fell from {old.min().item():.3g} to "
+                f"{new.min().item():.3g} in one update's hyperparameter steps; the model is "
+                "collapsing to its prior mean (lower lr or check the data's scale)",
+                NumericalWarning,
+                stacklevel=4,
+            )
+            return
 
 
 @torch.no_grad()

@@ -26,6 +26,7 @@ from torch import Tensor
 
 from bo_ncgp.exceptions import InputDataError, UnsupportedError
 from bo_ncgp.likelihoods import Gaussian, Likelihood
+from bo_ncgp.linalg._args import check_count, check_number, check_positive
 from bo_ncgp.linalg.toeplitz import Grid
 from bo_ncgp.models._alias import Alias
 from bo_ncgp.models._checks import check_inputs
@@ -107,6 +108,12 @@ class HIPGP(torch.nn.Module, LatentGP):
             raise InputDataError(
                 f"HIPGP: variational must be 'block', 'mean_field' or 'full', got {variational!r}"
             )
+        who = "HIPGP"
+        if pcg_max_iters is not None:
+            pcg_max_iters = check_count(pcg_max_iters, "pcg_max_iters", who, minimum=1)
+        pcg_tol = check_positive(pcg_tol, "pcg_tol", who, allow_zero=True)
+        jitter = check_positive(jitter, "jitter", who, allow_zero=True)
+        num_quad = check_count(num_quad, "num_quad", who, minimum=1)
         self.kernel = kernel
         self.likelihood = likelihood
         self.grid = grid
@@ -173,8 +180,31 @@ class HIPGP(torch.nn.Module, LatentGP):
             )
         return w
 
-    def _check_X(self, X: Tensor, what: str = "X", matrix: bool = False) -> None:
-        check_inputs(X, "HIPGP", name=what, dims=self.dim, matrix=matrix, allow_empty=False)
+    def _check_X(self, X: Tensor, what: str = "X", matrix: bool = False) -> Tensor:
+        return check_inputs(
+            X,
+            "HIPGP",
+            name=what,
+            dims=self.dim,
+            matrix=matrix,
+            allow_empty=False,
+            dtype=self.grid.lower.dtype,
+        )
+
+    def _check_on_grid(self, X: Tensor) -> None:
+        """Refuse training data more than one grid spacing outside the grid: the inducing
+        points cover only the grid, so such data would leave the posterior at the prior."""
+        g = self.grid
+        lower, upper, h = g.lower.to(X), g.upper.to(X), g.spacing.to(X)
+        outside = ((X < lower - h) | (X > upper + h)).any(-1)
+        if bool(outside.any()):
+            i = int(outside.nonzero()[0, 0])
+            raise InputDataError(
+                f"HIPGP: {int(outside.sum())} of {X.shape[0]} training points lie outside the "
+                f"grid [{g.lower.tolist()}, {g.upper.tolist()}] (more than one grid spacing "
+                f"beyond it), e.g. X[{i}] = {X[i].tolist()}; the model cannot learn there; "
+                "enlarge the grid to cover the data"
+            )
 
     def whitened_cross_covariance(self, X: Tensor, codes: Tensor) -> Tensor:
         """Rows ``k_n^T`` (Eq. 20) for ``X (n, D)``, shape ``(n, N)``."""
@@ -204,8 +234,12 @@ class HIPGP(torch.nn.Module, LatentGP):
         return elp, (y - mean) / s2, 1.0 / s2
 
     def _prepare(self, X, y, op, obs_noise):
-        self._check_X(X, matrix=True)
-        y = torch.as_tensor(y, dtype=X.dtype, device=X.device).reshape(-1)
+        X = self._check_X(X, matrix=True)
+        self._check_on_grid(X)
+        y = torch.as_tensor(y, device=X.device)
+        if y.is_complex():
+            raise InputDataError(f"HIPGP: y must be real, got {y.dtype}")
+        y = y.to(X.dtype).reshape(-1)
         if y.numel() != X.shape[0]:
             raise InputDataError(f"HIPGP: X has {X.shape[0]} rows but y has {y.numel()} entries")
         if not torch.isfinite(y).all():
@@ -219,7 +253,7 @@ class HIPGP(torch.nn.Module, LatentGP):
             obs_noise = obs_noise.expand(X.shape[0]).reshape(-1)
             if not bool((obs_noise > 0).all()):
                 raise InputDataError("HIPGP: obs_noise must be positive")
-        return y, codes, obs_noise
+        return X, y, codes, obs_noise
 
     def elbo(
         self,
@@ -238,7 +272,7 @@ class HIPGP(torch.nn.Module, LatentGP):
             num_data: size of the full data set (``n`` when omitted).
             obs_noise: known per-observation noise variances ``sigma_n^2`` (Gaussian only).
         """
-        y, codes, obs_noise = self._prepare(X, y, op, obs_noise)
+        X, y, codes, obs_noise = self._prepare(X, y, op, obs_noise)
         K = self.whitened_cross_covariance(X, codes)
         return self._elbo_from(K, X, y, codes, num_data or X.shape[0], obs_noise)
 
@@ -261,7 +295,7 @@ class HIPGP(torch.nn.Module, LatentGP):
         """One natural-gradient step of ``q`` on a minibatch (Sec. 3.4); with the Gaussian
         likelihood, the whole data set, ``variational='full'`` and ``lr=1`` this is the exact
         optimum."""
-        y, codes, obs_noise = self._prepare(X, y, op, obs_noise)
+        X, y, codes, obs_noise = self._prepare(X, y, op, obs_noise)
         if K is None:
             K = self.whitened_cross_covariance(X, codes)
         K = K.detach()
@@ -311,11 +345,13 @@ class HIPGP(torch.nn.Module, LatentGP):
             ``self``; :attr:`history` holds the ELBO estimates (one per minibatch when
             hyperparameters are learned, else empty).
         """
-        y, codes, obs_noise = self._prepare(X, y, op, obs_noise)
+        X, y, codes, obs_noise = self._prepare(X, y, op, obs_noise)
         n = X.shape[0]
-        bs = n if batch_size is None else int(batch_size)
-        if bs < 1:
-            raise InputDataError(f"HIPGP.fit: batch_size must be positive, got {batch_size}")
+        who = "HIPGP.fit"
+        bs = n if batch_size is None else check_count(batch_size, "batch_size", who, minimum=1)
+        num_epochs = check_count(num_epochs, "num_epochs", who)
+        check_number(natgrad_lr, "natgrad_lr", who, low=0, high=1, low_open=True)
+        check_positive(hyper_lr, "hyper_lr", who)
         hypers = [p for p in self.parameters() if p.requires_grad]
         if obs_noise is not None:
             hypers = [p for p in self.kernel.parameters() if p.requires_grad]
@@ -363,7 +399,7 @@ class HIPGP(torch.nn.Module, LatentGP):
             ``mean (..., n)`` and ``var (..., n)`` or ``cov (..., n, n)``; differentiable in
             ``X`` (through the PCG solves) and in the hyperparameters.
         """
-        self._check_X(X)
+        X = self._check_X(X)
         batch, n = X.shape[:-2], X.shape[-2]
         codes = as_op_codes(op, n, self.dim, X.device)
         Xf = X.reshape(-1, self.dim)

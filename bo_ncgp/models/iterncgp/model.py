@@ -37,7 +37,8 @@ from torch import Tensor
 from bo_ncgp.exceptions import InputDataError, NumericalWarning, UnsupportedError
 from bo_ncgp.likelihoods import Bernoulli, Gaussian, Likelihood, Poisson, Softmax
 from bo_ncgp.linalg import stable_cholesky
-from bo_ncgp.models._checks import check_inputs
+from bo_ncgp.linalg._args import check_count, check_positive
+from bo_ncgp.models._checks import check_inputs, model_dtype
 from bo_ncgp.models.base import Callback, LatentGP, check_kernel_and_likelihood
 from bo_ncgp.models.iterncgp.belief import Belief
 from bo_ncgp.models.iterncgp.newton import LaplaceState, NewtonConfig, newton_laplace
@@ -132,19 +133,18 @@ class IterNCGP(torch.nn.Module, LatentGP):
         super().__init__()
         check_kernel_and_likelihood("IterNCGP", kernel, likelihood)
         _check_kernel(kernel, likelihood.num_latents)
-        if max_solver_iters_per_step is not None and int(max_solver_iters_per_step) < 0:
-            raise InputDataError(
-                f"IterNCGP: max_solver_iters_per_step must be >= 0 or None, got "
-                f"{max_solver_iters_per_step}"
-            )
-        if int(max_newton_steps) < 1:
-            raise InputDataError(f"IterNCGP: max_newton_steps must be >= 1, got {max_newton_steps}")
-        if compression_rank is not None and int(compression_rank) < 0:
-            raise InputDataError(
-                f"IterNCGP: compression_rank must be >= 0 or None, got {compression_rank}"
-            )
-        if tol < 0 or solver_rtol < 0 or solver_atol < 0:
-            raise InputDataError("IterNCGP: tolerances must be non-negative")
+        who = "IterNCGP"
+        if max_solver_iters_per_step is not None:
+            check_count(max_solver_iters_per_step, "max_solver_iters_per_step", who)
+        check_count(max_newton_steps, "max_newton_steps", who, minimum=1)
+        if compression_rank is not None:
+            check_count(compression_rank, "compression_rank", who)
+        for key, value in (
+            ("tol", tol),
+            ("solver_rtol", solver_rtol),
+            ("solver_atol", solver_atol),
+        ):
+            check_positive(value, key, who, allow_zero=True)
         if backend not in ("auto", "dense", "chunked", "keops"):
             raise InputDataError(
                 f"IterNCGP: unknown backend {backend!r}; use 'auto', 'dense', 'chunked' or 'keops'"
@@ -243,7 +243,13 @@ class IterNCGP(torch.nn.Module, LatentGP):
     def _check_inputs(self, X: Tensor, name: str = "X", train: bool = True) -> Tensor:
         dims = None if self._X is None else self._X.shape[-1]
         return check_inputs(
-            X, "IterNCGP", name=name, dims=dims, matrix=train, allow_empty=not train
+            X,
+            "IterNCGP",
+            name=name,
+            dims=dims,
+            matrix=train,
+            allow_empty=not train,
+            dtype=model_dtype(self._X, self.kernel),
         )
 
     def _check_targets(self, y: Tensor, X: Tensor, name: str = "y") -> Tensor:
