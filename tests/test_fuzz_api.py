@@ -773,6 +773,184 @@ def _dual_big_lr():
     return model
 
 
+# ------------------------------------------------------------ more entry points
+def _iter_fitted(lik=None):
+    X, y = data()
+    if lik is not None:
+        y = torch.poisson(torch.full((12,), 3.0))
+    return IterNCGP(RBFKernel(), lik or Bernoulli(), backend="dense", max_newton_steps=3).fit(X, y)
+
+
+def _failing_loss():
+    raise ValueError("a loss that cannot be evaluated")
+
+
+def _adam_step_that_raises():
+    from bo_ncgp.models.training import AdamStepper
+
+    w = torch.nn.Parameter(torch.tensor([1.0]))
+    stepper = AdamStepper([w], lr=0.5)
+    assert stepper.step(lambda: (w - 2.0).square().sum())
+    before = w.detach().clone()
+    assert not stepper.step(_failing_loss) and stepper.stopped
+    assert torch.equal(w.detach(), before)
+    return w.detach()
+
+
+def _lbfgs_that_raises():
+    from bo_ncgp.models.training import minimize_lbfgs
+
+    w = torch.nn.Parameter(torch.tensor([3.0]))
+
+    def loss():
+        if float(w) < 2.0:  # a region where the objective cannot be evaluated
+            raise torch.linalg.LinAlgError("not positive definite")
+        return (w - 1.0).square().sum()
+
+    minimize_lbfgs([w], loss, 20)
+    assert float(w) == 3.0  # restored
+    return w.detach()
+
+
+def _minimize_adam(**kw):
+    from bo_ncgp.models.training import minimize_adam
+
+    w = torch.nn.Parameter(torch.tensor([1.0]))
+    return minimize_adam([w], lambda s: w.square().sum(), **kw)
+
+
+def _stable_cholesky(**kw):
+    from bo_ncgp.linalg import stable_cholesky
+
+    return stable_cholesky(-torch.eye(2), **kw)
+
+
+def _jittered(value):
+    from bo_ncgp.linalg import jittered
+
+    return jittered(torch.eye(2), value)
+
+
+MORE = [
+    (
+        "argument",
+        "IterNCGP-predict_proba-num_samples-zero",
+        lambda: _iter_fitted().predict_proba(torch.rand(3, 1), method="mc", num_samples=0),
+        "num_samples",
+    ),
+    (
+        "argument",
+        "IterNCGP-predict_proba-num_samples-neg",
+        lambda: _iter_fitted().predict_proba(torch.rand(3, 1), method="mc", num_samples=-1),
+        "num_samples",
+    ),
+    (
+        "argument",
+        "IterNCGP-predict_rate-num_samples-zero",
+        lambda: _iter_fitted(Poisson()).predict_rate(torch.rand(3, 1), num_samples=0),
+        "num_samples",
+    ),
+    (
+        "argument",
+        "IterNCGP-predict_rate-level-nan",
+        lambda: _iter_fitted(Poisson()).predict_rate(torch.rand(3, 1), level=NAN),
+        "level",
+    ),
+    (
+        "complex",
+        "IterNCGP-condition-X-complex",
+        lambda: _iter_fitted().condition(torch.rand(2, 1).to(torch.complex128), torch.ones(2)),
+        "X_new must be real",
+    ),
+    (
+        "nonfinite",
+        "IterNCGP-log_predictive-y-inf",
+        lambda: _iter_fitted().log_predictive(torch.rand(2, 1), torch.tensor([INF, 0.0])),
+        "targets contain inf",
+    ),
+    (
+        "argument",
+        "DualSVGP-generator-int",
+        lambda: DualSVGP(rbf(), Bernoulli(), torch.rand(4, 1), generator=3),
+        "generator",
+    ),
+    (
+        "complex",
+        "SparseGAM-component-Z-complex",
+        lambda: SparseGAM([(rbf(), [0], torch.rand(3).to(torch.complex128))], Gaussian(0.1)),
+        "inducing_points must be real",
+    ),
+    (
+        "nonfinite",
+        "HIPGP-obs_noise-inf",
+        lambda: _hip().fit(*data(kind="real"), obs_noise=INF),
+        "obs_noise",
+    ),
+    ("argument", "Grid-shape-inf", lambda: Grid([0.0], [1.0], (INF,)), "shape"),
+    ("argument", "Grid-shape-frac", lambda: Grid([0.0], [1.0], (2.5,)), "shape"),
+    (
+        "argument",
+        "OfflineSVGP-predict-chunk-zero",
+        lambda: _off().predict_f(torch.rand(3, 1), chunk=0),
+        "chunk",
+    ),
+    (
+        "shape",
+        "Binomial-per-point-mismatch",
+        lambda: Binomial(torch.tensor([3.0, 4.0])).log_prob(torch.ones(3), torch.zeros(3)),
+        "per-point num_trials",
+    ),
+    (
+        "argument",
+        "stable_cholesky-max_tries-neg",
+        lambda: _stable_cholesky(max_tries=-1),
+        "max_tries",
+    ),
+    (
+        "argument",
+        "stable_cholesky-jitter_base-nan",
+        lambda: _stable_cholesky(jitter_base=NAN),
+        "jitter_base",
+    ),
+    ("argument", "jittered-nan", lambda: _jittered(NAN), "jitter"),
+    (
+        "nan",
+        "Poisson-sample-f-nan",
+        lambda: Poisson().sample(torch.tensor([NAN])),
+        "f contains NaN",
+    ),
+    (
+        "nan",
+        "Bernoulli-predictive_mean-nan",
+        lambda: Bernoulli().predictive_mean(torch.tensor([NAN]), torch.ones(1)),
+        "mean contains",
+    ),
+    (
+        "nonfinite",
+        "Bernoulli-conditional_mean-inf",
+        lambda: Bernoulli().conditional_mean(torch.tensor([INF])),
+        "f contains inf",
+    ),
+    (
+        "argument",
+        "Softmax-var-neg",
+        lambda: Softmax(3).expected(torch.tensor([0, 1]), torch.zeros(2, 3), -torch.ones(2, 3)),
+        "var must be non-negative",
+    ),
+    ("argument", "minimize_adam-lr-inf", lambda: _minimize_adam(num_steps=2, lr=INF), "lr"),
+    (
+        "argument",
+        "minimize_adam-num_steps-frac",
+        lambda: _minimize_adam(num_steps=2.5),
+        "num_steps",
+    ),
+]
+for _cat, _cid, _fn, _match in MORE:
+    cases(f"{_cat}-{_cid}", Raises(_match), _fn)
+cases("rollback-AdamStepper-ValueError", Finite(NumericalWarning), _adam_step_that_raises)
+cases("rollback-minimize_lbfgs-LinAlgError", Finite(NumericalWarning), _lbfgs_that_raises)
+
+
 # ---------------------------------------------------------------------- the test
 @pytest.mark.parametrize(("fn", "expect"), CASES)
 def test_bad_input_gives_a_clear_error_or_a_finite_answer(fn, expect):
@@ -783,7 +961,7 @@ def test_bad_input_gives_a_clear_error_or_a_finite_answer(fn, expect):
                 fn()
             return
         out = fn()
-    tensors = _tensors(out)
+        tensors = _tensors(out)
     assert tensors, "the call returned nothing to check"
     for t in tensors:
         assert torch.isfinite(t).all(), t
@@ -799,3 +977,13 @@ def test_the_suite_covers_every_category():
     assert len(ids) >= 80
     cats = {i.split("-")[0] for i in ids}
     assert cats >= {"nan", "nonfinite", "shape", "dtype", "complex", "empty", "argument"}
+
+
+def test_a_collapsing_outputscale_is_reported():
+    from bo_ncgp.models.dual.streaming import _warn_on_collapse
+
+    with pytest.warns(NumericalWarning, match="outputscale fell from 1 to 0.0001"):
+        _warn_on_collapse([torch.tensor(1.0)], [torch.tensor(1e-4)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _warn_on_collapse([torch.tensor(1.0)], [torch.tensor(0.5)])

@@ -209,6 +209,7 @@ class Likelihood(gpytorch.Module):
     def conditional_mean(self, f: Tensor) -> Tensor:
         """``E[y | f]`` (``sigmoid(f)``, ``N sigmoid(f)``, ``exp(f)``, ``f``; softmax
         probabilities ``(..., C)``)."""
+        _check_real(self.name, f, "f")
         if self.num_latents > 1:
             return torch.softmax(f, dim=-1)
         return self._mean_of_y(f)
@@ -219,6 +220,7 @@ class Likelihood(gpytorch.Module):
 
     def predictive_mean(self, mean: Tensor, var: Tensor, num_points: int | None = None) -> Tensor:
         """``E[y]`` under ``f ~ N(mean, var)`` (probability of class 1 for Bernoulli)."""
+        _check_real(self.name, mean, "mean")
         self._check_var(var)
         f, w = gh_points(mean, var, num_points or self.num_quadrature)
         return (self._mean_of_y(f) * w).sum(-1)

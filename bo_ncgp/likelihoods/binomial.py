@@ -8,7 +8,7 @@ from torch import Tensor
 
 from bo_ncgp.exceptions import InputDataError
 from bo_ncgp.likelihoods._checks import check_integer, check_range
-from bo_ncgp.likelihoods.base import Likelihood
+from bo_ncgp.likelihoods.base import Likelihood, _check_real
 
 __all__ = ["Binomial"]
 
@@ -42,6 +42,11 @@ class Binomial(Likelihood):
 
     def _check(self, y: Tensor) -> Tensor:
         y = check_integer(self.name, y)
+        if self.num_trials.numel() > 1 and y.dim() > 0 and y.shape[-1] != self.num_trials.shape[-1]:
+            raise InputDataError(
+                f"{self.name}: per-point num_trials has {self.num_trials.shape[-1]} entries but "
+                f"targets have {y.shape[-1]}"
+            )
         check_range(
             self.name,
             y,
@@ -49,11 +54,6 @@ class Binomial(Likelihood):
             self.num_trials if self.num_trials.numel() > 1 else float(self.num_trials),
             "counts",
         )
-        if self.num_trials.numel() > 1 and y.dim() > 0 and y.shape[-1] != self.num_trials.shape[-1]:
-            raise InputDataError(
-                f"{self.name}: per-point num_trials has {self.num_trials.shape[-1]} entries but "
-                f"targets have {y.shape[-1]}"
-            )
         return y
 
     def _log_prob(self, y: Tensor, f: Tensor) -> Tensor:
@@ -78,6 +78,7 @@ class Binomial(Likelihood):
         return N
 
     def sample(self, f: Tensor, generator: torch.Generator | None = None) -> Tensor:
+        _check_real(self.name, f, "f")
         N = self._N(f).expand(f.shape)
         return torch.binomial(N, torch.sigmoid(f), generator=generator)
 

@@ -10,7 +10,7 @@ from gpytorch.priors import Prior
 from torch import Tensor
 
 from bo_ncgp.exceptions import InputDataError
-from bo_ncgp.likelihoods.base import Likelihood
+from bo_ncgp.likelihoods.base import Likelihood, _check_real
 from bo_ncgp.linalg._args import check_positive
 
 __all__ = ["Gaussian"]
@@ -99,6 +99,7 @@ class Gaussian(Likelihood):
         return -0.5 * (math.log(2 * math.pi) + torch.log(v) + (y - mean) ** 2 / v)
 
     def sample(self, f: Tensor, generator: torch.Generator | None = None) -> Tensor:
+        _check_real(self.name, f, "f")
         eps = torch.randn(f.shape, generator=generator, dtype=f.dtype, device=f.device)
         return f + self._noise(f).sqrt() * eps
 

@@ -30,6 +30,7 @@ import torch
 from torch import Tensor
 
 from bo_ncgp.exceptions import InputDataError, NumericalWarning
+from bo_ncgp.linalg._args import check_count
 from bo_ncgp.linalg.cg import CGResult
 from bo_ncgp.linalg.cg_solve import cg_solve
 
@@ -61,7 +62,7 @@ class Grid:
         dtype = dtype or torch.get_default_dtype()
         self.lower = torch.as_tensor(lower, dtype=dtype, device=device).reshape(-1)
         self.upper = torch.as_tensor(upper, dtype=dtype, device=device).reshape(-1)
-        self.shape = tuple(int(s) for s in shape)
+        self.shape = tuple(check_count(s, "shape", "Grid") for s in shape)
         D = len(self.shape)
         if D == 0 or self.lower.numel() != D or self.upper.numel() != D:
             raise InputDataError(

@@ -231,6 +231,7 @@ class OfflineSVGP(torch.nn.Module, LatentGP):
             raise UnsupportedError("OfflineSVGP: predict_f has marginals only (full_cov)")
         self.eval()
         X = self._check_X(X)
+        chunk = check_count(chunk, "chunk", "OfflineSVGP.predict_f", minimum=1)
         means, vars_ = [], []
         for start in range(0, max(X.shape[0], 1), chunk):
             m, v = self._latent(X[start : start + chunk])

@@ -180,6 +180,11 @@ class DualSVGP(InducingState, ResizableModule, LatentGP):
         m, d = Z.shape
         self.kernel = kernel
         self.likelihood = likelihood
+        if generator is not None and not isinstance(generator, torch.Generator):
+            raise InputDataError(
+                f"DualSVGP: generator must be a torch.Generator or None, got "
+                f"{type(generator).__name__}"
+            )
         self.generator = generator
         self.config = replace(
             cfg, num_latents=C, max_inducing=m if cfg.max_inducing is None else cfg.max_inducing

@@ -251,8 +251,8 @@ class HIPGP(torch.nn.Module, LatentGP):
                 raise UnsupportedError("HIPGP: obs_noise needs the Gaussian likelihood")
             obs_noise = torch.as_tensor(obs_noise, dtype=X.dtype, device=X.device)
             obs_noise = obs_noise.expand(X.shape[0]).reshape(-1)
-            if not bool((obs_noise > 0).all()):
-                raise InputDataError("HIPGP: obs_noise must be positive")
+            if not bool((torch.isfinite(obs_noise) & (obs_noise > 0)).all()):
+                raise InputDataError("HIPGP: obs_noise must be positive and finite")
         return X, y, codes, obs_noise
 
     def elbo(

@@ -51,6 +51,11 @@ from bo_ncgp.models.training import FitClock
 __all__ = ["IterNCGP", "RatePrediction"]
 
 
+def _samples(num_samples: int) -> int:
+    """The number of Monte-Carlo samples, checked."""
+    return check_count(num_samples, "num_samples", "IterNCGP", minimum=1)
+
+
 class RatePrediction(NamedTuple):
     """Monte-Carlo summary of the Poisson rate ``exp(f)`` at test inputs (Sec. C.2).
 
@@ -443,11 +448,11 @@ class IterNCGP(torch.nn.Module, LatentGP):
             return lik.predictive_mean(mean, var)
         if isinstance(lik, Bernoulli):
             mean, var = self.predict_f(X)
-            eps = self._normal((num_samples, *mean.shape), mean, generator)
+            eps = self._normal((_samples(num_samples), *mean.shape), mean, generator)
             return torch.sigmoid(mean + var.sqrt() * eps).mean(0)
         mean, cov = self.predict_f_joint(X)
         L = stable_cholesky(cov, name="per-point latent covariance")
-        eps = self._normal((num_samples, *mean.shape), mean, generator)
+        eps = self._normal((_samples(num_samples), *mean.shape), mean, generator)
         f = mean + (L @ eps.unsqueeze(-1)).squeeze(-1)
         return torch.softmax(f, dim=-1).mean(0)
 
@@ -472,7 +477,7 @@ class IterNCGP(torch.nn.Module, LatentGP):
         if not 0 < level < 1:
             raise InputDataError(f"IterNCGP.predict_rate: level must be in (0, 1), got {level}")
         mean, var = self.predict_f(X)
-        eps = self._normal((num_samples, *mean.shape), mean, generator)
+        eps = self._normal((_samples(num_samples), *mean.shape), mean, generator)
         rate = torch.exp(mean + var.sqrt() * eps)
         q = torch.tensor(
             [0.5, (1 - level) / 2, (1 + level) / 2], dtype=rate.dtype, device=rate.device
