@@ -721,6 +721,16 @@ def _kernel_nan():
     return KernelOperator(k, torch.rand(3, 1)).matmul(torch.ones(3))
 
 
+@case("dtype-cg-A-float64-B-float32", Finite(InputDataWarning))
+def _cg_mixed():
+    return cg(_A.double(), _b.float(), tol=1e-10)
+
+
+@case("dtype-KernelOperator-matmul-V-float32", Finite(InputDataWarning))
+def _kop_mixed():
+    return KernelOperator(RBFKernel(), torch.rand(3, 1)).matmul(torch.ones(3, dtype=torch.float32))
+
+
 @case("ok-cg-max_iters-zero", Finite())
 def _cg_zero_iters():
     return cg(_A, _b, max_iters=0)
@@ -742,6 +752,18 @@ def _hip_outside():
 def _hip_edge():
     X = torch.linspace(0, 1, 12).unsqueeze(-1)
     return _hip().fit(X, torch.sin(X[:, 0]))
+
+
+@case("grid-HIPGP-X-within-one-spacing-of-the-grid", Finite())
+def _hip_margin():
+    X = torch.linspace(-0.05, 1.05, 12).unsqueeze(-1)  # the spacing is 1/15
+    return _hip().fit(X, torch.sin(X[:, 0]))
+
+
+@case("grid-HIPGP-line-integrals-ending-beyond-the-grid", Finite())
+def _hip_integral():
+    X = torch.linspace(0.5, 1.5, 12).unsqueeze(-1)  # integrals from 0 cross the grid
+    return _hip().fit(X, X[:, 0], op="integral")
 
 
 # ------------------------------------------------------------------------- MNIST

@@ -14,13 +14,20 @@ from __future__ import annotations
 
 import math
 import numbers
+import warnings
 
 import torch
 from torch import Tensor
 
-from bo_ncgp.exceptions import InputDataError
+from bo_ncgp.exceptions import InputDataError, InputDataWarning
 
-__all__ = ["check_count", "check_number", "check_positive", "check_real_tensor"]
+__all__ = [
+    "cast_with_warning",
+    "check_count",
+    "check_number",
+    "check_positive",
+    "check_real_tensor",
+]
 
 
 def _as_float(value: object, name: str, who: str, allowed: str) -> float:
@@ -131,3 +138,31 @@ def check_real_tensor(
     if finite and value.is_floating_point() and not bool(torch.isfinite(value).all()):
         raise InputDataError(f"{who}: {name} contains NaN or inf")
     return value
+
+
+def cast_with_warning(
+    X: Tensor, dtype: torch.dtype, name: str, who: str, *, stacklevel: int = 3
+) -> Tensor:
+    """``X`` cast to ``dtype`` (the dtype the model or operator computes in), announced by one
+    :class:`~bo_ncgp.exceptions.InputDataWarning` naming both dtypes; complex ``X`` raises
+    :class:`InputDataError` (dropping the imaginary part would give silently wrong answers).
+
+    Example:
+        >>> import warnings
+        >>> with warnings.catch_warnings(record=True) as caught:
+        ...     warnings.simplefilter("always")
+        ...     B = cast_with_warning(torch.ones(2, dtype=torch.float32), torch.float64, "B", "cg")
+        >>> B.dtype, str(caught[0].message).split(";")[0]
+        (torch.float64, 'cg: B has dtype torch.float32, the computation runs in torch.float64')
+    """
+    if X.is_complex():
+        raise InputDataError(f"{who}: {name} must be real, got a complex tensor ({X.dtype})")
+    if X.dtype == dtype:
+        return X
+    warnings.warn(
+        f"{who}: {name} has dtype {X.dtype}, the computation runs in {dtype}; {name} was cast "
+        f"to {dtype}",
+        InputDataWarning,
+        stacklevel=stacklevel,
+    )
+    return X.to(dtype)

@@ -15,7 +15,12 @@ import torch
 from torch import Tensor
 
 from bo_ncgp.exceptions import InputDataError
-from bo_ncgp.linalg._args import check_count, check_positive, check_real_tensor
+from bo_ncgp.linalg._args import (
+    cast_with_warning,
+    check_count,
+    check_positive,
+    check_real_tensor,
+)
 
 __all__ = ["CGResult", "cg"]
 
@@ -97,6 +102,8 @@ def cg(
                 f"got {tuple(A.shape)}"
             )
         matmul = lambda V: A @ V  # noqa: E731
+        B = cast_with_warning(B, A.dtype, "B", who)
+        x0 = None if x0 is None else cast_with_warning(x0, A.dtype, "x0", who)
     if x0 is not None:
         check_real_tensor(x0, "x0", who)
         if x0.shape != B.shape:

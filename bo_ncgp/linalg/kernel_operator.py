@@ -28,7 +28,7 @@ from torch.utils.checkpoint import checkpoint
 
 from bo_ncgp.exceptions import InputDataError, UnsupportedError
 from bo_ncgp.linalg import _keops
-from bo_ncgp.linalg._args import check_count, check_real_tensor
+from bo_ncgp.linalg._args import cast_with_warning, check_count, check_real_tensor
 
 __all__ = ["Backend", "KernelOperator"]
 
@@ -134,6 +134,7 @@ class KernelOperator:
     def matmul(self, V: Tensor) -> Tensor:
         """``K @ V`` for ``V`` of shape ``(n2,)`` or ``(..., n2, k)``."""
         check_real_tensor(V, "V", "KernelOperator.matmul", finite=False)
+        V = cast_with_warning(V, self.dtype, "V", "KernelOperator.matmul")
         vector = V.dim() == 1
         if vector:
             V = V.unsqueeze(-1)

@@ -32,6 +32,7 @@ from bo_ncgp.models._alias import Alias
 from bo_ncgp.models._checks import check_inputs
 from bo_ncgp.models.base import Callback, LatentGP, check_kernel_and_likelihood
 from bo_ncgp.models.hipgp.interdomain import (
+    VALUE,
     OpSpec,
     as_op_codes,
     cross_covariance,
@@ -191,12 +192,13 @@ class HIPGP(torch.nn.Module, LatentGP):
             dtype=self.grid.lower.dtype,
         )
 
-    def _check_on_grid(self, X: Tensor) -> None:
-        """Refuse training data more than one grid spacing outside the grid: the inducing
-        points cover only the grid, so such data would leave the posterior at the prior."""
+    def _check_on_grid(self, X: Tensor, codes: Tensor) -> None:
+        """Refuse point observations (values, derivatives) more than one grid spacing outside
+        the grid: the inducing points cover only the grid, so such data would leave the
+        posterior at the prior. Line integrals from the origin may end outside the grid."""
         g = self.grid
         lower, upper, h = g.lower.to(X), g.upper.to(X), g.spacing.to(X)
-        outside = ((X < lower - h) | (X > upper + h)).any(-1)
+        outside = ((X < lower - h) | (X > upper + h)).any(-1) & (codes >= VALUE)
         if bool(outside.any()):
             i = int(outside.nonzero()[0, 0])
             raise InputDataError(
@@ -235,7 +237,6 @@ class HIPGP(torch.nn.Module, LatentGP):
 
     def _prepare(self, X, y, op, obs_noise):
         X = self._check_X(X, matrix=True)
-        self._check_on_grid(X)
         y = torch.as_tensor(y, device=X.device)
         if y.is_complex():
             raise InputDataError(f"HIPGP: y must be real, got {y.dtype}")
@@ -246,6 +247,7 @@ class HIPGP(torch.nn.Module, LatentGP):
             raise InputDataError("HIPGP: y contains NaN or inf")
         y = self.likelihood.check_targets(y)
         codes = as_op_codes(op, X.shape[0], self.dim, X.device)
+        self._check_on_grid(X, codes)
         if obs_noise is not None:
             if not isinstance(self.likelihood, Gaussian):
                 raise UnsupportedError("HIPGP: obs_noise needs the Gaussian likelihood")
