@@ -782,17 +782,60 @@ def _mnist_labels(tmp_path_factory=None):
 
 
 # ------------------------------------------------------- DualSVGP at lr = 1e3
-@case("rollback-DualSVGP-lr-1e3", Finite(NumericalWarning))
-def _dual_big_lr():
-    X = torch.rand(30, 2)
-    y = (X[:, 0] > 0.5).double()
-    model = DualSVGP(rbf(), Bernoulli(), X[:8], memory_size=5, num_hyper_steps=10, lr=1e3)
-    model._fuzz_dim = 2
-    model.update(X[:15], y[:15]).update(X[15:], y[15:])
+def _sane(model):
     for name, p in model.named_parameters():
         assert torch.isfinite(p).all(), name
-        assert p.abs().max() < 50, (name, p)  # raw hyperparameters stay sane
+        assert p.abs().max() < 50, (name, p)  # raw hyperparameters stay sane, not +-lr
     return model
+
+
+def _dual_big_lr(likelihood, objective):
+    X = torch.rand(30, 2)
+    y = (X[:, 0] > 0.5).double()
+    if isinstance(likelihood, Poisson):
+        y = torch.poisson(3 * X[:, 0] + 1)
+    model = DualSVGP(
+        rbf(), likelihood, X[:8], memory_size=5, num_hyper_steps=10, lr=1e3,
+        hyper_objective=objective,
+    )  # fmt: skip
+    model._fuzz_dim = 2
+    return _sane(model.update(X[:15], y[:15]).update(X[15:], y[15:]))
+
+
+for _lik, _obj in ((Bernoulli, "dual"), (Bernoulli, "elbo"), (Poisson, "dual")):
+    cases(
+        f"rollback-DualSVGP-lr-1e3-{_lik.__name__}-{_obj}",
+        Finite(NumericalWarning),
+        lambda _lik=_lik, _obj=_obj: _dual_big_lr(_lik(), _obj),
+    )
+
+
+@case("rollback-HIPGP-hyper_lr-1e3", Finite(NumericalWarning))
+def _hip_big_lr():
+    X, y = data(30, kind="real")
+    model = _hip().fit(X, y, num_epochs=5, batch_size=10, learn_hyperparameters=True,
+                       hyper_lr=1e3)  # fmt: skip
+    return _sane(model)
+
+
+@case("rollback-SparseGAM-lr-1e3", Finite(NumericalWarning))
+def _gam_big_lr():
+    X, y = data(30, kind="real")
+    model = _gam().fit(X, y, num_steps=10, lr=1e3)
+    return [p.detach() for p in model.parameters()]  # stopped at finite parameters
+
+
+@case("rollback-AdamStepper-diverged-run", Finite(NumericalWarning))
+def _adam_diverged():
+    from bo_ncgp.models.training import AdamStepper
+
+    w = torch.nn.Parameter(torch.tensor([1.0]))
+    stepper = AdamStepper([w], lr=100.0)
+    for _ in range(3):
+        stepper.step(lambda: w.square().sum())
+    assert stepper.finish(lambda: w.square().sum(), max_rise=0.5) == 1.0
+    assert float(w) == 1.0 and not stepper.optimizer.state and stepper.stopped
+    return w.detach()
 
 
 # ------------------------------------------------------------ more entry points
@@ -1001,11 +1044,8 @@ def test_the_suite_covers_every_category():
     assert cats >= {"nan", "nonfinite", "shape", "dtype", "complex", "empty", "argument"}
 
 
-def test_a_collapsing_outputscale_is_reported():
-    from bo_ncgp.models.dual.streaming import _warn_on_collapse
+def test_a_collapsing_outputscale_is_detected():
+    from bo_ncgp.models.dual.streaming import _collapse
 
-    with pytest.warns(NumericalWarning, match="outputscale fell from 1 to 0.0001"):
-        _warn_on_collapse([torch.tensor(1.0)], [torch.tensor(1e-4)])
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        _warn_on_collapse([torch.tensor(1.0)], [torch.tensor(0.5)])
+    assert "fell from 1 to 0.0001" in _collapse([torch.tensor(1.0)], [torch.tensor(1e-4)])
+    assert _collapse([torch.tensor(1.0)], [torch.tensor(0.5)]) is None

@@ -43,6 +43,7 @@ from bo_ncgp.linalg._args import check_count, check_positive
 from bo_ncgp.models.base import Callback, FitStep, notify
 
 __all__ = [
+    "STEP_ERRORS",
     "AdamStepper",
     "FitClock",
     "NonFinitePolicy",
@@ -174,6 +175,7 @@ class AdamStepper:
         self.stopped = False
         self.loss: Tensor | None = None
         self._before_last: tuple[list[Tensor], list[dict]] | None = None
+        self._first: tuple[tuple[list[Tensor], list[dict]], float] | None = None
 
     def step(self, loss: Tensor | Callable[[], Tensor]) -> bool:
         """Back-propagate ``loss`` (a scalar to minimise, or a function that computes it) and
@@ -208,6 +210,8 @@ class AdamStepper:
             if _all_finite(self._all_params):
                 self.loss = value.detach()
                 self._before_last = saved
+                if self._first is None:
+                    self._first = (saved, float(self.loss))
                 return True
             self._restore(saved)
             problem = "non-finite parameters after the update"
@@ -216,14 +220,19 @@ class AdamStepper:
         self._fail(problem)
         return False
 
-    def finish(self, loss: Callable[[], Tensor]) -> float:
+    def finish(self, loss: Callable[[], Tensor], *, max_rise: float | None = None) -> float:
         """Check the loss at the final parameters (no gradients); when it is NaN or infinite
         (or raises one of :data:`STEP_ERRORS`) the last step taken fails like
         any other step: it is undone and reported under the non-finite policy.
 
+        With ``max_rise``, a run that diverged -- a final loss above the loss before the first
+        step by more than ``max_rise * (1 + |that loss|)`` (a learning rate far too large for
+        the objective) -- is undone as a whole: the parameters and the optimiser's state are
+        those before the first step, reported under the same policy.
+
         Returns:
-            The loss at the final parameters, or, when the last step was undone, its loss
-            before the update (the loss at the restored parameters).
+            The loss at the final parameters, or, when steps were undone, the loss at the
+            restored parameters (evaluated before the step that followed them).
 
         Example:
             >>> w = torch.nn.Parameter(torch.tensor([1.0]))
@@ -242,19 +251,53 @@ class AdamStepper:
                 value = float(loss())
             except STEP_ERRORS:
                 value = float("nan")
-        if math.isfinite(value) or self._before_last is None:
-            return value
-        self._restore(self._before_last)
-        self._before_last = None
-        self._fail(f"a non-finite loss after the last step ({value:.4g})")
-        return float(self.loss)
+        if not math.isfinite(value) and self._before_last is not None:
+            self._restore(self._before_last)
+            self._before_last = None
+            self._fail(f"a non-finite loss after the last step ({value:.4g})")
+            value = float(self.loss)
+        if math.isfinite(value) and max_rise is not None and self._first is not None:
+            first = self._first[1]
+            if value > first + max_rise * (1 + abs(first)):
+                self.undo_all(f"the loss rose from {first:.4g} to {value:.4g} (the steps diverged)")
+                return first
+        return value
 
-    def _fail(self, problem: str) -> None:
-        """Report a failed (and undone) step under the non-finite policy."""
-        msg = (
-            f"{self.name}: {problem}; the step was undone and training stopped at the "
-            "parameters before it (lower the learning rate or rescale the data)"
+    def undo_all(self, problem: str) -> bool:
+        """Undo every step taken: the parameters and the optimiser's state are those before the
+        first step; ``problem`` is reported under the non-finite policy. ``False`` (and nothing
+        done) when no step was taken.
+
+        Example:
+            >>> import warnings
+            >>> w = torch.nn.Parameter(torch.tensor([1.0]))
+            >>> stepper = AdamStepper([w], lr=0.5)
+            >>> stepper.step(lambda: w.square().sum()), round(float(w), 3)
+            (True, 0.5)
+            >>> with warnings.catch_warnings(record=True):
+            ...     warnings.simplefilter("always")
+            ...     stepper.undo_all("the model collapsed")
+            True
+            >>> float(w), stepper.stopped
+            (1.0, True)
+        """
+        if self._first is None:
+            return False
+        self._restore(self._first[0])
+        self._before_last = self._first = None
+        self._fail(
+            problem,
+            undone="every step was undone: training stopped at the parameters before the first",
         )
+        return True
+
+    def _fail(
+        self,
+        problem: str,
+        undone: str = "the step was undone and training stopped at the parameters before it",
+    ) -> None:
+        """Report a failed (and undone) step under the non-finite policy."""
+        msg = f"{self.name}: {problem}; {undone} (lower the learning rate or rescale the data)"
         if self.on_nonfinite == "raise":
             raise NonFiniteError(msg)
         warnings.warn(msg, NumericalWarning, stacklevel=4)
@@ -335,10 +378,9 @@ def minimize_adam(
     history: list[float] = []
     clock = FitClock()
     for step in steps:
-        loss = loss_fn(step)
-        if not stepper.step(loss):
+        if not stepper.step(lambda: loss_fn(step)):  # noqa: B023 (called right away)
             break
-        value = float(loss.detach())
+        value = float(stepper.loss)
         history.append(value)
         if bar is not None and step % 10 == 0:
             bar.set_postfix(loss=f"{value:.4f}")

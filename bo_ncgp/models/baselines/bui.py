@@ -305,7 +305,8 @@ class BuiStreamingSVGP(InducingState, ResizableModule, LatentGP):
         with torch.enable_grad():
             for step in range(self.num_steps):
                 if not stepper.step(loss_fn):
-                    return last
+                    # the loss failed at the last step's parameters: undo that step as well
+                    return stepper.finish(loss_fn) if stepper.loss is not None else last
                 last = float(stepper.loss)
                 if clock.notify(callback, step, self, last, {"optimizer": "adam"}):
                     break

@@ -22,7 +22,6 @@ Example:
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -30,7 +29,6 @@ import gpytorch
 import torch
 from torch import Tensor
 
-from bo_ncgp.exceptions import NumericalWarning
 from bo_ncgp.linalg import stable_cholesky
 from bo_ncgp.models.base import Callback
 from bo_ncgp.models.dual.inducing import select_inducing_points
@@ -65,7 +63,8 @@ def update(model: DualSVGP, X: Tensor, y: Tensor, callback: Callback | None = No
             Z_new = select_inducing_points(
                 model.kernel, torch.cat([model._Z, X]), model.max_inducing
             )
-            model.project(Z_new)
+            if Z_new.shape[0] > 0:  # none when the kernel is numerically zero: Z is kept
+                model.project(Z_new)
     n, n_old, n_M = X.shape[0], model.num_data, len(model.memory)
     Xa = torch.cat([model.memory.X, X])
     ya = torch.cat([model.memory.y, y])
@@ -159,13 +158,21 @@ def hyper_steps(
                     break
     stepper.optimizer.zero_grad(set_to_none=True)
     model._touch()
-    stepper.finish(loss_fn)  # a step into a region where the objective fails is undone
+    # a step into a region where the objective fails is undone; a diverged round as a whole
+    stepper.finish(loss_fn, max_rise=MAX_RISE)
+    collapse = _collapse(scales, _outputscales(model.kernel))
+    if collapse is not None:
+        stepper.undo_all(collapse)
     model._touch()
-    _warn_on_collapse(scales, _outputscales(model.kernel))
     return stop
 
 
-#: a fall of the outputscale by this factor within one update is reported as a collapse
+#: a round of hyperparameter steps whose objective rose by more than this fraction of
+#: ``1 + |objective before it|`` diverged and is undone (:meth:`AdamStepper.finish`)
+MAX_RISE = 0.5
+
+#: a fall of an outputscale by this factor within one round of hyperparameter steps is a
+#: collapse (a learning rate far too large): the round is undone with a NumericalWarning
 COLLAPSE_FACTOR = 1e-3
 
 
@@ -178,19 +185,17 @@ def _outputscales(kernel: torch.nn.Module) -> list[Tensor]:
     ]
 
 
-def _warn_on_collapse(before: list[Tensor], after: list[Tensor]) -> None:
-    """One :class:`NumericalWarning` when an outputscale fell by more than
-    :data:`COLLAPSE_FACTOR` in one update's hyperparameter steps."""
+def _collapse(before: list[Tensor], after: list[Tensor]) -> str | None:
+    """What collapsed when an outputscale fell by more than :data:`COLLAPSE_FACTOR` (the model
+    going to its prior mean), else ``None``."""
     for old, new in zip(before, after, strict=True):
         if bool((new < COLLAPSE_FACTOR * old).any()):
-            warnings.warn(
-                f"DualSVGP: the kernel outputscale fell from {old.min().item():.3g} to "
-                f"{new.min().item():.3g} in one update's hyperparameter steps; the model is "
-                "collapsing to its prior mean (lower lr or check the data's scale)",
-                NumericalWarning,
-                stacklevel=4,
+            return (
+                f"the kernel outputscale fell from {old.min().item():.3g} to "
+                f"{new.min().item():.3g} in one round of hyperparameter steps (the model "
+                "collapsed to its prior mean)"
             )
-            return
+    return None
 
 
 @torch.no_grad()

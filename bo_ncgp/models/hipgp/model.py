@@ -41,7 +41,7 @@ from bo_ncgp.models.hipgp.interdomain import (
 )
 from bo_ncgp.models.hipgp.variational import BlockGaussian
 from bo_ncgp.models.hipgp.whitening import CholeskyWhitener, FFTWhitener
-from bo_ncgp.models.training import AdamStepper, FitClock, NonFinitePolicy
+from bo_ncgp.models.training import STEP_ERRORS, AdamStepper, FitClock, NonFinitePolicy
 
 __all__ = ["HIPGP"]
 
@@ -375,8 +375,15 @@ class HIPGP(torch.nn.Module, LatentGP):
                 idx = perm[s : s + bs]
                 Xb, yb, cb = X[idx], y[idx], codes[idx]
                 nb = None if obs_noise is None else obs_noise[idx]
-                with torch.set_grad_enabled(stepper is not None):
-                    K = self.whitened_cross_covariance(Xb, cb)
+                try:
+                    with torch.set_grad_enabled(stepper is not None):
+                        K = self.whitened_cross_covariance(Xb, cb)
+                except STEP_ERRORS:
+                    if stepper is None or stepper.loss is None:
+                        raise
+                    # the last hyperparameter step led where the covariances fail: undo it
+                    stepper.finish(lambda: self.whitened_cross_covariance(Xb, cb).sum())  # noqa: B023
+                    return self
                 self.natgrad_step(Xb, yb, cb, num_data=n, lr=natgrad_lr, obs_noise=nb, K=K)
                 value = None
                 if stepper is not None:
