@@ -125,8 +125,13 @@ def hyper_steps(
     model's objective).
 
     The steps follow the non-finite policy of :mod:`bo_ncgp.models.training`: a step with a
-    non-finite objective, gradient or result (or a non-PSD ``K_zz + B_u``) is undone and ends
-    this round's steps with a :class:`~bo_ncgp.exceptions.NumericalWarning`. After every step
+    non-finite objective, gradient or result (or an objective that raises, e.g. a non-PSD
+    ``K_zz + B_u``) is undone and ends this round's steps with a
+    :class:`~bo_ncgp.exceptions.NumericalWarning`; so is the step before it when the objective
+    fails at the final parameters. A round whose objective rose by more than
+    :data:`MAX_RISE` ``* (1 + |objective before it|)`` (diverged) or whose outputscale fell by
+    more than :data:`COLLAPSE_FACTOR` (collapsed) is undone as a whole, with the optimiser's
+    state, also with a warning (a learning rate far too large). After every step
     taken ``report(loss, {"round": round_, "hyper_step": step})`` is called (if given);
     returns ``True`` when it asked to stop.
     """
