@@ -1010,6 +1010,39 @@ MORE = [
         "num_steps",
     ),
 ]
+
+
+def _stopping(name, *args, **kw):
+    from bo_ncgp.models.iterncgp import stopping
+
+    return getattr(stopping, name)(*args, **kw)
+
+
+def _circulant(**kw):
+    from bo_ncgp.linalg import CirculantEmbedding
+
+    return CirculantEmbedding(torch.tensor([1.0, 0.5, 0.1, 0.5]), **kw)
+
+
+def _natgrad(**kw):
+    X, y = data(kind="real")
+    return _hip().natgrad_step(X, y, **kw)
+
+
+MORE += [
+    ("argument", "MaxIterations-neg", lambda: _stopping("MaxIterations", -1), "max_iters"),
+    ("argument", "ResidualNorm-atol-nan", lambda: _stopping("ResidualNorm", atol=NAN), "atol"),
+    ("argument", "RelativeChange-tol-inf", lambda: _stopping("RelativeChange", tol=INF), "tol"),
+    ("argument", "CirculantEmbedding-jitter-nan", lambda: _circulant(jitter=NAN), "jitter"),
+    (
+        "argument",
+        "CirculantEmbedding-precond_floor-neg",
+        lambda: _circulant(precond_floor=-1.0),
+        "precond_floor",
+    ),
+    ("argument", "HIPGP-natgrad_step-lr-zero", lambda: _natgrad(lr=0.0), "lr"),
+    ("argument", "HIPGP-natgrad_step-num_data-zero", lambda: _natgrad(num_data=0), "num_data"),
+]
 for _cat, _cid, _fn, _match in MORE:
     cases(f"{_cat}-{_cid}", Raises(_match), _fn)
 cases("rollback-AdamStepper-ValueError", Finite(NumericalWarning), _adam_step_that_raises)

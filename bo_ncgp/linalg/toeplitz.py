@@ -30,7 +30,7 @@ import torch
 from torch import Tensor
 
 from bo_ncgp.exceptions import InputDataError, NumericalWarning
-from bo_ncgp.linalg._args import check_count
+from bo_ncgp.linalg._args import check_count, check_number, check_positive
 from bo_ncgp.linalg.cg import CGResult
 from bo_ncgp.linalg.cg_solve import cg_solve
 
@@ -230,6 +230,10 @@ class CirculantEmbedding:
         precond_floor: float = 1e-10,
         warn: bool = True,
     ) -> None:
+        jitter = check_positive(jitter, "jitter", "CirculantEmbedding", allow_zero=True)
+        precond_floor = check_number(
+            precond_floor, "precond_floor", "CirculantEmbedding", low=0, high=1
+        )
         if c.dim() < 1 or min(c.shape) < 2:
             raise InputDataError(
                 f"CirculantEmbedding: c must have at least 2 entries per axis, got {tuple(c.shape)}"

@@ -297,6 +297,9 @@ class HIPGP(torch.nn.Module, LatentGP):
         """One natural-gradient step of ``q`` on a minibatch (Sec. 3.4); with the Gaussian
         likelihood, the whole data set, ``variational='full'`` and ``lr=1`` this is the exact
         optimum."""
+        check_number(lr, "lr", "HIPGP.natgrad_step", low=0, high=1, low_open=True)
+        if num_data is not None:
+            num_data = check_count(num_data, "num_data", "HIPGP.natgrad_step", minimum=1)
         X, y, codes, obs_noise = self._prepare(X, y, op, obs_noise)
         if K is None:
             K = self.whitened_cross_covariance(X, codes)
