@@ -731,6 +731,17 @@ def _kop_mixed():
     return KernelOperator(RBFKernel(), torch.rand(3, 1)).matmul(torch.ones(3, dtype=torch.float32))
 
 
+@case("dtype-IterNCGP-float64-data-float32-kernel", Finite())
+def _iter_promotes():
+    X, y = data()
+    model = IterNCGP(RBFKernel().float(), Bernoulli(), backend="dense", max_newton_steps=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", InputDataWarning)  # lossless: no cast, no warning
+        mean, var = model.fit(X, y).predict_f(torch.rand(3, 1))
+    assert mean.dtype == torch.float64
+    return mean, var
+
+
 @case("ok-cg-max_iters-zero", Finite())
 def _cg_zero_iters():
     return cg(_A, _b, max_iters=0)

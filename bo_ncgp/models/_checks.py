@@ -29,7 +29,7 @@ def check_inputs(
     model) is cast to it by :func:`cast_to_model_dtype`, with an :class:`InputDataWarning`.
 
     Args:
-        X: the inputs (a floating-point tensor).
+        X: the inputs (a real tensor; cast to ``dtype``).
         who: the model, first word of the messages.
         name: the argument's name in the messages.
         dims: the required number of input dimensions ``d`` (``None``: any).

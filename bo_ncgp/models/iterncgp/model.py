@@ -247,6 +247,12 @@ class IterNCGP(torch.nn.Module, LatentGP):
     # ------------------------------------------------------------- validation
     def _check_inputs(self, X: Tensor, name: str = "X", train: bool = True) -> Tensor:
         dims = None if self._X is None else self._X.shape[-1]
+        if self._X is not None:
+            dtype = self._X.dtype  # the dtype of the fit
+        else:  # a fit computes in the promoted dtype of the kernel and the data (lossless)
+            dtype = model_dtype(self.kernel)
+            if isinstance(X, Tensor) and X.is_floating_point():
+                dtype = torch.promote_types(dtype, X.dtype)
         return check_inputs(
             X,
             "IterNCGP",
@@ -254,7 +260,7 @@ class IterNCGP(torch.nn.Module, LatentGP):
             dims=dims,
             matrix=train,
             allow_empty=not train,
-            dtype=model_dtype(self._X, self.kernel),
+            dtype=dtype,
         )
 
     def _check_targets(self, y: Tensor, X: Tensor, name: str = "y") -> Tensor:
