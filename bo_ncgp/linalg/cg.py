@@ -123,9 +123,6 @@ def cg(
             )
         return AV
 
-    def nonfinite() -> InputDataError:
-        return InputDataError("cg: matmul(V) returned NaN or inf (the operator A is not finite)")
-
     b_norm = torch.linalg.vector_norm(B, dim=-2)
     b_norm_safe = torch.where(b_norm > 0, b_norm, torch.ones_like(b_norm))
     if x0 is None:
@@ -142,17 +139,9 @@ def cg(
     column_iterations = torch.zeros_like(rel, dtype=torch.long)
     history = [rel.clone()] if record_history else None
     iterations = 0
-    curvature_finite = torch.ones((), dtype=torch.bool, device=B.device)
-    while iterations < max_iters:
-        finite = torch.isfinite(rel).all() & curvature_finite
-        all_done, finite = torch.stack([done.all(), finite]).tolist()
-        if not finite:
-            raise nonfinite()
-        if all_done:
-            break
+    while iterations < max_iters and not bool(done.all()):
         AP = matmul(P)
         pAp = (P * AP).sum(-2)
-        curvature_finite = torch.isfinite(pAp).all()
         active = (~done) & (pAp > 0)
         safe_pAp = torch.where(active, pAp, torch.ones_like(pAp))
         alpha = torch.where(active, rz / safe_pAp, torch.zeros_like(rz))
@@ -167,13 +156,16 @@ def cg(
         iterations += 1
         column_iterations = column_iterations + active.long()
         rel = torch.linalg.vector_norm(R, dim=-2) / b_norm_safe
-        # a column whose search direction has no curvature left is numerically converged
-        done = done | (rel <= tol) | (pAp <= 0)
+        # a column whose search direction has no curvature left is numerically converged; one
+        # with a NaN or inf (from the operator or the preconditioner) stops and is reported
+        done = done | (rel <= tol) | (pAp <= 0) | ~torch.isfinite(pAp + rel)
         if record_history:
             history.append(rel.clone())
     residual_norms = torch.linalg.vector_norm(B - matmul(X), dim=-2)
     if not bool(torch.isfinite(residual_norms).all()):
-        raise nonfinite()
+        raise InputDataError(
+            "cg: the solve met NaN or inf (matmul(V) or precond(R) returned non-finite values)"
+        )
     converged = (residual_norms <= tol * b_norm_safe * (1 + 1e-8)) | (b_norm == 0)
     if vector:
         X = X.squeeze(-1)
