@@ -1007,12 +1007,6 @@ MORE = [
         lambda: Bernoulli().conditional_mean(torch.tensor([INF])),
         "f contains inf",
     ),
-    (
-        "argument",
-        "Softmax-var-neg",
-        lambda: Softmax(3).expected(torch.tensor([0, 1]), torch.zeros(2, 3), -torch.ones(2, 3)),
-        "var must be non-negative",
-    ),
     ("argument", "minimize_adam-lr-inf", lambda: _minimize_adam(num_steps=2, lr=INF), "lr"),
     (
         "argument",

@@ -39,10 +39,8 @@ def _check_real(who: str, t: Tensor, what: str) -> None:
         raise InputDataError(f"{who}: {what} must be a torch.Tensor, got {type(t).__name__}")
     if t.is_complex():
         raise InputDataError(f"{who}: {what} must be real, got {t.dtype}")
-    if torch.isnan(t).any():
-        raise InputDataError(f"{who}: {what} contains NaN")
-    if torch.isinf(t).any():
-        raise InputDataError(f"{who}: {what} contains inf")
+    if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+        raise InputDataError(f"{who}: {what} contains {'NaN' if t.isnan().any() else 'inf'}")
 
 
 class Likelihood(gpytorch.Module):
@@ -86,10 +84,10 @@ class Likelihood(gpytorch.Module):
             y = torch.as_tensor(y)
         if y.is_complex():
             raise InputDataError(f"{self.name}: targets must be real, got {y.dtype}")
-        if y.is_floating_point() and torch.isnan(y).any():
-            raise InputDataError(f"{self.name}: targets contain NaN")
-        if y.is_floating_point() and torch.isinf(y).any():
-            raise InputDataError(f"{self.name}: targets contain inf")
+        if y.is_floating_point() and not bool(torch.isfinite(y).all()):
+            raise InputDataError(
+                f"{self.name}: targets contain {'NaN' if y.isnan().any() else 'inf'}"
+            )
         return self._check(y)
 
     def _check(self, y: Tensor) -> Tensor:

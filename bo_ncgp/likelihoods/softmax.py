@@ -141,13 +141,6 @@ class Softmax(Likelihood):
 
     def _check_var(self, var: Tensor) -> None:
         _check_real(self.name, var, "var")
-        diag = var if var.shape[-1:] == (self.num_latents,) and var.dim() < 3 else None
-        if var.dim() >= 2 and var.shape[-2:] == (self.num_latents, self.num_latents):
-            diag = var.diagonal(dim1=-2, dim2=-1)
-        if diag is not None and bool((diag < 0).any()):
-            raise InputDataError(
-                f"{self.name}: var must be non-negative (min {float(diag.min()):.3e})"
-            )
 
     def expected(self, y, mean, var, num_points=None):
         """Monte-Carlo ``(E log p (..., n), alpha (..., n, C), beta (..., n, C, C))``."""
