@@ -16,7 +16,12 @@ import pytest
 import torch
 from gpytorch.kernels import RBFKernel, ScaleKernel
 
-from bo_ncgp.exceptions import InputDataError, InputDataWarning, NumericalWarning
+from bo_ncgp.exceptions import (
+    InputDataError,
+    InputDataWarning,
+    NonFiniteError,
+    NumericalWarning,
+)
 from bo_ncgp.likelihoods import Bernoulli, Binomial, Gaussian, Poisson, Softmax, gauss_hermite
 from bo_ncgp.linalg import (
     Grid,
@@ -541,6 +546,13 @@ for _cat, _cid, _fn, _match in LIK_CALLS:
 def _iter_huge_counts():
     X = torch.rand(8, 1)
     y = torch.full((8,), 1e300)
+    return IterNCGP(RBFKernel(), Poisson(), backend="dense").fit(X, y)
+
+
+@case("nonfinite-IterNCGP-Poisson-counts-1e6", Raises(r"mean function", NonFiniteError))
+def _iter_large_counts():
+    X = torch.rand(8, 1)
+    y = torch.full((8,), 1e6)  # exact integers, far from exp(prior mean) = 1
     return IterNCGP(RBFKernel(), Poisson(), backend="dense").fit(X, y)
 
 
