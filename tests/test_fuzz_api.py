@@ -556,6 +556,13 @@ def _iter_large_counts():
     return IterNCGP(RBFKernel(), Poisson(), backend="dense").fit(X, y)
 
 
+@case("nonfinite-SparseGAM-Poisson-counts-1e6", Raises(r"rescale", NonFiniteError))
+def _gam_large_counts():
+    X = torch.rand(8, 1)
+    model = SparseGAM([(rbf(), [0], torch.linspace(0, 1, 4))], Poisson())
+    return model.fit(X, torch.full((8,), 1e6), num_steps=2)
+
+
 # ------------------------------------------------------------------------ linalg
 _A = torch.tensor([[4.0, 1.0], [1.0, 3.0]])
 _b = torch.ones(2)

@@ -24,7 +24,12 @@ import gpytorch
 import torch
 from torch import Tensor, nn
 
-from bo_ncgp.exceptions import InputDataError, NumericalWarning, UnsupportedError
+from bo_ncgp.exceptions import (
+    InputDataError,
+    NonFiniteError,
+    NumericalWarning,
+    UnsupportedError,
+)
 from bo_ncgp.likelihoods import Likelihood
 from bo_ncgp.linalg import jittered, log_prior, solve_lower, stable_cholesky
 from bo_ncgp.linalg._args import check_count, check_positive
@@ -345,6 +350,13 @@ class SparseGAM(gpytorch.Module, LatentGP):
         var_sum = cond + Phi.square().sum(0)  # prior: v ~ N(0, I)
         for _ in range(num_newton_steps):
             _, alpha, beta = self.likelihood.expected(y, mean_sum, var_sum)
+            if not bool(torch.isfinite(alpha).all() & torch.isfinite(beta).all()):
+                raise NonFiniteError(
+                    "SparseGAM.initialize_variational: the likelihood's expected gradient or "
+                    f"curvature overflowed at max |mean| = {float(mean_sum.abs().max()):.3g}: "
+                    "the targets are far from the zero prior mean of the additive predictor "
+                    "(e.g. counts in the millions under a Poisson likelihood); rescale them"
+                )
             P = (Phi * beta) @ Phi.mT
             LP = stable_cholesky(eye + P, name="I + Phi diag(beta) Phi^T")
             m = torch.cholesky_solve((Phi @ (alpha + beta * mean_sum)).unsqueeze(-1), LP)[:, 0]
