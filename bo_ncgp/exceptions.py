@@ -21,6 +21,8 @@ Catch :class:`BoNCGPError` for anything the library raises on purpose; the subcl
 * :class:`StorageError` -- campaign files cannot be written or the output folder cannot be
   used: a full disk, a read-only folder, a missing permission, another process holding the
   folder. Also an ``OSError``.
+* :class:`InputDataWarning` -- input data was repaired on the way in (integer or
+  ``float32`` data cast to the model's dtype); a ``UserWarning``.
 * :class:`NumericalWarning` -- a numerical repair (jitter, clamping, a rolled-back step)
   that changes results slightly; a ``RuntimeWarning``.
 
@@ -41,6 +43,7 @@ from __future__ import annotations
 __all__ = [
     "BoNCGPError",
     "InputDataError",
+    "InputDataWarning",
     "NonFiniteError",
     "NotPSDError",
     "NumericalWarning",
@@ -140,4 +143,18 @@ class NumericalWarning(RuntimeWarning):
         ...     L = stable_cholesky(torch.ones(2, 2), name="A")  # singular: jitter is added
         >>> caught[0].category.__name__
         'NumericalWarning'
+    """
+
+
+class InputDataWarning(UserWarning):
+    """Warning for input data that the library repaired on the way in, e.g. ``float32`` or
+    integer inputs cast to the ``float64`` of the model (BoTorch's ``InputDataWarning``).
+
+    Example:
+        >>> import warnings
+        >>> with warnings.catch_warnings(record=True) as caught:
+        ...     warnings.simplefilter("always")
+        ...     warnings.warn("X was cast from torch.float32 to torch.float64", InputDataWarning)
+        >>> caught[0].category.__name__
+        'InputDataWarning'
     """

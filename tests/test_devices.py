@@ -32,10 +32,6 @@ FACTORY_NAMES = frozenset(f.__name__ for f in FACTORIES)
 #: factory calls without ``device=`` that are correct on every device, with the reason
 ALLOWED = {
     ("likelihoods/gaussian.py", "torch.zeros(())"): "a parameter of the module, moved by .to()",
-    (
-        "likelihoods/binomial.py",
-        "torch.as_tensor(num_trials, dtype=torch.get_default_dtype())",
-    ): "a buffer of the module, moved by .to()",
     ("likelihoods/base.py", "torch.as_tensor(y)"): (
         "targets given as a list or array; the models convert them on their own device first"
     ),

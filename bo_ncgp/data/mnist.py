@@ -174,7 +174,15 @@ def _load_split(root: Path, subdir: str, split: str, verify: bool) -> MNISTSplit
             f"load_mnist: {files[0].name} has {images.shape[0]} images but {files[1].name} has "
             f"{labels.shape[0]} labels"
         )
-    return MNISTSplit(images=images, labels=labels.long())
+    labels = labels.long()
+    bad = (labels < 0) | (labels > 9)
+    if bool(bad.any()):
+        found = sorted({int(v) for v in labels[bad][:5]})
+        raise InputDataError(
+            f"load_mnist: {files[1]} holds labels outside [0, 9] (the ten classes): found "
+            f"{int(bad.sum())} such label(s), e.g. {found}"
+        )
+    return MNISTSplit(images=images, labels=labels)
 
 
 def write_idx(path: str | os.PathLike, data: Tensor, gz: bool = False) -> Path:

@@ -19,6 +19,12 @@ def check_integer(name: str, y: Tensor, what: str = "counts") -> Tensor:
     yf = y.to(torch.get_default_dtype()) if not y.is_floating_point() else y
     if not torch.isfinite(yf).all():
         raise InputDataError(f"{name}: {what} contain inf")
+    limit = 1.0 / torch.finfo(yf.dtype).eps  # above it, floats are not exact integers
+    if (yf.abs() > limit).any():
+        raise InputDataError(
+            f"{name}: {what} must be at most {limit:.6g} in magnitude (the largest exact "
+            f"integers of {yf.dtype}); found value(s) {_examples(yf[yf.abs() > limit])}"
+        )
     bad = yf != torch.round(yf)
     if not soft_targets_enabled() and bad.any():
         raise InputDataError(

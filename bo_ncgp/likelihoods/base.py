@@ -13,8 +13,8 @@ A likelihood ``p(y | f)`` provides, in closed form and pointwise,
 * ``predictive_log_prob(y, mean, var) = log ∫ p(y|f) N(f|mean, var) df`` (for NLPD) and
   ``predictive_mean(mean, var) = E[y]``.
 
-Targets are validated on every call: NaN, labels out of range, non-integer counts and shape
-mismatches raise :class:`ValueError` naming the problem.
+Targets are validated on every call: NaN, inf, complex values, labels out of range,
+non-integer counts and shape mismatches raise :class:`ValueError` naming the problem.
 
 Shapes for scalar-latent likelihoods: ``y`` and ``f`` broadcast against each other and share
 the trailing data dimension ``n`` (``f`` may carry extra leading batch dimensions, e.g.
@@ -31,6 +31,16 @@ from bo_ncgp.exceptions import InputDataError
 from bo_ncgp.likelihoods.quadrature import gh_points
 
 __all__ = ["Likelihood"]
+
+
+def _check_real(who: str, t: Tensor, what: str) -> None:
+    """Raise unless ``t`` is a real tensor with finite entries."""
+    if not isinstance(t, Tensor):
+        raise InputDataError(f"{who}: {what} must be a torch.Tensor, got {type(t).__name__}")
+    if t.is_complex():
+        raise InputDataError(f"{who}: {what} must be real, got {t.dtype}")
+    if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+        raise InputDataError(f"{who}: {what} contains {'NaN' if t.isnan().any() else 'inf'}")
 
 
 class Likelihood(gpytorch.Module):
@@ -72,16 +82,19 @@ class Likelihood(gpytorch.Module):
         the softmax). Raises :class:`ValueError` naming the problem."""
         if not isinstance(y, Tensor):
             y = torch.as_tensor(y)
-        if y.is_floating_point() and torch.isnan(y).any():
-            raise InputDataError(f"{self.name}: targets contain NaN")
+        if y.is_complex():
+            raise InputDataError(f"{self.name}: targets must be real, got {y.dtype}")
+        if y.is_floating_point() and not bool(torch.isfinite(y).all()):
+            raise InputDataError(
+                f"{self.name}: targets contain {'NaN' if y.isnan().any() else 'inf'}"
+            )
         return self._check(y)
 
     def _check(self, y: Tensor) -> Tensor:
         raise NotImplementedError
 
     def _check_f(self, y: Tensor, f: Tensor, what: str = "f") -> None:
-        if torch.isnan(f).any():
-            raise InputDataError(f"{self.name}: {what} contains NaN")
+        _check_real(self.name, f, what)
         if self.num_latents == 1:
             if f.dim() == 0 or y.dim() == 0:
                 return
@@ -176,8 +189,7 @@ class Likelihood(gpytorch.Module):
         return elp, alpha, beta
 
     def _check_var(self, var: Tensor) -> None:
-        if torch.isnan(var).any():
-            raise InputDataError(f"{self.name}: var contains NaN")
+        _check_real(self.name, var, "var")
         if (var < 0).any():
             raise InputDataError(
                 f"{self.name}: var must be non-negative (min {float(var.min()):.3e})"
@@ -195,6 +207,7 @@ class Likelihood(gpytorch.Module):
     def conditional_mean(self, f: Tensor) -> Tensor:
         """``E[y | f]`` (``sigmoid(f)``, ``N sigmoid(f)``, ``exp(f)``, ``f``; softmax
         probabilities ``(..., C)``)."""
+        _check_real(self.name, f, "f")
         if self.num_latents > 1:
             return torch.softmax(f, dim=-1)
         return self._mean_of_y(f)
@@ -205,6 +218,7 @@ class Likelihood(gpytorch.Module):
 
     def predictive_mean(self, mean: Tensor, var: Tensor, num_points: int | None = None) -> Tensor:
         """``E[y]`` under ``f ~ N(mean, var)`` (probability of class 1 for Bernoulli)."""
+        _check_real(self.name, mean, "mean")
         self._check_var(var)
         f, w = gh_points(mean, var, num_points or self.num_quadrature)
         return (self._mean_of_y(f) * w).sum(-1)

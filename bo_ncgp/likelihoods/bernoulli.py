@@ -10,7 +10,7 @@ from torch import Tensor
 
 from bo_ncgp.exceptions import InputDataError
 from bo_ncgp.likelihoods._checks import _examples
-from bo_ncgp.likelihoods.base import Likelihood
+from bo_ncgp.likelihoods.base import Likelihood, _check_real
 from bo_ncgp.likelihoods.settings import soft_targets_enabled
 
 __all__ = ["Bernoulli"]
@@ -62,6 +62,7 @@ class Bernoulli(Likelihood):
         return (s * (1 - s)).expand(torch.broadcast_shapes(y.shape, f.shape))
 
     def sample(self, f: Tensor, generator: torch.Generator | None = None) -> Tensor:
+        _check_real(self.name, f, "f")
         dev = f.device if generator is None else generator.device  # draws on the generator's device
         y = torch.bernoulli(torch.sigmoid(f).to(dev), generator=generator).to(f.device)
         return 2 * y - 1 if self.labels == "pm1" else y

@@ -8,7 +8,7 @@ from torch import Tensor
 
 from bo_ncgp.exceptions import InputDataError
 from bo_ncgp.likelihoods._checks import check_integer, check_range
-from bo_ncgp.likelihoods.base import Likelihood
+from bo_ncgp.likelihoods.base import Likelihood, _check_real
 
 __all__ = ["Binomial"]
 
@@ -27,8 +27,12 @@ class Binomial(Likelihood):
 
     def __init__(self, num_trials: int | Tensor) -> None:
         super().__init__()
-        N = torch.as_tensor(num_trials, dtype=torch.get_default_dtype())
-        if (N < 1).any() or (N != torch.round(N)).any():
+        on = num_trials.device if isinstance(num_trials, Tensor) else None  # keep its device
+        N = torch.as_tensor(num_trials, device=on)
+        if N.is_complex():
+            raise InputDataError(f"Binomial: num_trials must be real, got {N.dtype}")
+        N = N.to(torch.get_default_dtype())
+        if not bool(torch.isfinite(N).all()) or (N < 1).any() or (N != torch.round(N)).any():
             raise InputDataError(
                 f"Binomial: num_trials must be positive integers, got {num_trials}"
             )
@@ -39,6 +43,11 @@ class Binomial(Likelihood):
 
     def _check(self, y: Tensor) -> Tensor:
         y = check_integer(self.name, y)
+        if self.num_trials.numel() > 1 and y.dim() > 0 and y.shape[-1] != self.num_trials.shape[-1]:
+            raise InputDataError(
+                f"{self.name}: per-point num_trials has {self.num_trials.shape[-1]} entries but "
+                f"targets have {y.shape[-1]}"
+            )
         check_range(
             self.name,
             y,
@@ -46,11 +55,6 @@ class Binomial(Likelihood):
             self.num_trials if self.num_trials.numel() > 1 else float(self.num_trials),
             "counts",
         )
-        if self.num_trials.numel() > 1 and y.dim() > 0 and y.shape[-1] != self.num_trials.shape[-1]:
-            raise InputDataError(
-                f"{self.name}: per-point num_trials has {self.num_trials.shape[-1]} entries but "
-                f"targets have {y.shape[-1]}"
-            )
         return y
 
     def _log_prob(self, y: Tensor, f: Tensor) -> Tensor:
@@ -75,6 +79,7 @@ class Binomial(Likelihood):
         return N
 
     def sample(self, f: Tensor, generator: torch.Generator | None = None) -> Tensor:
+        _check_real(self.name, f, "f")
         N = self._N(f).expand(f.shape)
         dev = f.device if generator is None else generator.device  # draws on the generator's device
         p = torch.sigmoid(f)

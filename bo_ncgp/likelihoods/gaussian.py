@@ -10,7 +10,8 @@ from gpytorch.priors import Prior
 from torch import Tensor
 
 from bo_ncgp.exceptions import InputDataError
-from bo_ncgp.likelihoods.base import Likelihood
+from bo_ncgp.likelihoods.base import Likelihood, _check_real
+from bo_ncgp.linalg._args import check_positive
 
 __all__ = ["Gaussian"]
 
@@ -36,8 +37,7 @@ class Gaussian(Likelihood):
         noise_prior: Prior | None = None,
     ) -> None:
         super().__init__()
-        if not noise > 0:
-            raise InputDataError(f"Gaussian: noise must be positive, got {noise}")
+        check_positive(noise, "noise", "Gaussian")
         self.register_parameter("raw_noise", torch.nn.Parameter(torch.zeros(())))
         self.register_constraint("raw_noise", noise_constraint or GreaterThan(1e-6))
         if noise_prior is not None:
@@ -99,6 +99,7 @@ class Gaussian(Likelihood):
         return -0.5 * (math.log(2 * math.pi) + torch.log(v) + (y - mean) ** 2 / v)
 
     def sample(self, f: Tensor, generator: torch.Generator | None = None) -> Tensor:
+        _check_real(self.name, f, "f")
         dev = f.device if generator is None else generator.device  # draws on the generator's device
         eps = torch.randn(f.shape, generator=generator, dtype=f.dtype, device=dev).to(f.device)
         return f + self._noise(f).sqrt() * eps

@@ -6,7 +6,7 @@ import torch
 from torch import Tensor
 
 from bo_ncgp.likelihoods._checks import check_integer, check_range
-from bo_ncgp.likelihoods.base import Likelihood
+from bo_ncgp.likelihoods.base import Likelihood, _check_real
 
 __all__ = ["Poisson"]
 
@@ -46,6 +46,7 @@ class Poisson(Likelihood):
         return torch.exp(mean + 0.5 * var)
 
     def sample(self, f: Tensor, generator: torch.Generator | None = None) -> Tensor:
+        _check_real(self.name, f, "f")
         dev = f.device if generator is None else generator.device  # draws on the generator's device
         return torch.poisson(torch.exp(f).to(dev), generator=generator).to(f.device)
 

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from bo_ncgp.exceptions import InputDataError
+from bo_ncgp.linalg._args import check_count
 
 __all__ = ["gauss_hermite", "gh_points"]
 
@@ -34,9 +34,7 @@ def gauss_hermite(
         >>> round(float(w.sum()), 12), round(float((w * 2 * x**2).sum()), 12)  # E[z^2] = 1
         (1.0, 1.0)
     """
-    if num_points < 1:
-        raise InputDataError(f"gauss_hermite: num_points must be >= 1, got {num_points}")
-    x, w = _nodes(int(num_points))
+    x, w = _nodes(check_count(num_points, "num_points", "gauss_hermite", minimum=1))
     return (
         torch.as_tensor(x, dtype=dtype, device=device),
         torch.as_tensor(w, dtype=dtype, device=device),

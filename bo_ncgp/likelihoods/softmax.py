@@ -24,7 +24,8 @@ from torch import Tensor
 
 from bo_ncgp.exceptions import InputDataError
 from bo_ncgp.likelihoods._checks import check_integer, check_range
-from bo_ncgp.likelihoods.base import Likelihood
+from bo_ncgp.likelihoods.base import Likelihood, _check_real
+from bo_ncgp.linalg._args import check_count
 
 __all__ = ["Softmax"]
 
@@ -45,10 +46,8 @@ class Softmax(Likelihood):
 
     def __init__(self, num_classes: int, num_samples: int = 512, seed: int = 0) -> None:
         super().__init__()
-        if int(num_classes) < 2:
-            raise InputDataError(f"Softmax: num_classes must be >= 2, got {num_classes}")
-        self.num_latents = int(num_classes)
-        self.num_samples = int(num_samples)
+        self.num_latents = check_count(num_classes, "num_classes", "Softmax", minimum=2)
+        self.num_samples = check_count(num_samples, "num_samples", "Softmax", minimum=1)
         self.seed = int(seed)
         self._base: dict[tuple, Tensor] = {}
 
@@ -108,6 +107,7 @@ class Softmax(Likelihood):
 
     def sample(self, f: Tensor, generator: torch.Generator | None = None) -> Tensor:
         """Labels ``(...)`` drawn from ``softmax(f)`` for ``f`` of shape ``(..., C)``."""
+        _check_real(self.name, f, "f")
         probs = torch.softmax(f, dim=-1).reshape(-1, self.num_latents)
         dev = f.device if generator is None else generator.device  # draws on the generator's device
         y = torch.multinomial(probs.to(dev), 1, generator=generator).to(f.device)
@@ -144,8 +144,7 @@ class Softmax(Likelihood):
         return mean + (Lc @ eps.unsqueeze(-1)).squeeze(-1)
 
     def _check_var(self, var: Tensor) -> None:
-        if torch.isnan(var).any():
-            raise InputDataError(f"{self.name}: var contains NaN")
+        _check_real(self.name, var, "var")
 
     def expected(self, y, mean, var, num_points=None):
         """Monte-Carlo ``(E log p (..., n), alpha (..., n, C), beta (..., n, C, C))``."""

@@ -15,6 +15,12 @@ import torch
 from torch import Tensor
 
 from bo_ncgp.exceptions import InputDataError
+from bo_ncgp.linalg._args import (
+    cast_with_warning,
+    check_count,
+    check_positive,
+    check_real_tensor,
+)
 
 __all__ = ["CGResult", "cg"]
 
@@ -79,28 +85,50 @@ def cg(
         >>> torch.allclose(A @ res.solution, torch.tensor([1.0, 2.0], dtype=torch.float64))
         True
     """
-    if isinstance(matmul, Tensor):
-        A = matmul
-        matmul = lambda V: A @ V  # noqa: E731
+    who = "cg"
+    B = check_real_tensor(B, "B", who, floating=True)
+    tol = check_positive(tol, "tol", who, allow_zero=True)
     if B.dim() == 0:
-        raise InputDataError("cg: right-hand side must have at least one dimension (n,)")
+        raise InputDataError(
+            "cg: B (the right-hand side) must have shape (n,) or (..., n, k), got ()"
+        )
     vector = B.dim() == 1
+    n = B.shape[-1] if vector else B.shape[-2]
+    if isinstance(matmul, Tensor):
+        A = check_real_tensor(matmul, "A", who)
+        if A.dim() < 2 or A.shape[-1] != A.shape[-2] or A.shape[-1] != n:
+            raise InputDataError(
+                f"cg: A must be a square (..., {n}, {n}) matrix matching B {tuple(B.shape)}, "
+                f"got {tuple(A.shape)}"
+            )
+        matmul = lambda V: A @ V  # noqa: E731
+        B = cast_with_warning(B, A.dtype, "B", who)
+        x0 = None if x0 is None else cast_with_warning(x0, A.dtype, "x0", who)
+    if x0 is not None:
+        check_real_tensor(x0, "x0", who)
+        if x0.shape != B.shape:
+            raise InputDataError(f"cg: x0 has shape {tuple(x0.shape)}, expected {tuple(B.shape)}")
     if vector:
         B = B.unsqueeze(-1)
         x0 = None if x0 is None else x0.unsqueeze(-1)
-    if not torch.isfinite(B).all():
-        raise InputDataError("cg: right-hand side contains NaN or inf")
-    n = B.shape[-2]
-    if max_iters is None:
-        max_iters = 10 * n
+    max_iters = 10 * n if max_iters is None else check_count(max_iters, "max_iters", who)
+    raw_matmul = matmul
+
+    def matmul(V: Tensor) -> Tensor:
+        AV = raw_matmul(V)
+        if not isinstance(AV, Tensor) or AV.shape[-2:] != V.shape[-2:]:
+            got = tuple(AV.shape) if isinstance(AV, Tensor) else type(AV).__name__
+            raise InputDataError(
+                f"cg: matmul(V) must return a tensor of the shape of V, {tuple(V.shape)}, got {got}"
+            )
+        return AV
+
     b_norm = torch.linalg.vector_norm(B, dim=-2)
     b_norm_safe = torch.where(b_norm > 0, b_norm, torch.ones_like(b_norm))
     if x0 is None:
         X = torch.zeros_like(B)
         R = B.clone()
     else:
-        if x0.shape != B.shape:
-            raise InputDataError(f"cg: x0 has shape {tuple(x0.shape)}, expected {tuple(B.shape)}")
         X = x0.clone()
         R = B - matmul(X)
     Z = precond(R) if precond is not None else R
@@ -128,11 +156,16 @@ def cg(
         iterations += 1
         column_iterations = column_iterations + active.long()
         rel = torch.linalg.vector_norm(R, dim=-2) / b_norm_safe
-        # a column whose search direction has no curvature left is numerically converged
-        done = done | (rel <= tol) | (pAp <= 0)
+        # a column whose search direction has no curvature left is numerically converged; one
+        # with a NaN or inf (from the operator or the preconditioner) stops and is reported
+        done = done | (rel <= tol) | (pAp <= 0) | ~torch.isfinite(pAp + rel)
         if record_history:
             history.append(rel.clone())
     residual_norms = torch.linalg.vector_norm(B - matmul(X), dim=-2)
+    if not bool(torch.isfinite(residual_norms).all()):
+        raise InputDataError(
+            "cg: the solve met NaN or inf (matmul(V) or precond(R) returned non-finite values)"
+        )
     converged = (residual_norms <= tol * b_norm_safe * (1 + 1e-8)) | (b_norm == 0)
     if vector:
         X = X.squeeze(-1)

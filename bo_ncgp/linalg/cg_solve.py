@@ -20,6 +20,7 @@ import torch
 from torch import Tensor
 
 from bo_ncgp.exceptions import InputDataError
+from bo_ncgp.linalg._args import check_count, check_positive, check_real_tensor
 from bo_ncgp.linalg.cg import CGResult, cg
 
 __all__ = ["cg_solve"]
@@ -92,8 +93,12 @@ def cg_solve(
         >>> [round(g, 4) for g in a.grad.tolist()]  # d/da (1/a) = -1/a^2
         [-0.25, -0.1111]
     """
+    check_real_tensor(B, "B", "cg_solve", floating=True)
     if B.dim() < 2:
         raise InputDataError(f"cg_solve: B must have shape (..., n, k), got {tuple(B.shape)}")
+    tol = check_positive(tol, "tol", "cg_solve", allow_zero=True)
+    if max_iters is not None:
+        max_iters = check_count(max_iters, "max_iters", "cg_solve")
     opts = {"tol": tol, "max_iters": max_iters, "record_history": record_history}
     needs_grad = torch.is_grad_enabled() and (
         B.requires_grad or any(o.requires_grad for o in operands)

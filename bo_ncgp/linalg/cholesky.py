@@ -20,6 +20,7 @@ import torch
 from torch import Tensor
 
 from bo_ncgp.exceptions import InputDataError, NotPSDError, NumericalWarning
+from bo_ncgp.linalg._args import check_count, check_positive
 
 __all__ = [
     "default_jitter_base",
@@ -101,6 +102,9 @@ def _jittered_cholesky(
         raise InputDataError(
             f"stable_cholesky: {name} must be square (..., n, n), got shape {tuple(A.shape)}"
         )
+    max_tries = check_count(max_tries, "max_tries", "stable_cholesky")
+    if jitter_base is not None:
+        jitter_base = check_positive(jitter_base, "jitter_base", "stable_cholesky")
     if A.shape[-1] == 0:
         return A.clone(), A.new_zeros(A.shape[:-2])
     if not torch.isfinite(A).all():

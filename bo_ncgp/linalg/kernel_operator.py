@@ -28,6 +28,7 @@ from torch.utils.checkpoint import checkpoint
 
 from bo_ncgp.exceptions import InputDataError, UnsupportedError
 from bo_ncgp.linalg import _keops
+from bo_ncgp.linalg._args import cast_with_warning, check_count, check_real_tensor
 
 __all__ = ["Backend", "KernelOperator"]
 
@@ -69,6 +70,9 @@ class KernelOperator:
                 f"KernelOperator: unknown backend {backend!r}; use 'auto', 'dense', "
                 "'chunked' or 'keops'"
             )
+        check_real_tensor(X1, "X1", "KernelOperator", floating=True)
+        if X2 is not None:
+            check_real_tensor(X2, "X2", "KernelOperator", floating=True)
         if X1.dim() < 2:
             raise InputDataError(
                 f"KernelOperator: X1 must be (..., n, d), got shape {tuple(X1.shape)}"
@@ -81,8 +85,12 @@ class KernelOperator:
         self.X1 = X1
         self.X2 = X1 if X2 is None else X2
         self.symmetric = X2 is None
-        self.max_memory_bytes = int(max_memory_bytes)
-        self.dense_threshold_bytes = int(dense_threshold_bytes)
+        self.max_memory_bytes = check_count(
+            max_memory_bytes, "max_memory_bytes", "KernelOperator", minimum=1
+        )
+        self.dense_threshold_bytes = check_count(
+            dense_threshold_bytes, "dense_threshold_bytes", "KernelOperator"
+        )
         self.requested_backend = backend
         self._dense_cache: tuple[tuple, Tensor] | None = None
 
@@ -125,10 +133,12 @@ class KernelOperator:
     # ---------------------------------------------------------------- products
     def matmul(self, V: Tensor) -> Tensor:
         """``K @ V`` for ``V`` of shape ``(n2,)`` or ``(..., n2, k)``."""
+        check_real_tensor(V, "V", "KernelOperator.matmul", finite=False)
+        V = cast_with_warning(V, self.dtype, "V", "KernelOperator.matmul")
         vector = V.dim() == 1
         if vector:
             V = V.unsqueeze(-1)
-        if V.shape[-2] != self.X2.shape[-2]:
+        if V.dim() < 2 or V.shape[-2] != self.X2.shape[-2]:
             raise InputDataError(
                 f"KernelOperator.matmul: V has {V.shape[-2]} rows, the operator has "
                 f"{self.X2.shape[-2]} columns (shape {tuple(self.shape)})"
@@ -144,6 +154,13 @@ class KernelOperator:
             out = self.to_dense() @ V
         else:
             out = self._chunked_matmul(V)
+        if not bool(torch.isfinite(out).all()):
+            culprit = (
+                "V contains NaN or inf"
+                if not bool(torch.isfinite(V).all())
+                else "the kernel gives NaN or inf (check its hyperparameters)"
+            )
+            raise InputDataError(f"KernelOperator.matmul: K @ V is not finite: {culprit}")
         return out.squeeze(-1) if vector else out
 
     __matmul__ = matmul

@@ -19,6 +19,7 @@ import torch
 from torch import Tensor
 
 from bo_ncgp.exceptions import InputDataError
+from bo_ncgp.linalg._args import check_count, check_positive, check_real_tensor
 
 __all__ = ["PivotedCholeskyResult", "RowAccess", "pivoted_cholesky"]
 
@@ -94,20 +95,24 @@ def pivoted_cholesky(
         >>> len(res.pivots), torch.allclose(res.L @ res.L.T, A @ A.T)
         (3, True)
     """
+    who = "pivoted_cholesky"
+    max_rank = check_count(max_rank, "max_rank", who)
+    tol = check_positive(tol, "tol", who, allow_zero=True)
+    if isinstance(K_or_operator, Tensor):
+        check_real_tensor(K_or_operator, "K", who, floating=True)
+        if K_or_operator.dim() != 2 or K_or_operator.shape[0] != K_or_operator.shape[1]:
+            raise InputDataError(
+                f"pivoted_cholesky: expected a square (n, n) matrix, got "
+                f"{tuple(K_or_operator.shape)}"
+            )
     op = _DenseRows(K_or_operator) if isinstance(K_or_operator, Tensor) else K_or_operator
-    if isinstance(K_or_operator, Tensor) and (
-        K_or_operator.dim() != 2 or K_or_operator.shape[0] != K_or_operator.shape[1]
-    ):
-        raise InputDataError(
-            f"pivoted_cholesky: expected a square (n, n) matrix, got {tuple(K_or_operator.shape)}"
-        )
     d = op.diagonal().clone()
     if d.dim() != 1:
         raise InputDataError(
             f"pivoted_cholesky: needs an unbatched operator; diagonal has shape {tuple(d.shape)}"
         )
-    if max_rank < 0:
-        raise InputDataError(f"pivoted_cholesky: max_rank must be >= 0, got {max_rank}")
+    if not bool(torch.isfinite(d).all()):
+        raise InputDataError("pivoted_cholesky: the diagonal of K contains NaN or inf")
     n = d.shape[0]
     r_max = min(int(max_rank), n)
     L = torch.zeros(n, r_max, dtype=d.dtype, device=d.device)
@@ -125,6 +130,8 @@ def pivoted_cholesky(
         if piv <= floor:
             break
         row = op.rows(torch.tensor([i], device=d.device)).reshape(-1)
+        if not bool(torch.isfinite(row).all()):
+            raise InputDataError(f"pivoted_cholesky: row {i} of K contains NaN or inf")
         l = (row - L[:, :k] @ L[i, :k]) / piv**0.5
         l = torch.where(chosen, torch.zeros_like(l), l)
         L[:, k] = l

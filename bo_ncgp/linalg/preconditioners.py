@@ -13,6 +13,7 @@ import torch
 from torch import Tensor
 
 from bo_ncgp.exceptions import InputDataError
+from bo_ncgp.linalg._args import check_real_tensor
 from bo_ncgp.linalg.cholesky import stable_cholesky
 
 __all__ = ["low_rank_plus_diagonal_inverse"]
@@ -29,9 +30,13 @@ def low_rank_plus_diagonal_inverse(L: Tensor, D: Tensor | float) -> Callable[[Te
         >>> torch.allclose(A @ apply(R), R)
         True
     """
+    who = "low_rank_plus_diagonal_inverse"
+    check_real_tensor(L, "L", who, floating=True)
+    if L.dim() != 2:
+        raise InputDataError(f"{who}: L must have shape (n, r), got {tuple(L.shape)}")
     D = torch.as_tensor(D, dtype=L.dtype, device=L.device).expand(L.shape[0])
-    if bool((D <= 0).any()):
-        raise InputDataError("low_rank_plus_diagonal_inverse: D must be positive")
+    if not bool((torch.isfinite(D) & (D > 0)).all()):
+        raise InputDataError(f"{who}: D must be finite and positive, got min {float(D.min()):g}")
     Dinv = 1.0 / D
     # (L L^T + D)^{-1} = D^{-1} - D^{-1} L (I + L^T D^{-1} L)^{-1} L^T D^{-1}
     inner = torch.eye(L.shape[1], dtype=L.dtype, device=L.device) + L.mT @ (Dinv[:, None] * L)

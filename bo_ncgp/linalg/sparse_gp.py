@@ -27,6 +27,8 @@ import gpytorch
 import torch
 from torch import Tensor
 
+from bo_ncgp.exceptions import InputDataError
+
 __all__ = ["jittered", "latent_block", "log_prior", "solve_lower", "tri_logdet", "whitened_kl"]
 
 
@@ -67,7 +69,9 @@ def jittered(K: Tensor, jitter: float) -> Tensor:
         tensor([[3., 0.],
                 [0., 3.]])
     """
-    if jitter <= 0:
+    if not jitter > 0:
+        if jitter != jitter:
+            raise InputDataError(f"jittered: jitter must be a number >= 0, got {jitter}")
         return K
     diag = K.diagonal(dim1=-2, dim2=-1)
     scale = diag.detach().mean(-1, keepdim=True).clamp_min(torch.finfo(K.dtype).tiny)

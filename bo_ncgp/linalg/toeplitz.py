@@ -30,6 +30,7 @@ import torch
 from torch import Tensor
 
 from bo_ncgp.exceptions import InputDataError, NumericalWarning
+from bo_ncgp.linalg._args import check_count, check_number, check_positive
 from bo_ncgp.linalg.cg import CGResult
 from bo_ncgp.linalg.cg_solve import cg_solve
 
@@ -61,7 +62,7 @@ class Grid:
         dtype = dtype or torch.get_default_dtype()
         self.lower = torch.as_tensor(lower, dtype=dtype, device=device).reshape(-1)
         self.upper = torch.as_tensor(upper, dtype=dtype, device=device).reshape(-1)
-        self.shape = tuple(int(s) for s in shape)
+        self.shape = tuple(check_count(s, "shape", "Grid") for s in shape)
         D = len(self.shape)
         if D == 0 or self.lower.numel() != D or self.upper.numel() != D:
             raise InputDataError(
@@ -104,8 +105,7 @@ class Grid:
         fs = [factor] * self.dim if isinstance(factor, int | float) else list(factor)
         if len(fs) != self.dim or any(int(f) != f or f < 2 for f in fs):
             raise InputDataError(
-                f"Grid: the embedding factor must be an integer >= 2 (or one per axis), got "
-                f"{factor}"
+                f"Grid: embedding_factor must be an integer >= 2 (or one per axis), got {factor}"
             )
         return tuple(int(f) * s for f, s in zip(fs, self.shape, strict=True))
 
@@ -230,6 +230,10 @@ class CirculantEmbedding:
         precond_floor: float = 1e-10,
         warn: bool = True,
     ) -> None:
+        jitter = check_positive(jitter, "jitter", "CirculantEmbedding", allow_zero=True)
+        precond_floor = check_number(
+            precond_floor, "precond_floor", "CirculantEmbedding", low=0, high=1
+        )
         if c.dim() < 1 or min(c.shape) < 2:
             raise InputDataError(
                 f"CirculantEmbedding: c must have at least 2 entries per axis, got {tuple(c.shape)}"

@@ -36,6 +36,7 @@ from torch import Tensor
 
 from bo_ncgp.exceptions import InputDataError
 from bo_ncgp.linalg import log_prior, stable_cholesky
+from bo_ncgp.linalg._args import check_count, check_positive, check_real_tensor
 
 __all__ = ["SVGP"]
 
@@ -95,12 +96,15 @@ class SVGP(gpytorch.models.ApproximateGP):
     ) -> None:
         if not isinstance(inducing_points, Tensor) or inducing_points.dim() < 2:
             raise InputDataError("SVGP: inducing_points must be a (..., M, d) tensor")
+        check_real_tensor(inducing_points, "inducing_points", "SVGP", floating=True)
+        if jitter is not None:
+            jitter = check_positive(jitter, "jitter", "SVGP", allow_zero=True)
         if variational not in _DISTRIBUTIONS:
             raise InputDataError(
                 f"SVGP: variational must be 'cholesky' or 'natural', got {variational!r}"
             )
-        if num_latents is not None and int(num_latents) < 1:
-            raise InputDataError(f"SVGP: num_latents must be >= 1, got {num_latents}")
+        if num_latents is not None:
+            num_latents = check_count(num_latents, "num_latents", "SVGP", minimum=1)
         batch = torch.Size(batch_shape)
         q_batch = batch if num_latents is None else batch + torch.Size([int(num_latents)])
         Z = inducing_points.detach().clone()

@@ -10,8 +10,10 @@ streaming baseline's ``optimizer="lbfgs"``). Loops that do not step an optimiser
 Newton steps) report through :class:`FitClock`.
 
 The non-finite policy (the same everywhere): when the loss or any gradient of a step is NaN or
-infinite (or the loss raises :class:`~bo_ncgp.exceptions.NotPSDError`, or the update leaves a
-parameter non-finite), the step is undone -- the parameters and the optimiser's moments are
+infinite, when computing them raises one of :data:`STEP_ERRORS` (a ``ValueError`` such as
+:class:`~bo_ncgp.exceptions.NotPSDError` or the :class:`~bo_ncgp.exceptions.InputDataError` of a
+Cholesky of non-finite entries, or ``torch.linalg.LinAlgError``), or when the update leaves a
+parameter non-finite, the step is undone -- the parameters and the optimiser's moments are
 exactly as they were before it --, one :class:`~bo_ncgp.exceptions.NumericalWarning` is
 emitted and training stops (``on_nonfinite="stop"``, the default) or
 :class:`~bo_ncgp.exceptions.NonFiniteError` is raised (``on_nonfinite="raise"``).
@@ -37,9 +39,11 @@ import torch
 from torch import Tensor
 
 from bo_ncgp.exceptions import InputDataError, NonFiniteError, NotPSDError, NumericalWarning
+from bo_ncgp.linalg._args import check_count, check_positive
 from bo_ncgp.models.base import Callback, FitStep, notify
 
 __all__ = [
+    "STEP_ERRORS",
     "AdamStepper",
     "FitClock",
     "NonFinitePolicy",
@@ -50,6 +54,10 @@ __all__ = [
 #: what a non-finite loss or gradient does: warn and stop, or raise
 #: :class:`~bo_ncgp.exceptions.NonFiniteError`
 NonFinitePolicy = Literal["stop", "raise"]
+
+#: errors of a loss evaluation that make a step fail (NotPSDError and the InputDataError of a
+#: Cholesky of non-finite entries are ValueErrors)
+STEP_ERRORS: tuple[type[Exception], ...] = (ValueError, torch.linalg.LinAlgError)
 
 
 class FitClock:
@@ -106,8 +114,9 @@ def _all_finite(tensors: Sequence[Tensor]) -> bool:
 class AdamStepper:
     """One Adam step per :meth:`step` call, under the non-finite policy of this module.
 
-    A step fails when the loss is NaN or infinite, when its evaluation raises
-    :class:`~bo_ncgp.exceptions.NotPSDError`, when a gradient is non-finite, or when the
+    A step fails when the loss is NaN or infinite, when its evaluation or backward pass raises
+    one of :data:`STEP_ERRORS` (e.g. :class:`~bo_ncgp.exceptions.NotPSDError`), when a
+    gradient is non-finite, or when the
     parameters are non-finite after the update (and after ``project``). A failed step leaves
     the parameters and the optimiser's state as they were before it.
 
@@ -152,6 +161,7 @@ class AdamStepper:
     ) -> None:
         if on_nonfinite not in ("stop", "raise"):
             raise InputDataError(f"on_nonfinite must be 'stop' or 'raise', got {on_nonfinite!r}")
+        lr = check_positive(lr, "lr", name)
         self.params = [p for p in params if p.requires_grad]
         self.optimizer = torch.optim.Adam(self.params, lr=lr)
         self.companions = list(companions)
@@ -165,6 +175,7 @@ class AdamStepper:
         self.stopped = False
         self.loss: Tensor | None = None
         self._before_last: tuple[list[Tensor], list[dict]] | None = None
+        self._first: tuple[tuple[list[Tensor], list[dict]], float] | None = None
 
     def step(self, loss: Tensor | Callable[[], Tensor]) -> bool:
         """Back-propagate ``loss`` (a scalar to minimise, or a function that computes it) and
@@ -180,15 +191,16 @@ class AdamStepper:
         problem = None
         try:
             value = loss() if callable(loss) else loss
-        except NotPSDError as err:
-            problem = f"a matrix that is not positive definite ({err})"
-        else:
             if not bool(torch.isfinite(value.detach()).all()):
                 problem = f"a non-finite loss ({float(value.detach()):.4g})"
             else:
                 value.backward()
                 if not _all_finite([p.grad for p in self._all_params if p.grad is not None]):
                     problem = "a non-finite gradient"
+        except NotPSDError as err:
+            problem = f"a matrix that is not positive definite ({err})"
+        except STEP_ERRORS as err:
+            problem = f"an error in the loss ({type(err).__name__}: {err})"
         if problem is None:
             saved = self._snapshot()
             for opt in self._optimizers:
@@ -198,6 +210,8 @@ class AdamStepper:
             if _all_finite(self._all_params):
                 self.loss = value.detach()
                 self._before_last = saved
+                if self._first is None:
+                    self._first = (saved, float(self.loss))
                 return True
             self._restore(saved)
             problem = "non-finite parameters after the update"
@@ -206,14 +220,19 @@ class AdamStepper:
         self._fail(problem)
         return False
 
-    def finish(self, loss: Callable[[], Tensor]) -> float:
+    def finish(self, loss: Callable[[], Tensor], *, max_rise: float | None = None) -> float:
         """Check the loss at the final parameters (no gradients); when it is NaN or infinite
-        (or raises :class:`~bo_ncgp.exceptions.NotPSDError`) the last step taken fails like
+        (or raises one of :data:`STEP_ERRORS`) the last step taken fails like
         any other step: it is undone and reported under the non-finite policy.
 
+        With ``max_rise``, a run that diverged -- a final loss above the loss before the first
+        step by more than ``max_rise * (1 + |that loss|)`` (a learning rate far too large for
+        the objective) -- is undone as a whole: the parameters and the optimiser's state are
+        those before the first step, reported under the same policy.
+
         Returns:
-            The loss at the final parameters, or, when the last step was undone, its loss
-            before the update (the loss at the restored parameters).
+            The loss at the final parameters, or, when steps were undone, the loss at the
+            restored parameters (evaluated before the step that followed them).
 
         Example:
             >>> w = torch.nn.Parameter(torch.tensor([1.0]))
@@ -230,21 +249,55 @@ class AdamStepper:
         with torch.no_grad():
             try:
                 value = float(loss())
-            except NotPSDError:
+            except STEP_ERRORS:
                 value = float("nan")
-        if math.isfinite(value) or self._before_last is None:
-            return value
-        self._restore(self._before_last)
-        self._before_last = None
-        self._fail(f"a non-finite loss after the last step ({value:.4g})")
-        return float(self.loss)
+        if not math.isfinite(value) and self._before_last is not None:
+            self._restore(self._before_last)
+            self._before_last = None
+            self._fail(f"a non-finite loss after the last step ({value:.4g})")
+            value = float(self.loss)
+        if math.isfinite(value) and max_rise is not None and self._first is not None:
+            first = self._first[1]
+            if value > first + max_rise * (1 + abs(first)):
+                self.undo_all(f"the loss rose from {first:.4g} to {value:.4g} (the steps diverged)")
+                return first
+        return value
 
-    def _fail(self, problem: str) -> None:
-        """Report a failed (and undone) step under the non-finite policy."""
-        msg = (
-            f"{self.name}: {problem}; the step was undone and training stopped at the "
-            "parameters before it (lower the learning rate or rescale the data)"
+    def undo_all(self, problem: str) -> bool:
+        """Undo every step taken: the parameters and the optimiser's state are those before the
+        first step; ``problem`` is reported under the non-finite policy. ``False`` (and nothing
+        done) when no step was taken.
+
+        Example:
+            >>> import warnings
+            >>> w = torch.nn.Parameter(torch.tensor([1.0]))
+            >>> stepper = AdamStepper([w], lr=0.5)
+            >>> stepper.step(lambda: w.square().sum()), round(float(w), 3)
+            (True, 0.5)
+            >>> with warnings.catch_warnings(record=True):
+            ...     warnings.simplefilter("always")
+            ...     stepper.undo_all("the model collapsed")
+            True
+            >>> float(w), stepper.stopped
+            (1.0, True)
+        """
+        if self._first is None:
+            return False
+        self._restore(self._first[0])
+        self._before_last = self._first = None
+        self._fail(
+            problem,
+            undone="every step was undone: training stopped at the parameters before the first",
         )
+        return True
+
+    def _fail(
+        self,
+        problem: str,
+        undone: str = "the step was undone and training stopped at the parameters before it",
+    ) -> None:
+        """Report a failed (and undone) step under the non-finite policy."""
+        msg = f"{self.name}: {problem}; {undone} (lower the learning rate or rescale the data)"
         if self.on_nonfinite == "raise":
             raise NonFiniteError(msg)
         warnings.warn(msg, NumericalWarning, stacklevel=4)
@@ -314,8 +367,7 @@ def minimize_adam(
         >>> len(losses), seen  # the callback stopped training after step 4
         (5, [0, 1, 2, 3, 4])
     """
-    if int(num_steps) < 0:
-        raise InputDataError(f"{name}: num_steps must be >= 0, got {num_steps}")
+    num_steps = check_count(num_steps, "num_steps", name)
     stepper = AdamStepper(params, lr, on_nonfinite=on_nonfinite, project=project, name=name)
     steps: Iterable[int] = range(int(num_steps))
     bar = None
@@ -326,10 +378,9 @@ def minimize_adam(
     history: list[float] = []
     clock = FitClock()
     for step in steps:
-        loss = loss_fn(step)
-        if not stepper.step(loss):
+        if not stepper.step(lambda: loss_fn(step)):  # noqa: B023 (called right away)
             break
-        value = float(loss.detach())
+        value = float(stepper.loss)
         history.append(value)
         if bar is not None and step % 10 == 0:
             bar.set_postfix(loss=f"{value:.4f}")
@@ -360,7 +411,7 @@ def minimize_lbfgs(
     """Minimise ``loss_fn()`` by one ``torch.optim.LBFGS`` run of up to ``max_iter``
     iterations, under the non-finite policy of this module.
 
-    The run fails when the loss raises :class:`~bo_ncgp.exceptions.NotPSDError` or the loss at
+    The run fails when the loss raises one of :data:`STEP_ERRORS` or the loss at
     the final parameters is non-finite; the parameters are then restored to those before the
     run, with one :class:`NumericalWarning` (or :class:`NonFiniteError` with
     ``on_nonfinite="raise"``).
@@ -384,6 +435,8 @@ def minimize_lbfgs(
     """
     if on_nonfinite not in ("stop", "raise"):
         raise InputDataError(f"on_nonfinite must be 'stop' or 'raise', got {on_nonfinite!r}")
+    max_iter = check_count(max_iter, "max_iter", name, minimum=1)
+    lr = check_positive(lr, "lr", name)
     params = [p for p in params if p.requires_grad]
     saved = [p.detach().clone() for p in params]
     opt = torch.optim.LBFGS(
@@ -405,12 +458,15 @@ def minimize_lbfgs(
     with torch.enable_grad():
         try:
             last = float(opt.step(closure).detach())
-        except NotPSDError:
+        except STEP_ERRORS:
             last = float("nan")
     opt.zero_grad(set_to_none=True)
     with torch.no_grad():
         if math.isfinite(last):
-            last = float(loss_fn())
+            try:
+                last = float(loss_fn())
+            except STEP_ERRORS:
+                last = float("nan")
         if math.isfinite(last):
             return last
         for p, v in zip(params, saved, strict=True):

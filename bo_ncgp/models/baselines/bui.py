@@ -35,6 +35,7 @@ from torch import Tensor
 from bo_ncgp.exceptions import InputDataError, UnsupportedError
 from bo_ncgp.likelihoods import Likelihood
 from bo_ncgp.linalg import jittered, latent_block, log_prior, solve_lower, stable_cholesky
+from bo_ncgp.linalg._args import check_count, check_positive
 from bo_ncgp.models._checks import check_device, check_inputs
 from bo_ncgp.models.base import Callback, LatentGP
 from bo_ncgp.models.baselines.objective import (
@@ -103,12 +104,8 @@ class BuiStreamingSVGP(InducingState, ResizableModule, LatentGP):
     ) -> None:
         super().__init__()
         C = check_latent_kernel("BuiStreamingSVGP", kernel, likelihood)
-        if int(num_steps) != num_steps or num_steps < 0:
-            raise InputDataError(
-                f"BuiStreamingSVGP: num_steps must be a non-negative int, got {num_steps}"
-            )
-        if not lr > 0:
-            raise InputDataError(f"BuiStreamingSVGP: lr must be positive, got {lr}")
+        num_steps = check_count(num_steps, "num_steps", "BuiStreamingSVGP")
+        lr = check_positive(lr, "lr", "BuiStreamingSVGP")
         if inducing_update not in ("pivoted_cholesky", "fixed"):
             raise InputDataError(
                 "BuiStreamingSVGP: inducing_update must be 'pivoted_cholesky' or 'fixed', got "
@@ -118,8 +115,7 @@ class BuiStreamingSVGP(InducingState, ResizableModule, LatentGP):
             raise InputDataError(
                 f"BuiStreamingSVGP: optimizer must be 'adam' or 'lbfgs', got {optimizer!r}"
             )
-        if not jitter >= 0:
-            raise InputDataError(f"BuiStreamingSVGP: jitter must be >= 0, got {jitter}")
+        jitter = check_positive(jitter, "jitter", "BuiStreamingSVGP", allow_zero=True)
         Z = check_inducing_points(inducing_points).detach().clone()
         m = Z.shape[0]
         self.kernel = kernel
@@ -183,9 +179,15 @@ class BuiStreamingSVGP(InducingState, ResizableModule, LatentGP):
     def _check_X(self, X, allow_empty: bool = False) -> Tensor:
         X = X if isinstance(X, Tensor) else torch.as_tensor(X, device=self._Z.device)
         check_device("BuiStreamingSVGP", self._Z.device, X=X)
-        X = X.to(dtype=self._Z.dtype)
         d = self._Z.shape[-1]
-        return check_inputs(X, "BuiStreamingSVGP", dims=d, matrix=True, allow_empty=allow_empty)
+        return check_inputs(
+            X,
+            "BuiStreamingSVGP",
+            dims=d,
+            matrix=True,
+            allow_empty=allow_empty,
+            dtype=self._Z.dtype,
+        )
 
     def _check_y(self, y, n: int) -> Tensor:
         y = torch.as_tensor(y, device=None if isinstance(y, Tensor) else self._Z.device)
@@ -305,7 +307,8 @@ class BuiStreamingSVGP(InducingState, ResizableModule, LatentGP):
         with torch.enable_grad():
             for step in range(self.num_steps):
                 if not stepper.step(loss_fn):
-                    return last
+                    # the loss failed at the last step's parameters: undo that step as well
+                    return stepper.finish(loss_fn) if stepper.loss is not None else last
                 last = float(stepper.loss)
                 if clock.notify(callback, step, self, last, {"optimizer": "adam"}):
                     break

@@ -28,7 +28,8 @@ from torch import Tensor
 from bo_ncgp.exceptions import InputDataError, UnsupportedError
 from bo_ncgp.likelihoods import Likelihood
 from bo_ncgp.linalg import jittered, latent_block, stable_cholesky, whitened_kl
-from bo_ncgp.models._checks import check_device
+from bo_ncgp.linalg._args import check_count, check_positive, check_real_tensor
+from bo_ncgp.models._checks import check_device, check_inputs
 from bo_ncgp.models.base import Callback, FitStep, LatentGP, notify
 from bo_ncgp.models.baselines.objective import predictive_marginals
 from bo_ncgp.models.dual.inducing import check_latent_kernel
@@ -101,7 +102,15 @@ class OfflineSVGP(torch.nn.Module, LatentGP):
     ) -> None:
         super().__init__()
         self.C = check_latent_kernel("OfflineSVGP", kernel, likelihood)
-        Z = torch.as_tensor(inducing_points)
+        Z = check_real_tensor(
+            torch.as_tensor(inducing_points),
+            "inducing_points",
+            "OfflineSVGP",
+            finite=False,
+            floating=True,
+        )
+        if jitter is not None:
+            jitter = check_positive(jitter, "jitter", "OfflineSVGP", allow_zero=True)
         if Z.dim() != 2 or Z.shape[0] == 0 or not torch.isfinite(Z).all():
             raise InputDataError(
                 f"OfflineSVGP: inducing_points must be a finite (m, d) tensor, got {tuple(Z.shape)}"
@@ -169,16 +178,23 @@ class OfflineSVGP(torch.nn.Module, LatentGP):
         non-finite loss, gradient or parameter undoes the step and raises
         :class:`~bo_ncgp.exceptions.NonFiniteError` (:mod:`bo_ncgp.models.training`).
         """
-        X = torch.as_tensor(X, device=None if isinstance(X, Tensor) else self.Z.device)
+        who = "OfflineSVGP.fit"
+        X = self._check_X(X, allow_empty=False)
         y = torch.as_tensor(y, device=None if isinstance(y, Tensor) else X.device)
-        check_device("OfflineSVGP", self.Z.device, X=X, y=y)
-        if X.dim() != 2 or X.shape[0] == 0 or y.shape != X.shape[:1]:
+        check_device("OfflineSVGP", self.Z.device, y=y)
+        if y.shape != X.shape[:1]:
             raise InputDataError(
-                f"OfflineSVGP.fit: need X (n, d) and y (n,), got {tuple(X.shape)}, {tuple(y.shape)}"
+                f"OfflineSVGP.fit: shape mismatch, need X (n, d) and y (n,), got "
+                f"{tuple(X.shape)}, {tuple(y.shape)}"
             )
         self.likelihood.check_targets(y)
+        if y.is_floating_point():
+            y = y.to(X.dtype)
+        num_steps = check_count(num_steps, "num_steps", who)
+        lr = check_positive(lr, "lr", who)
         n = X.shape[0]
-        bs = n if batch_size is None else min(int(batch_size), n)
+        bs = n if batch_size is None else check_count(batch_size, "batch_size", who, minimum=1)
+        bs = min(bs, n)
         self.train()
         rng_device = X.device if generator is None else generator.device  # indices: any device
         perm, pos = torch.randperm(n, generator=generator, device=rng_device), 0
@@ -200,6 +216,14 @@ class OfflineSVGP(torch.nn.Module, LatentGP):
         self.eval()
         return self
 
+    def _check_X(self, X: Tensor, allow_empty: bool = True) -> Tensor:
+        Z = self.Z
+        X = X if isinstance(X, Tensor) else torch.as_tensor(X, device=Z.device)
+        check_device("OfflineSVGP", Z.device, X=X)
+        return check_inputs(
+            X, "OfflineSVGP", dims=Z.shape[-1], matrix=True, allow_empty=allow_empty, dtype=Z.dtype
+        )
+
     @torch.no_grad()
     def predict_f(
         self, X: Tensor, full_cov: bool = False, *, chunk: int = 4096
@@ -208,8 +232,9 @@ class OfflineSVGP(torch.nn.Module, LatentGP):
         covariances, ``full_cov=True``, are not supported)."""
         if full_cov:
             raise UnsupportedError("OfflineSVGP: predict_f has marginals only (full_cov)")
-        check_device("OfflineSVGP", self.Z.device, X=X)
         self.eval()
+        X = self._check_X(X)
+        chunk = check_count(chunk, "chunk", "OfflineSVGP.predict_f", minimum=1)
         means, vars_ = [], []
         for start in range(0, max(X.shape[0], 1), chunk):
             m, v = self._latent(X[start : start + chunk])

@@ -11,16 +11,16 @@ Example:
     >>> DualSVGPConfig(rho=0.0)
     Traceback (most recent call last):
     ...
-    bo_ncgp.exceptions.InputDataError: DualSVGP: rho must lie in (0, 1], got 0.0
+    bo_ncgp.exceptions.InputDataError: DualSVGP: rho must be a finite number in (0, 1], got 0.0
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Literal
 
 from bo_ncgp.exceptions import InputDataError
+from bo_ncgp.linalg._args import check_count, check_number, check_positive
 
 __all__ = ["DualSVGPConfig"]
 
@@ -70,19 +70,18 @@ class DualSVGPConfig:
     mean_constant: float = 0.0
 
     def __post_init__(self) -> None:
-        ms = self.memory_size
-        if ms is not None and (int(ms) != ms or ms < 0):
-            raise InputDataError(
-                f"DualSVGP: memory_size must be a non-negative int or None, got {ms}"
-            )
-        if not 0 < self.rho <= 1:
-            raise InputDataError(f"DualSVGP: rho must lie in (0, 1], got {self.rho}")
+        who = "DualSVGP"
+        for key in ("memory_size", "memory_cap"):
+            if getattr(self, key) is not None:
+                object.__setattr__(self, key, check_count(getattr(self, key), key, who))
+        check_number(self.rho, "rho", who, low=0, high=1, low_open=True)
         for key in ("num_inner_steps", "num_hyper_steps"):
-            value = getattr(self, key)
-            if int(value) != value or value < 0:
-                raise InputDataError(f"DualSVGP: {key} must be a non-negative int, got {value}")
-        if int(self.num_rounds) != self.num_rounds or self.num_rounds < 1:
-            raise InputDataError(f"DualSVGP: num_rounds must be >= 1, got {self.num_rounds}")
+            check_count(getattr(self, key), key, who)
+        check_count(self.num_rounds, "num_rounds", who, minimum=1)
+        if self.num_latents is not None:
+            check_count(self.num_latents, "num_latents", who, minimum=1)
+        if self.max_inducing is not None:
+            check_count(self.max_inducing, "max_inducing", who, minimum=1)
         if self.inducing_update not in ("pivoted_cholesky", "fixed"):
             raise InputDataError(
                 "DualSVGP: inducing_update must be 'pivoted_cholesky' or 'fixed', got "
@@ -93,25 +92,13 @@ class DualSVGPConfig:
                 f"DualSVGP: memory_selection must be 'bls' or 'random', got "
                 f"{self.memory_selection!r}"
             )
-        cap = self.memory_cap
-        if cap is not None and (int(cap) != cap or cap < 0):
-            raise InputDataError(
-                f"DualSVGP: memory_cap must be a non-negative int or None, got {cap}"
-            )
         if self.hyper_objective not in ("dual", "elbo"):
             raise InputDataError(
                 f"DualSVGP: hyper_objective must be 'dual' or 'elbo', got {self.hyper_objective!r}"
             )
-        if not self.lr > 0:
-            raise InputDataError(f"DualSVGP: lr must be positive, got {self.lr}")
+        check_positive(self.lr, "lr", who)
         mi = self.max_inducing
-        if mi is not None and (int(mi) != mi or mi < 1):
-            raise InputDataError(f"DualSVGP: max_inducing must be a positive int, got {mi}")
-        c = float(self.mean_constant)
-        if not math.isfinite(c):
-            raise InputDataError(
-                f"DualSVGP: mean_constant must be finite, got {self.mean_constant}"
-            )
+        c = check_number(self.mean_constant, "mean_constant", who)
         normalised = {
             "rho": float(self.rho),
             "num_inner_steps": int(self.num_inner_steps),

@@ -26,6 +26,7 @@ from torch import Tensor
 from bo_ncgp.exceptions import InputDataError, NumericalWarning
 from bo_ncgp.likelihoods import Likelihood
 from bo_ncgp.linalg import KernelOperator, pivoted_cholesky, stable_cholesky
+from bo_ncgp.linalg._args import check_real_tensor
 from bo_ncgp.models.base import check_kernel_and_likelihood
 
 __all__ = [
@@ -79,8 +80,7 @@ def check_inducing_points(Z: Tensor, name: str = "inducing_points") -> Tensor:
         ...     check_inducing_points(torch.tensor([[0.0], [1.0], [1.0]])).shape
         torch.Size([2, 1])
     """
-    if not isinstance(Z, Tensor):
-        raise InputDataError(f"DualSVGP: {name} must be a torch.Tensor, got {type(Z).__name__}")
+    check_real_tensor(Z, name, "DualSVGP", finite=False, floating=True)
     if Z.dim() != 2:
         raise InputDataError(f"DualSVGP: {name} must have shape (m, d), got {tuple(Z.shape)}")
     if Z.shape[0] == 0 or Z.shape[1] == 0:

@@ -180,6 +180,11 @@ class DualSVGP(InducingState, ResizableModule, LatentGP):
         m, d = Z.shape
         self.kernel = kernel
         self.likelihood = likelihood
+        if generator is not None and not isinstance(generator, torch.Generator):
+            raise InputDataError(
+                f"DualSVGP: generator must be a torch.Generator or None, got "
+                f"{type(generator).__name__}"
+            )
         self.generator = generator
         self.config = replace(
             cfg, num_latents=C, max_inducing=m if cfg.max_inducing is None else cfg.max_inducing
@@ -316,9 +321,10 @@ class DualSVGP(InducingState, ResizableModule, LatentGP):
     def _check_X(self, X: Any, name: str = "X", allow_empty: bool = False) -> Tensor:
         X = X if isinstance(X, Tensor) else torch.as_tensor(X, device=self._Z.device)
         check_device("DualSVGP", self._Z.device, **{name: X})
-        X = X.to(dtype=self._Z.dtype)
         d = self._Z.shape[-1]
-        return check_inputs(X, "DualSVGP", name=name, dims=d, allow_empty=allow_empty)
+        return check_inputs(
+            X, "DualSVGP", name=name, dims=d, allow_empty=allow_empty, dtype=self._Z.dtype
+        )
 
     def _check_y(self, y: Any, n: int, batched: bool) -> Tensor:
         if not isinstance(y, Tensor):

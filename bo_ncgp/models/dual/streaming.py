@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+import gpytorch
 import torch
 from torch import Tensor
 
@@ -62,7 +63,8 @@ def update(model: DualSVGP, X: Tensor, y: Tensor, callback: Callback | None = No
             Z_new = select_inducing_points(
                 model.kernel, torch.cat([model._Z, X]), model.max_inducing
             )
-            model.project(Z_new)
+            if Z_new.shape[0] > 0:  # none when the kernel is numerically zero: Z is kept
+                model.project(Z_new)
     n, n_old, n_M = X.shape[0], model.num_data, len(model.memory)
     Xa = torch.cat([model.memory.X, X])
     ya = torch.cat([model.memory.y, y])
@@ -123,8 +125,13 @@ def hyper_steps(
     model's objective).
 
     The steps follow the non-finite policy of :mod:`bo_ncgp.models.training`: a step with a
-    non-finite objective, gradient or result (or a non-PSD ``K_zz + B_u``) is undone and ends
-    this round's steps with a :class:`~bo_ncgp.exceptions.NumericalWarning`. After every step
+    non-finite objective, gradient or result (or an objective that raises, e.g. a non-PSD
+    ``K_zz + B_u``) is undone and ends this round's steps with a
+    :class:`~bo_ncgp.exceptions.NumericalWarning`; so is the step before it when the objective
+    fails at the final parameters. A round whose objective rose by more than
+    :data:`MAX_RISE` ``* (1 + |objective before it|)`` (diverged) or whose outputscale fell by
+    more than :data:`COLLAPSE_FACTOR` (collapsed) is undone as a whole, with the optimiser's
+    state, also with a warning (a learning rate far too large). After every step
     taken ``report(loss, {"round": round_, "hyper_step": step})`` is called (if given);
     returns ``True`` when it asked to stop.
     """
@@ -144,6 +151,7 @@ def hyper_steps(
         obj = model._objective(*active, model.hyper_objective, q_fixed)
         return -(obj + model._log_prior())
 
+    scales = _outputscales(model.kernel)
     with torch.enable_grad():
         for step in range(model.num_hyper_steps):
             if not stepper.step(loss_fn):
@@ -155,7 +163,44 @@ def hyper_steps(
                     break
     stepper.optimizer.zero_grad(set_to_none=True)
     model._touch()
+    # a step into a region where the objective fails is undone; a diverged round as a whole
+    stepper.finish(loss_fn, max_rise=MAX_RISE)
+    collapse = _collapse(scales, _outputscales(model.kernel))
+    if collapse is not None:
+        stepper.undo_all(collapse)
+    model._touch()
     return stop
+
+
+#: a round of hyperparameter steps whose objective rose by more than this fraction of
+#: ``1 + |objective before it|`` diverged and is undone (:meth:`AdamStepper.finish`)
+MAX_RISE = 0.5
+
+#: a fall of an outputscale by this factor within one round of hyperparameter steps is a
+#: collapse (a learning rate far too large): the round is undone with a NumericalWarning
+COLLAPSE_FACTOR = 1e-3
+
+
+def _outputscales(kernel: torch.nn.Module) -> list[Tensor]:
+    """The outputscales of the scale kernels inside ``kernel`` (detached copies)."""
+    return [
+        m.outputscale.detach().clone()
+        for m in kernel.modules()
+        if isinstance(m, gpytorch.kernels.ScaleKernel)
+    ]
+
+
+def _collapse(before: list[Tensor], after: list[Tensor]) -> str | None:
+    """What collapsed when an outputscale fell by more than :data:`COLLAPSE_FACTOR` (the model
+    going to its prior mean), else ``None``."""
+    for old, new in zip(before, after, strict=True):
+        if bool((new < COLLAPSE_FACTOR * old).any()):
+            return (
+                f"the kernel outputscale fell from {old.min().item():.3g} to "
+                f"{new.min().item():.3g} in one round of hyperparameter steps (the model "
+                "collapsed to its prior mean)"
+            )
+    return None
 
 
 @torch.no_grad()

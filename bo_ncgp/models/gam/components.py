@@ -71,6 +71,8 @@ class AdditiveComponent(nn.Module):
                 f"{dims.tolist()}"
             )
         Z = torch.as_tensor(inducing_points)
+        if Z.is_complex():
+            raise InputDataError(f"AdditiveComponent: inducing_points must be real, got {Z.dtype}")
         if not Z.is_floating_point():
             Z = Z.to(torch.get_default_dtype())
         if Z.dim() == 1 and dims.numel() == 1:

@@ -24,9 +24,15 @@ import gpytorch
 import torch
 from torch import Tensor, nn
 
-from bo_ncgp.exceptions import InputDataError, NumericalWarning, UnsupportedError
+from bo_ncgp.exceptions import (
+    InputDataError,
+    NonFiniteError,
+    NumericalWarning,
+    UnsupportedError,
+)
 from bo_ncgp.likelihoods import Likelihood
 from bo_ncgp.linalg import jittered, log_prior, solve_lower, stable_cholesky
+from bo_ncgp.linalg._args import check_count, check_positive
 from bo_ncgp.models._checks import check_device, check_inputs
 from bo_ncgp.models.base import Callback, LatentGP, check_kernel_and_likelihood
 from bo_ncgp.models.gam.components import AdditiveComponent, as_component
@@ -110,9 +116,9 @@ class SparseGAM(gpytorch.Module, LatentGP):
             raise InputDataError("SparseGAM: rank only applies to posterior='coupled_precision'")
         if jitter is None:
             jitter = 1e-8 if Z0.dtype == torch.float64 else 1e-5
-        if not jitter >= 0:
-            raise InputDataError(f"SparseGAM: jitter must be >= 0, got {jitter}")
-        self.jitter = float(jitter)
+        self.jitter = check_positive(jitter, "jitter", "SparseGAM", allow_zero=True)
+        if rank is not None:
+            rank = check_count(rank, "rank", "SparseGAM", minimum=1)
         self.components = nn.ModuleList(comps)
         self.likelihood = likelihood.to(dtype=Z0.dtype, device=Z0.device)
         sizes = [c.num_inducing for c in comps]
@@ -150,9 +156,13 @@ class SparseGAM(gpytorch.Module, LatentGP):
         if not isinstance(X, Tensor):
             X = torch.as_tensor(X, device=ref.device)
         check_device("SparseGAM", ref.device, X=X)
-        X = X.to(dtype=ref.dtype)
         return check_inputs(
-            X, "SparseGAM", min_dims=self.input_dim, matrix=matrix, allow_empty=allow_empty
+            X,
+            "SparseGAM",
+            min_dims=self.input_dim,
+            matrix=matrix,
+            allow_empty=allow_empty,
+            dtype=ref.dtype,
         )
 
     def _check_data(self, X: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
@@ -340,6 +350,13 @@ class SparseGAM(gpytorch.Module, LatentGP):
         var_sum = cond + Phi.square().sum(0)  # prior: v ~ N(0, I)
         for _ in range(num_newton_steps):
             _, alpha, beta = self.likelihood.expected(y, mean_sum, var_sum)
+            if not bool(torch.isfinite(alpha).all() & torch.isfinite(beta).all()):
+                raise NonFiniteError(
+                    "SparseGAM.initialize_variational: the likelihood's expected gradient or "
+                    f"curvature overflowed at max |mean| = {float(mean_sum.abs().max()):.3g}: "
+                    "the targets are far from the zero prior mean of the additive predictor "
+                    "(e.g. counts in the millions under a Poisson likelihood); rescale them"
+                )
             P = (Phi * beta) @ Phi.mT
             LP = stable_cholesky(eye + P, name="I + Phi diag(beta) Phi^T")
             m = torch.cholesky_solve((Phi @ (alpha + beta * mean_sum)).unsqueeze(-1), LP)[:, 0]
@@ -396,12 +413,13 @@ class SparseGAM(gpytorch.Module, LatentGP):
         """
         X, y = self._check_data(X, y)
         n = X.shape[0]
-        if num_steps < 0:
-            raise InputDataError(f"SparseGAM.fit: num_steps must be >= 0, got {num_steps}")
-        if batch_size is not None and batch_size < 1:
-            raise InputDataError(f"SparseGAM.fit: batch_size must be >= 1, got {batch_size}")
-        if refresh_every is not None and refresh_every < 1:
-            raise InputDataError(f"SparseGAM.fit: refresh_every must be >= 1, got {refresh_every}")
+        who = "SparseGAM.fit"
+        num_steps = check_count(num_steps, "num_steps", who)
+        if batch_size is not None:
+            batch_size = check_count(batch_size, "batch_size", who, minimum=1)
+        if refresh_every is not None:
+            refresh_every = check_count(refresh_every, "refresh_every", who, minimum=1)
+        check_positive(lr, "lr", who)
         params = [p for p in self.parameters() if p.requires_grad]
         if not params:
             raise UnsupportedError("SparseGAM.fit: no parameter requires grad")

@@ -27,11 +27,13 @@ from torch import Tensor
 
 from bo_ncgp.exceptions import InputDataError, UnsupportedError
 from bo_ncgp.likelihoods import Gaussian, Likelihood
+from bo_ncgp.linalg._args import check_count, check_number, check_positive
 from bo_ncgp.linalg.toeplitz import Grid
 from bo_ncgp.models._alias import Alias
 from bo_ncgp.models._checks import check_device, check_inputs, module_device
 from bo_ncgp.models.base import Callback, LatentGP, check_kernel_and_likelihood
 from bo_ncgp.models.hipgp.interdomain import (
+    VALUE,
     OpSpec,
     as_op_codes,
     cross_covariance,
@@ -40,7 +42,7 @@ from bo_ncgp.models.hipgp.interdomain import (
 )
 from bo_ncgp.models.hipgp.variational import BlockGaussian
 from bo_ncgp.models.hipgp.whitening import CholeskyWhitener, FFTWhitener
-from bo_ncgp.models.training import AdamStepper, FitClock, NonFinitePolicy
+from bo_ncgp.models.training import STEP_ERRORS, AdamStepper, FitClock, NonFinitePolicy
 
 __all__ = ["HIPGP"]
 
@@ -109,6 +111,12 @@ class HIPGP(torch.nn.Module, LatentGP):
             raise InputDataError(
                 f"HIPGP: variational must be 'block', 'mean_field' or 'full', got {variational!r}"
             )
+        who = "HIPGP"
+        if pcg_max_iters is not None:
+            pcg_max_iters = check_count(pcg_max_iters, "pcg_max_iters", who, minimum=1)
+        pcg_tol = check_positive(pcg_tol, "pcg_tol", who, allow_zero=True)
+        jitter = check_positive(jitter, "jitter", who, allow_zero=True)
+        num_quad = check_count(num_quad, "num_quad", who, minimum=1)
         self.kernel = kernel
         self.likelihood = likelihood
         self.grid = grid
@@ -185,9 +193,33 @@ class HIPGP(torch.nn.Module, LatentGP):
             )
         return w
 
-    def _check_X(self, X: Tensor, what: str = "X", matrix: bool = False) -> None:
+    def _check_X(self, X: Tensor, what: str = "X", matrix: bool = False) -> Tensor:
         check_device("HIPGP", module_device(self), **{what: X})
-        check_inputs(X, "HIPGP", name=what, dims=self.dim, matrix=matrix, allow_empty=False)
+        return check_inputs(
+            X,
+            "HIPGP",
+            name=what,
+            dims=self.dim,
+            matrix=matrix,
+            allow_empty=False,
+            dtype=self.grid.lower.dtype,
+        )
+
+    def _check_on_grid(self, X: Tensor, codes: Tensor) -> None:
+        """Refuse point observations (values, derivatives) more than one grid spacing outside
+        the grid: the inducing points cover only the grid, so such data would leave the
+        posterior at the prior. Line integrals from the origin may end outside the grid."""
+        g = self.grid
+        lower, upper, h = g.lower.to(X), g.upper.to(X), g.spacing.to(X)
+        outside = ((X < lower - h) | (X > upper + h)).any(-1) & (codes >= VALUE)
+        if bool(outside.any()):
+            i = int(outside.nonzero()[0, 0])
+            raise InputDataError(
+                f"HIPGP: {int(outside.sum())} of {X.shape[0]} training points lie outside the "
+                f"grid [{g.lower.tolist()}, {g.upper.tolist()}] (more than one grid spacing "
+                f"beyond it), e.g. X[{i}] = {X[i].tolist()}; the model cannot learn there; "
+                "enlarge the grid to cover the data"
+            )
 
     def whitened_cross_covariance(self, X: Tensor, codes: Tensor) -> Tensor:
         """Rows ``k_n^T`` (Eq. 20) for ``X (n, D)``, shape ``(n, N)``."""
@@ -217,23 +249,27 @@ class HIPGP(torch.nn.Module, LatentGP):
         return elp, (y - mean) / s2, 1.0 / s2
 
     def _prepare(self, X, y, op, obs_noise):
-        self._check_X(X, matrix=True)
+        X = self._check_X(X, matrix=True)
+        y = torch.as_tensor(y, device=None if isinstance(y, Tensor) else X.device)
         check_device("HIPGP", X.device, y=y)
-        y = torch.as_tensor(y, dtype=X.dtype, device=X.device).reshape(-1)
+        if y.is_complex():
+            raise InputDataError(f"HIPGP: y must be real, got {y.dtype}")
+        y = y.to(X.dtype).reshape(-1)
         if y.numel() != X.shape[0]:
             raise InputDataError(f"HIPGP: X has {X.shape[0]} rows but y has {y.numel()} entries")
         if not torch.isfinite(y).all():
             raise InputDataError("HIPGP: y contains NaN or inf")
         y = self.likelihood.check_targets(y)
         codes = as_op_codes(op, X.shape[0], self.dim, X.device)
+        self._check_on_grid(X, codes)
         if obs_noise is not None:
             if not isinstance(self.likelihood, Gaussian):
                 raise UnsupportedError("HIPGP: obs_noise needs the Gaussian likelihood")
             obs_noise = torch.as_tensor(obs_noise, dtype=X.dtype, device=X.device)
             obs_noise = obs_noise.expand(X.shape[0]).reshape(-1)
-            if not bool((obs_noise > 0).all()):
-                raise InputDataError("HIPGP: obs_noise must be positive")
-        return y, codes, obs_noise
+            if not bool((torch.isfinite(obs_noise) & (obs_noise > 0)).all()):
+                raise InputDataError("HIPGP: obs_noise must be positive and finite")
+        return X, y, codes, obs_noise
 
     def elbo(
         self,
@@ -252,7 +288,7 @@ class HIPGP(torch.nn.Module, LatentGP):
             num_data: size of the full data set (``n`` when omitted).
             obs_noise: known per-observation noise variances ``sigma_n^2`` (Gaussian only).
         """
-        y, codes, obs_noise = self._prepare(X, y, op, obs_noise)
+        X, y, codes, obs_noise = self._prepare(X, y, op, obs_noise)
         K = self.whitened_cross_covariance(X, codes)
         return self._elbo_from(K, X, y, codes, num_data or X.shape[0], obs_noise)
 
@@ -275,7 +311,10 @@ class HIPGP(torch.nn.Module, LatentGP):
         """One natural-gradient step of ``q`` on a minibatch (Sec. 3.4); with the Gaussian
         likelihood, the whole data set, ``variational='full'`` and ``lr=1`` this is the exact
         optimum."""
-        y, codes, obs_noise = self._prepare(X, y, op, obs_noise)
+        check_number(lr, "lr", "HIPGP.natgrad_step", low=0, high=1, low_open=True)
+        if num_data is not None:
+            num_data = check_count(num_data, "num_data", "HIPGP.natgrad_step", minimum=1)
+        X, y, codes, obs_noise = self._prepare(X, y, op, obs_noise)
         if K is None:
             K = self.whitened_cross_covariance(X, codes)
         K = K.detach()
@@ -325,11 +364,13 @@ class HIPGP(torch.nn.Module, LatentGP):
             ``self``; :attr:`history` holds the ELBO estimates (one per minibatch when
             hyperparameters are learned, else empty).
         """
-        y, codes, obs_noise = self._prepare(X, y, op, obs_noise)
+        X, y, codes, obs_noise = self._prepare(X, y, op, obs_noise)
         n = X.shape[0]
-        bs = n if batch_size is None else int(batch_size)
-        if bs < 1:
-            raise InputDataError(f"HIPGP.fit: batch_size must be positive, got {batch_size}")
+        who = "HIPGP.fit"
+        bs = n if batch_size is None else check_count(batch_size, "batch_size", who, minimum=1)
+        num_epochs = check_count(num_epochs, "num_epochs", who)
+        check_number(natgrad_lr, "natgrad_lr", who, low=0, high=1, low_open=True)
+        check_positive(hyper_lr, "hyper_lr", who)
         hypers = [p for p in self.parameters() if p.requires_grad]
         if obs_noise is not None:
             hypers = [p for p in self.kernel.parameters() if p.requires_grad]
@@ -352,8 +393,15 @@ class HIPGP(torch.nn.Module, LatentGP):
                 idx = perm[s : s + bs]
                 Xb, yb, cb = X[idx], y[idx], codes[idx]
                 nb = None if obs_noise is None else obs_noise[idx]
-                with torch.set_grad_enabled(stepper is not None):
-                    K = self.whitened_cross_covariance(Xb, cb)
+                try:
+                    with torch.set_grad_enabled(stepper is not None):
+                        K = self.whitened_cross_covariance(Xb, cb)
+                except STEP_ERRORS:
+                    if stepper is None or stepper.loss is None:
+                        raise
+                    # the last hyperparameter step led where the covariances fail: undo it
+                    stepper.finish(lambda: self.whitened_cross_covariance(Xb, cb).sum())  # noqa: B023
+                    return self
                 self.natgrad_step(Xb, yb, cb, num_data=n, lr=natgrad_lr, obs_noise=nb, K=K)
                 value = None
                 if stepper is not None:
@@ -378,7 +426,7 @@ class HIPGP(torch.nn.Module, LatentGP):
             ``mean (..., n)`` and ``var (..., n)`` or ``cov (..., n, n)``; differentiable in
             ``X`` (through the PCG solves) and in the hyperparameters.
         """
-        self._check_X(X)
+        X = self._check_X(X)
         batch, n = X.shape[:-2], X.shape[-2]
         codes = as_op_codes(op, n, self.dim, X.device)
         Xf = X.reshape(-1, self.dim)

@@ -37,7 +37,8 @@ from torch import Tensor
 from bo_ncgp.exceptions import InputDataError, NumericalWarning, UnsupportedError
 from bo_ncgp.likelihoods import Bernoulli, Gaussian, Likelihood, Poisson, Softmax
 from bo_ncgp.linalg import stable_cholesky
-from bo_ncgp.models._checks import check_device, check_inputs, module_device
+from bo_ncgp.linalg._args import check_count, check_positive
+from bo_ncgp.models._checks import check_device, check_inputs, model_dtype, module_device
 from bo_ncgp.models.base import Callback, LatentGP, check_kernel_and_likelihood
 from bo_ncgp.models.iterncgp.belief import Belief
 from bo_ncgp.models.iterncgp.newton import LaplaceState, NewtonConfig, newton_laplace
@@ -48,6 +49,11 @@ from bo_ncgp.models.iterncgp.recycling import ActionBuffers
 from bo_ncgp.models.training import FitClock
 
 __all__ = ["IterNCGP", "RatePrediction"]
+
+
+def _samples(num_samples: int) -> int:
+    """The number of Monte-Carlo samples, checked."""
+    return check_count(num_samples, "num_samples", "IterNCGP", minimum=1)
 
 
 class RatePrediction(NamedTuple):
@@ -132,19 +138,18 @@ class IterNCGP(torch.nn.Module, LatentGP):
         super().__init__()
         check_kernel_and_likelihood("IterNCGP", kernel, likelihood)
         _check_kernel(kernel, likelihood.num_latents)
-        if max_solver_iters_per_step is not None and int(max_solver_iters_per_step) < 0:
-            raise InputDataError(
-                f"IterNCGP: max_solver_iters_per_step must be >= 0 or None, got "
-                f"{max_solver_iters_per_step}"
-            )
-        if int(max_newton_steps) < 1:
-            raise InputDataError(f"IterNCGP: max_newton_steps must be >= 1, got {max_newton_steps}")
-        if compression_rank is not None and int(compression_rank) < 0:
-            raise InputDataError(
-                f"IterNCGP: compression_rank must be >= 0 or None, got {compression_rank}"
-            )
-        if tol < 0 or solver_rtol < 0 or solver_atol < 0:
-            raise InputDataError("IterNCGP: tolerances must be non-negative")
+        who = "IterNCGP"
+        if max_solver_iters_per_step is not None:
+            check_count(max_solver_iters_per_step, "max_solver_iters_per_step", who)
+        check_count(max_newton_steps, "max_newton_steps", who, minimum=1)
+        if compression_rank is not None:
+            check_count(compression_rank, "compression_rank", who)
+        for key, value in (
+            ("tol", tol),
+            ("solver_rtol", solver_rtol),
+            ("solver_atol", solver_atol),
+        ):
+            check_positive(value, key, who, allow_zero=True)
         if backend not in ("auto", "dense", "chunked", "keops"):
             raise InputDataError(
                 f"IterNCGP: unknown backend {backend!r}; use 'auto', 'dense', 'chunked' or 'keops'"
@@ -256,8 +261,20 @@ class IterNCGP(torch.nn.Module, LatentGP):
         dims = None if self._X is None else self._X.shape[-1]
         device = module_device(self.kernel) if self._X is None else self._X.device
         check_device("IterNCGP", device, **{name: X})
+        if self._X is not None:
+            dtype = self._X.dtype  # the dtype of the fit
+        else:  # a fit computes in the promoted dtype of the kernel and the data (lossless)
+            dtype = model_dtype(self.kernel)
+            if isinstance(X, Tensor) and X.is_floating_point():
+                dtype = torch.promote_types(dtype, X.dtype)
         return check_inputs(
-            X, "IterNCGP", name=name, dims=dims, matrix=train, allow_empty=not train
+            X,
+            "IterNCGP",
+            name=name,
+            dims=dims,
+            matrix=train,
+            allow_empty=not train,
+            dtype=dtype,
         )
 
     def _check_targets(self, y: Tensor, X: Tensor, name: str = "y") -> Tensor:
@@ -452,11 +469,11 @@ class IterNCGP(torch.nn.Module, LatentGP):
             return lik.predictive_mean(mean, var)
         if isinstance(lik, Bernoulli):
             mean, var = self.predict_f(X)
-            eps = self._normal((num_samples, *mean.shape), mean, generator)
+            eps = self._normal((_samples(num_samples), *mean.shape), mean, generator)
             return torch.sigmoid(mean + var.sqrt() * eps).mean(0)
         mean, cov = self.predict_f_joint(X)
         L = stable_cholesky(cov, name="per-point latent covariance")
-        eps = self._normal((num_samples, *mean.shape), mean, generator)
+        eps = self._normal((_samples(num_samples), *mean.shape), mean, generator)
         f = mean + (L @ eps.unsqueeze(-1)).squeeze(-1)
         return torch.softmax(f, dim=-1).mean(0)
 
@@ -482,7 +499,7 @@ class IterNCGP(torch.nn.Module, LatentGP):
         if not 0 < level < 1:
             raise InputDataError(f"IterNCGP.predict_rate: level must be in (0, 1), got {level}")
         mean, var = self.predict_f(X)
-        eps = self._normal((num_samples, *mean.shape), mean, generator)
+        eps = self._normal((_samples(num_samples), *mean.shape), mean, generator)
         rate = torch.exp(mean + var.sqrt() * eps)
         q = torch.tensor(
             [0.5, (1 - level) / 2, (1 + level) / 2], dtype=rate.dtype, device=rate.device

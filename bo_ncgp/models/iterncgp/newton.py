@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-from bo_ncgp.exceptions import InputDataError
+from bo_ncgp.exceptions import InputDataError, NonFiniteError
 from bo_ncgp.likelihoods import Likelihood
 from bo_ncgp.models.iterncgp.belief import Belief
 from bo_ncgp.models.iterncgp.itergp import itergp
@@ -165,6 +165,13 @@ def newton_laplace(
     converged = interrupted = False
     for i in range(config.max_newton_steps):  # line 5
         problem = PseudoRegressionProblem(kernel_op, likelihood, y, f, prior_mean)  # lines 6-7
+        if not bool(torch.isfinite(problem.rhs_norm).all()):
+            raise NonFiniteError(
+                f"IterNCGP: Newton step {i} met non-finite pseudo targets (the likelihood's "
+                f"gradient or curvature overflowed at max |f| = {float(f.abs().max()):.3g}): the "
+                "targets are far from the prior mean; give the model a mean function at their "
+                "scale (e.g. a ConstantMean at log(mean(y)) for counts) or rescale them"
+            )
         recycled = buffers is not None and buffers.size > 0
         policy.reset(problem, recycled)
         hook = None

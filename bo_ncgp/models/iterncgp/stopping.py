@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from bo_ncgp.exceptions import InputDataError
+from bo_ncgp.linalg._args import check_count, check_positive
 
 __all__ = [
     "AnyOf",
@@ -109,9 +109,9 @@ class MaxIterations(StoppingCriterion):
     """
 
     def __init__(self, max_iters: int | None) -> None:
-        if max_iters is not None and int(max_iters) < 0:
-            raise InputDataError(f"MaxIterations: max_iters must be >= 0, got {max_iters}")
-        self.max_iters = None if max_iters is None else int(max_iters)
+        self.max_iters = (
+            None if max_iters is None else check_count(max_iters, "max_iters", "MaxIterations")
+        )
 
     def __call__(self, state: SolverState) -> Tensor:
         hit = self.max_iters is not None and state.iteration >= self.max_iters
@@ -128,12 +128,8 @@ class ResidualNorm(StoppingCriterion):
     """
 
     def __init__(self, atol: float = 1e-5, rtol: float = 1e-5) -> None:
-        if atol < 0 or rtol < 0:
-            raise InputDataError(
-                f"ResidualNorm: tolerances must be >= 0, got atol={atol}, rtol={rtol}"
-            )
-        self.atol = float(atol)
-        self.rtol = float(rtol)
+        self.atol = check_positive(atol, "atol", "ResidualNorm", allow_zero=True)
+        self.rtol = check_positive(rtol, "rtol", "ResidualNorm", allow_zero=True)
 
     def __call__(self, state: SolverState) -> Tensor:
         bound = torch.clamp_min(self.rtol * state.rhs_norm, self.atol)
@@ -152,9 +148,7 @@ class RelativeChange:
     """
 
     def __init__(self, tol: float = 1e-2) -> None:
-        if tol < 0:
-            raise InputDataError(f"RelativeChange: tol must be >= 0, got {tol}")
-        self.tol = float(tol)
+        self.tol = check_positive(tol, "tol", "RelativeChange", allow_zero=True)
 
     @staticmethod
     def change(g_old: Tensor, g_new: Tensor) -> Tensor:

@@ -104,7 +104,7 @@ def test_constant_mean_survives_copy_and_state_dict():
 
 @pytest.mark.parametrize("bad", [float("nan"), float("inf")])
 def test_constant_mean_must_be_finite(bad):
-    with pytest.raises(ValueError, match="mean_constant must be finite"):
+    with pytest.raises(ValueError, match="mean_constant must be a finite number"):
         gaussian_model(torch.rand(3, 1, dtype=DT), bad)
 
 
