@@ -52,6 +52,43 @@ class _DenseRows:
         return self.K[idx]
 
 
+class _RowBlocks:
+    """Pivot rows of ``op``, fetched in blocks of the likeliest next pivots.
+
+    A request for a row that is not held fetches it together with the rows of the
+    ``block - 1`` other candidates of largest residual diagonal that are not held yet (the
+    pivots already taken have residual zero and come last); each row is handed out once, and
+    at most two blocks of rows are held.
+    """
+
+    def __init__(self, op: RowAccess, n: int, r_max: int, block_entries: int) -> None:
+        self.op = op
+        self.n = n
+        self.block = max(1, min(r_max, int(block_entries) // max(n, 1)))
+        self.held: dict[int, Tensor] = {}
+
+    def get(self, i: int, resid: Tensor, remaining: int) -> Tensor:
+        row = self.held.pop(i, None)
+        if row is not None:
+            return row
+        b = min(self.block, remaining, self.n)
+        if len(self.held) >= self.block:
+            self.held.clear()
+        if b > 1:
+            score = resid.clone()
+            if self.held:
+                held = torch.tensor(list(self.held), dtype=torch.long, device=resid.device)
+                score[held] = -1.0
+            score[i] = float("inf")
+            idx = torch.topk(score, b).indices
+        else:
+            idx = torch.tensor([i], device=resid.device)
+        block = self.op.rows(idx).reshape(b, self.n)
+        for j, r in zip(idx.tolist(), block.unbind(0), strict=True):
+            self.held[j] = r
+        return self.held.pop(i)
+
+
 class PivotedCholeskyResult(NamedTuple):
     """``pivots``: ``(r,)`` chosen indices in greedy order; ``L``: ``(n, r)`` factor with
     ``K ≈ L L^T``; ``error``: trace of the residual ``K - L L^T``.
@@ -73,6 +110,7 @@ def pivoted_cholesky(
     K_or_operator: Tensor | RowAccess,
     max_rank: int,
     tol: float = 0.0,
+    block_entries: int = 2**18,
 ) -> PivotedCholeskyResult:
     """Greedy pivoted Cholesky factorisation ``K ≈ L L^T`` of rank at most ``max_rank``.
 
@@ -84,6 +122,13 @@ def pivoted_cholesky(
         tol: stop once the residual trace ``sum(diag(K - L L^T))`` is ``<= tol``. The
             factorisation also stops early when the largest residual diagonal entry falls
             below ``n * eps * max(diag K)`` (the matrix is numerically of lower rank).
+        block_entries: rows are requested in blocks of about ``block_entries / n`` rows (at
+            least one, at most the pivots still to take): a request for the pivot's row also
+            fetches the rows of the other candidates of largest residual diagonal, the likely
+            next pivots, so that a kernel operator pays its per-call overhead once per block
+            instead of once per pivot. The pivots and ``L`` do not depend on it (beyond the
+            rounding of the rows, which GPyTorch evaluates on inputs centred per call);
+            ``1`` requests one row per pivot.
 
     Returns:
         :class:`PivotedCholeskyResult` ``(pivots, L, error)``.
@@ -108,6 +153,10 @@ def pivoted_cholesky(
         )
     if max_rank < 0:
         raise InputDataError(f"pivoted_cholesky: max_rank must be >= 0, got {max_rank}")
+    if int(block_entries) != block_entries or block_entries < 1:
+        raise InputDataError(
+            f"pivoted_cholesky: block_entries must be a positive integer, got {block_entries}"
+        )
     n = d.shape[0]
     r_max = min(int(max_rank), n)
     L = torch.zeros(n, r_max, dtype=d.dtype, device=d.device)
@@ -116,6 +165,7 @@ def pivoted_cholesky(
     if n == 0:
         return PivotedCholeskyResult(torch.zeros(0, dtype=torch.long, device=d.device), L, d.sum())
     floor = n * torch.finfo(d.dtype).eps * float(d.max().clamp_min(0))
+    rows = _RowBlocks(op, n, r_max, block_entries)
     for k in range(r_max):
         resid = torch.where(chosen, torch.zeros_like(d), d.clamp_min(0))
         if float(resid.detach().sum()) <= tol:
@@ -124,7 +174,7 @@ def pivoted_cholesky(
         piv = float(resid[i].detach())
         if piv <= floor:
             break
-        row = op.rows(torch.tensor([i], device=d.device)).reshape(-1)
+        row = rows.get(i, resid.detach(), r_max - k)
         l = (row - L[:, :k] @ L[i, :k]) / piv**0.5
         l = torch.where(chosen, torch.zeros_like(l), l)
         L[:, k] = l
