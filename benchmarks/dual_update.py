@@ -2,19 +2,21 @@
 
 Setting: a 4-D problem, ``x ~ U[0, 1]^4``, either Bernoulli (``y = 1[sum_j sin(6 x_j) > 0]``,
 one ``ScaleKernel(RBF, ARD)``) or a 3-class Softmax (``y = argmax_c sin(6 x_c + c)``, one
-``ScaleKernel(RBF, ARD)`` per latent: batch shape ``(3,)``), and m = 100 inducing points.
-A :class:`~bo_ncgp.models.DualSVGP`
-with its default settings (pivoted-Cholesky inducing update on ``[Z, X_new]``, 10 memory
-points, 10 inner steps, 10 hyperparameter steps, lr 0.01) is streamed ``n0`` points in
-batches of 1,000; then one ``update`` with the next batch of 100 points is timed against
+``ScaleKernel(RBF, ARD)`` per latent: batch shape ``(3,)``), and m inducing points (100; 300
+in the case where choosing many inducing points from a small batch dominates). A
+:class:`~bo_ncgp.models.DualSVGP` with its default settings (pivoted-Cholesky inducing update
+on ``[Z, X_new]``, 10 memory points, 10 inner steps, 10 hyperparameter steps, lr 0.01) is
+streamed ``n0`` points in batches of 1,000; then one ``update`` with the next batch (100
+points; 20 with m = 300) is timed against
 
 * ``update, fixed Z``: the same update with ``inducing_update="fixed"`` (no selection);
-* ``inducing selection``: :func:`~bo_ncgp.models.dual.select_inducing_points` on
-  ``[Z, X_new]`` alone, with blocked row requests (the default) and with one row request per
-  pivot (``block_entries=1``); both must give the same inducing points;
+* ``inducing selection``: the pivoted Cholesky of
+  :func:`~bo_ncgp.models.dual.select_inducing_points` on ``[Z, X_new]`` alone, with blocked
+  row requests (the default) and with one row request per pivot (``block_entries=1``); both
+  must choose the same inducing points;
 * ``SVGP refit``: :class:`~bo_ncgp.models.baselines.OfflineSVGP` (GPyTorch's SVGP) started at
-  the model's kernel and inducing inputs, refitted on all ``n0 + 100`` points by full-batch
-  Adam with the same number of optimiser steps as the update (10 + 10, lr 0.01).
+  the model's kernel and inducing inputs, refitted on all ``n0 + batch`` points by full-batch
+  Adam with as many optimiser steps as the update takes (10 + 10, lr 0.01).
 
 All variants are timed in one process, interleaved (A, B, C, ... A, B, C, ...) after one
 warm-up each, 1 thread; reported are medians, minima and ratios to the SVGP refit. Results:
@@ -85,10 +87,10 @@ def _interleaved(fns: dict, reps: int) -> dict[str, list[float]]:
     return times
 
 
-def case(name: str, n0: int, cfg: dict) -> dict:
-    """Time the variants of one model (``"bernoulli"`` or ``"softmax"``) at one ``n0``; returns
-    medians, minima, ratios to the refit and the selection check."""
-    b, m = cfg["batch"], cfg["m"]
+def case(name: str, n0: int, m: int, b: int, cfg: dict) -> dict:
+    """Time the variants of one model (``"bernoulli"`` or ``"softmax"``) with ``m`` inducing
+    points after ``n0`` points, updated with ``b`` more; returns medians, minima, ratios to the
+    refit and the selection check."""
     X, y = _data(name, n0 + b, cfg["d"])
     model = _streamed_model(name, X[:n0], y[:n0], m, cfg["chunk"])
     Xn, yn = X[n0:], y[n0:]
@@ -131,6 +133,8 @@ def case(name: str, n0: int, cfg: dict) -> dict:
     return {
         "model": name,
         "n0": n0,
+        "m": m,
+        "batch": b,
         "candidates": candidates.shape[0],
         "pivots": len(fast.pivots),
         "refit_steps": steps,
@@ -145,26 +149,23 @@ def case(name: str, n0: int, cfg: dict) -> dict:
 
 def table(out: dict) -> str:
     """Markdown table: one row per ``n0`` and variant (median, min, ratios to the refit)."""
-    header = [
-        "model",
-        "n0",
-        "operation",
-        "median s",
-        "min s",
-        "median / SVGP refit",
-        "min / SVGP refit",
-    ]
+    header = ["model", "n0", "m", "batch", "operation", "median s", "min s",
+              "median / SVGP refit", "min / SVGP refit"]  # fmt: skip
     rows = [
-        [c["model"], f"{c['n0']:,}", k, f"{v:.4g}", f"{c['seconds_min'][k]:.4g}",
-         f"{c['ratio_to_refit'][k]:.3g}", f"{c['ratio_to_refit_min'][k]:.3g}"]
+        [c["model"], f"{c['n0']:,}", c["m"], c["batch"], k, f"{v:.4g}",
+         f"{c['seconds_min'][k]:.4g}", f"{c['ratio_to_refit'][k]:.3g}",
+         f"{c['ratio_to_refit_min'][k]:.3g}"]
         for c in out["cases"] for k, v in c["seconds_median"].items()
     ]  # fmt: skip
     return markdown_table(header, rows)
 
 
-DEFAULT = {"cases": [["bernoulli", 1000], ["bernoulli", 10000], ["softmax", 1000]],
-           "batch": 100, "m": 100, "d": 4, "chunk": 1000, "reps": 7}  # fmt: skip
-QUICK = dict(DEFAULT, cases=[["bernoulli", 200], ["softmax", 200]], m=20, chunk=100, reps=2)
+# cases: [model, n0, m, batch]
+DEFAULT = {"cases": [["bernoulli", 1000, 100, 100], ["bernoulli", 10000, 100, 100],
+                     ["softmax", 1000, 100, 100], ["bernoulli", 1000, 300, 20]],
+           "d": 4, "chunk": 1000, "reps": 7}  # fmt: skip
+QUICK = dict(DEFAULT, cases=[["bernoulli", 200, 20, 100], ["softmax", 200, 20, 100]], chunk=100,
+             reps=2)  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -180,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         "benchmark": "dual_update",
         "config": cfg,
         "threads": torch.get_num_threads(),
-        "cases": [case(name, n0, cfg) for name, n0 in cfg["cases"]],
+        "cases": [case(name, n0, m, b, cfg) for name, n0, m, b in cfg["cases"]],
     }
     write_json(args.out, out)
     print(table(out))

@@ -26,4 +26,4 @@ def test_dual_update_quick(tmp_path, capsys):
         assert all(v > 0 and c["seconds_min"][k] <= v for k, v in secs.items())
         assert c["ratio_to_refit"]["SVGP refit"] == 1.0
         assert all(math.isfinite(r) for r in c["ratio_to_refit"].values())
-    assert "| softmax | 200 | update (default) |" in capsys.readouterr().out
+    assert "| softmax | 200 | 20 | 100 | update (default) |" in capsys.readouterr().out
