@@ -169,8 +169,9 @@ def pivoted_cholesky(
         return PivotedCholeskyResult(torch.zeros(0, dtype=torch.long, device=d.device), L, d.sum())
     floor = n * torch.finfo(d.dtype).eps * float(d.max().clamp_min(0))
     rows = _RowBlocks(op, n, r_max, block_entries)
+    zeros = torch.zeros_like(d)
     for k in range(r_max):
-        resid = torch.where(chosen, torch.zeros_like(d), d.clamp_min(0))
+        resid = torch.where(chosen, zeros, d.clamp_min(0))
         if float(resid.detach().sum()) <= tol:
             break
         i = int(torch.argmax(resid.detach()))
@@ -179,7 +180,7 @@ def pivoted_cholesky(
             break
         row = rows.get(i, resid.detach(), r_max - k)
         l = (row - L[:, :k] @ L[i, :k]) / piv**0.5
-        l = torch.where(chosen, torch.zeros_like(l), l)
+        l = torch.where(chosen, zeros, l)
         L[:, k] = l
         d = d - l * l
         chosen[i] = True

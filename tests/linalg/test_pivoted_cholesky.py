@@ -141,3 +141,23 @@ def test_block_entries_one_requests_one_row_per_pivot():
 def test_bad_block_entries():
     with pytest.raises(ValueError, match="block_entries must be a positive integer, got 0"):
         pivoted_cholesky(torch.eye(3), 2, block_entries=0)
+
+
+@pytest.mark.parametrize(
+    "kernel",
+    [
+        gpytorch.kernels.RBFKernel(active_dims=[0, 2]),
+        gpytorch.kernels.ScaleKernel(gpytorch.kernels.MaternKernel(nu=0.5, batch_shape=_B3)),
+        gpytorch.kernels.RBFKernel() + gpytorch.kernels.LinearKernel(),
+    ],
+    ids=["active-dims", "batch-scale-matern", "sum"],
+)
+def test_kernel_operator_rows_equal_the_lazy_kernel_rows(kernel):
+    X = torch.rand(30, 3, dtype=torch.float64)
+    kernel = kernel.to(torch.float64)
+    idx = torch.tensor([4, 0, 29])
+    with torch.no_grad():
+        rows = KernelOperator(kernel, X).rows(idx)
+        ref = kernel(X).to_dense()[..., idx, :]
+    assert rows.shape == ref.shape
+    torch.testing.assert_close(rows, ref, atol=1e-14, rtol=1e-14)
