@@ -58,24 +58,35 @@ class _DenseRows:
 class _RowBlocks:
     """Pivot rows of ``op``, fetched in blocks of the likeliest next pivots.
 
-    A request for a row that is not held fetches it together with the rows of the
-    ``block - 1`` other candidates of largest residual diagonal that are not held yet (the
-    pivots already taken have residual zero and come last); each row is handed out once, and
-    at most two blocks of rows are held.
+    A request for a row that is not held fetches it together with the rows of the other
+    candidates of largest residual diagonal that are not held yet (the pivots already taken
+    have residual zero and come last); each row is handed out once. The block size adapts to
+    how many rows of a block serve as pivots: the first block has ``cap`` rows (about
+    ``block_entries`` entries), each later one twice as many as the pivots served since the
+    previous request, so that rows fetched in vain cost about as much as the rows used; but
+    never fewer than ``cap / 16`` rows (at least one), whose entries cost less than a call.
+    At most ``2 cap`` rows are held.
     """
 
     def __init__(self, op: RowAccess, n: int, r_max: int, block_entries: int) -> None:
         self.op = op
         self.n = n
-        self.block = max(1, min(r_max, int(block_entries) // max(n, 1)))
+        self.cap = max(1, min(r_max, int(block_entries) // max(n, 1)))
+        self.floor = max(1, min(self.cap, int(block_entries) // (16 * max(n, 1))))
+        self.block = self.cap
+        self.served = 0
         self.held: dict[int, Tensor] = {}
 
     def get(self, i: int, resid: Tensor, remaining: int) -> Tensor:
         row = self.held.pop(i, None)
+        self.served += 1
         if row is not None:
             return row
+        if self.served > 1:  # not the first request: size the block by the last one's use
+            self.block = max(self.floor, min(self.cap, 2 * (self.served - 1)))
+        self.served = 1
         b = min(self.block, remaining, self.n)
-        if len(self.held) >= self.block:
+        if len(self.held) >= self.cap:
             self.held.clear()
         if b > 1:
             score = resid.clone()

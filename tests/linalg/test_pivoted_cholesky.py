@@ -127,7 +127,7 @@ def test_blocked_rows_give_the_row_by_row_pivots_and_factor(name, n):
     assert res.pivots.tolist() == ref.pivots.tolist()
     torch.testing.assert_close(res.L, ref.L, atol=1e-12, rtol=0)
     torch.testing.assert_close(res.error, ref.error, atol=1e-10, rtol=1e-12)
-    assert counted.calls <= len(res.pivots) // 4  # blocks, not one request per pivot
+    assert counted.calls <= len(res.pivots) // 3  # blocks, not one request per pivot
 
 
 def test_block_entries_one_requests_one_row_per_pivot():
