@@ -136,13 +136,15 @@ def pivoted_cholesky(
         tol: stop once the residual trace ``sum(diag(K - L L^T))`` is ``<= tol``. The
             factorisation also stops early when the largest residual diagonal entry falls
             below ``n * eps * max(diag K)`` (the matrix is numerically of lower rank).
-        block_entries: rows are requested in blocks of about ``block_entries / n`` rows (at
-            least one, at most the pivots still to take): a request for the pivot's row also
-            fetches the rows of the other candidates of largest residual diagonal, the likely
-            next pivots, so that a kernel operator pays its per-call overhead once per block
-            instead of once per pivot. The pivots and ``L`` do not depend on it (beyond the
-            rounding of the rows, which GPyTorch evaluates on inputs centred per call);
-            ``1`` requests one row per pivot.
+        block_entries: rows are requested in blocks of at most ``block_entries / n`` rows
+            (at least one): a request for the pivot's row also fetches the rows of the other
+            candidates of largest residual diagonal, the likely next pivots, so that a kernel
+            operator pays its per-call overhead once per block instead of once per pivot; the
+            block shrinks when few of its rows become pivots. ``1`` requests one row per
+            pivot. The pivots and ``L`` do not depend on it up to the rounding of the rows
+            (GPyTorch centres the inputs of each call by their mean), which can only reorder
+            pivots whose residual variances tie to rounding (a numerically rank-deficient
+            tail).
 
     Returns:
         :class:`PivotedCholeskyResult` ``(pivots, L, error)``.
