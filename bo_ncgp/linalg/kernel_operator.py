@@ -237,9 +237,22 @@ class KernelOperator:
         return self.kernel(self.X1, self.X1, diag=True)
 
     def rows(self, idx: Tensor) -> Tensor:
-        """Rows ``K[..., idx, :]`` of shape ``(..., len(idx), n2)``."""
+        """Rows ``K[..., idx, :]`` of shape ``(..., len(idx), n2)``.
+
+        The kernel is evaluated at once (``gpytorch.settings.lazily_evaluate_kernels(False)``)
+        instead of through the lazy kernel tensor of a plain call, whose per-call overhead
+        dominates when few rows are asked for (:func:`~bo_ncgp.linalg.pivoted_cholesky`).
+
+        Example:
+            >>> X = torch.rand(50, 3)
+            >>> k = gpytorch.kernels.MaternKernel(nu=1.5)
+            >>> block = KernelOperator(k, X).rows(torch.tensor([4, 9, 30]))
+            >>> block.shape, torch.allclose(block, k(X).to_dense()[[4, 9, 30]])
+            (torch.Size([3, 50]), True)
+        """
         idx = torch.as_tensor(idx, device=self.X1.device, dtype=torch.long)
-        return self.kernel(self.X1.index_select(-2, idx), self.X2).to_dense()
+        with gpytorch.settings.lazily_evaluate_kernels(False):
+            return self.kernel(self.X1.index_select(-2, idx), self.X2).to_dense()
 
     def __repr__(self) -> str:
         return (

@@ -67,3 +67,97 @@ def test_bad_input():
         pivoted_cholesky(torch.ones(3, 4), 2)
     with pytest.raises(ValueError, match="max_rank"):
         pivoted_cholesky(torch.eye(3), -1)
+
+
+class _CountingRows:
+    """Row access through a kernel operator that counts the requests."""
+
+    def __init__(self, op):
+        self.op, self.calls = op, 0
+
+    def diagonal(self):
+        return self.op.diagonal()
+
+    def rows(self, idx):
+        self.calls += 1
+        return self.op.rows(idx)
+
+
+class _LazyRowByRow:
+    """The plain lazy GPyTorch evaluation of one row per request (sum over a kernel batch)."""
+
+    def __init__(self, kernel, X):
+        self.kernel, self.X = kernel, X
+
+    def diagonal(self):
+        d = self.kernel(self.X, self.X, diag=True)
+        return d.reshape(-1, d.shape[-1]).sum(0)
+
+    def rows(self, idx):
+        assert len(idx) == 1
+        r = self.kernel(self.X[idx], self.X).to_dense()
+        return r.reshape(-1, *r.shape[-2:]).sum(0)
+
+
+_B3 = torch.Size([3])
+_KERNELS = {
+    "rbf": lambda: gpytorch.kernels.RBFKernel(),
+    "matern32": lambda: gpytorch.kernels.MaternKernel(nu=1.5),
+    "scale-rbf-ard": lambda: gpytorch.kernels.ScaleKernel(
+        gpytorch.kernels.RBFKernel(ard_num_dims=3)
+    ),
+    "batch-matern52": lambda: gpytorch.kernels.ScaleKernel(
+        gpytorch.kernels.MaternKernel(nu=2.5, ard_num_dims=3, batch_shape=_B3), batch_shape=_B3
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_KERNELS))
+@pytest.mark.parametrize("n", [120, 400])
+def test_blocked_rows_give_the_row_by_row_pivots_and_factor(name, n):
+    from bo_ncgp.models.dual.inducing import _SummedRows
+
+    torch.manual_seed(0)
+    X = torch.rand(n, 3, dtype=torch.float64)
+    kernel = _KERNELS[name]().to(torch.float64)
+    with torch.no_grad():
+        ref = pivoted_cholesky(_LazyRowByRow(kernel, X), max_rank=60, block_entries=1)
+        counted = _CountingRows(_SummedRows(kernel, X))
+        res = pivoted_cholesky(counted, max_rank=60)
+    assert res.pivots.tolist() == ref.pivots.tolist()
+    torch.testing.assert_close(res.L, ref.L, atol=1e-12, rtol=0)
+    torch.testing.assert_close(res.error, ref.error, atol=1e-10, rtol=1e-12)
+    assert counted.calls <= len(res.pivots) // 3  # blocks, not one request per pivot
+
+
+def test_block_entries_one_requests_one_row_per_pivot():
+    X = torch.rand(50, 2, dtype=torch.float64)
+    counted = _CountingRows(KernelOperator(gpytorch.kernels.RBFKernel().double(), X))
+    with torch.no_grad():
+        res = pivoted_cholesky(counted, max_rank=10, block_entries=1)
+    assert counted.calls == len(res.pivots) == 10
+
+
+def test_bad_block_entries():
+    with pytest.raises(ValueError, match="block_entries must be an integer >= 1, got 0"):
+        pivoted_cholesky(torch.eye(3), 2, block_entries=0)
+
+
+@pytest.mark.parametrize(
+    "kernel",
+    [
+        gpytorch.kernels.RBFKernel(active_dims=[0, 2]),
+        gpytorch.kernels.ScaleKernel(gpytorch.kernels.MaternKernel(nu=0.5, batch_shape=_B3)),
+        gpytorch.kernels.RBFKernel() + gpytorch.kernels.LinearKernel(),
+    ],
+    ids=["active-dims", "batch-scale-matern", "sum"],
+)
+def test_kernel_operator_rows_equal_the_lazy_kernel_rows(kernel):
+    X = torch.rand(30, 3, dtype=torch.float64)
+    kernel = kernel.to(torch.float64)
+    idx = torch.tensor([4, 0, 29])
+    with torch.no_grad():
+        rows = KernelOperator(kernel, X).rows(idx)
+        ref = kernel(X).to_dense()[..., idx, :]
+    assert rows.shape == ref.shape
+    torch.testing.assert_close(rows, ref, atol=1e-14, rtol=1e-14)

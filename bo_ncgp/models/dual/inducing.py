@@ -128,7 +128,8 @@ def select_inducing_points(kernel: gpytorch.kernels.Kernel, candidates: Tensor, 
     """Greedy pivoted-Cholesky choice of ``num`` rows of ``candidates`` (Sec. 3.4).
 
     Fewer rows are returned when the candidates' kernel matrix has lower numerical rank
-    (e.g. duplicated inputs). Only ``diag K`` and ``num`` rows of ``K`` are evaluated.
+    (e.g. duplicated inputs). Only ``diag K`` and rows of ``K`` are evaluated, a block of the
+    likeliest next pivots' rows per kernel call (:func:`~bo_ncgp.linalg.pivoted_cholesky`).
 
     Example:
         >>> from gpytorch.kernels import RBFKernel
