@@ -17,10 +17,11 @@ Posterior rows: one posterior call at the input shapes that ``optimize_acqf`` ev
   reads), the peer.
 
 Shapes: LogEI (q = 1) on ``raw_samples = 512`` candidates without gradient and on 8 restarts
-with a backward pass; q = 4 on 8 restarts; qLogNEI on 8 restarts of ``X_baseline`` (the
-baseline BoTorch keeps after pruning) + q = 4 points; and a fantasy model (qKG's inner
-problem): ``condition`` on 64 fantasies x 2 candidates, then the posterior at each fantasy
-model's candidate.
+with a backward pass; q = 4 on 8 restarts; qLogNEI on 8 restarts of ``X_baseline`` + q = 4
+points, with the baseline BoTorch keeps after pruning and with all n points
+(``prune_baseline=False``: one joint (n + 4) x (n + 4) covariance per restart); and a fantasy
+model (qKG's inner problem): ``condition`` on 64 fantasies x 2 candidates, then the posterior at
+each fantasy model's candidate.
 
 qKG rows: BoTorch's ``qKnowledgeGradient`` (``num_fantasies = 64``, 2 candidates of q = 1:
 64 x 2 = 128 fantasy models) on the adapter, at m = 100 and m = 500, forward and forward +
@@ -128,7 +129,6 @@ def posterior_rows(cfg: dict, X, y, dual) -> list[dict]:
     peer.eval()
     torch.manual_seed(0)  # prune_baseline samples
     nei = qLogNoisyExpectedImprovement(model, X_baseline=X, prune_baseline=True)
-    n_base = int(nei.X_baseline.shape[0])
     g = torch.Generator().manual_seed(1)
 
     def rand(*shape):
@@ -139,12 +139,13 @@ def posterior_rows(cfg: dict, X, y, dual) -> list[dict]:
         ("LogEI raw samples, q=1", rand(cfg["raw_samples"], 1, 6), False),
         ("LogEI restarts + backward, q=1", rand(r, 1, 6), True),
         ("q=4 restarts + backward", rand(r, q4, 6), True),
-        ("qLogNEI restarts + backward, pruned baseline + q=4", None, True),
+        ("qLogNEI restarts + backward, pruned baseline + q=4", nei.X_baseline, True),
+        ("qLogNEI restarts + backward, all n baseline + q=4", X, True),
     ]
     rows = []
     for name, Xq, grad in cases:
-        if Xq is None:
-            Xq = torch.cat([nei.X_baseline.expand(r, n_base, 6), rand(r, q4, 6)], -2)
+        if Xq.dim() == 2:  # a baseline: X_full = [X_baseline, X] as qLogNEI evaluates it
+            Xq = torch.cat([Xq.expand(r, *Xq.shape), rand(r, q4, 6)], -2)
         q = Xq.shape[-2]
         base = torch.randn(32, *Xq.shape[:-1], generator=g, dtype=torch.float64)
         base = base if q > 1 else None
