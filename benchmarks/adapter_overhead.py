@@ -358,13 +358,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--out", type=Path, default=OUT)
     p.add_argument("--before", type=Path, default=None, help="JSON result of a run on other code")
+    p.add_argument(
+        "--before-label", default=None, help="what --before measured (e.g. a branch and commit)"
+    )
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     out = run(QUICK if args.quick else DEFAULT)
     before = json.loads(args.before.read_text()) if args.before else None
     if before is not None:
-        out["before"] = {"source": str(args.before), "result": before}
+        label = args.before_label or str(args.before)
+        out["before"] = {"source": label, "result": before}
     write_json(args.out, out)
+    if before is not None:
+        print(f"before: {out['before']['source']} (a separate process)\n")
     print(table(out, before))
     return 0
 
