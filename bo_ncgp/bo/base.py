@@ -29,6 +29,11 @@ from botorch.models.model import FantasizeMixin, Model
 from botorch.posteriors.gpytorch import GPyTorchPosterior
 from botorch.sampling import MCSampler
 from gpytorch.distributions import MultitaskMultivariateNormal, MultivariateNormal
+from linear_operator.operators import (
+    BlockDiagLinearOperator,
+    CholLinearOperator,
+    TriangularLinearOperator,
+)
 from torch import Tensor
 from torch.nn import Module
 
@@ -212,7 +217,6 @@ class LatentGPModel(Model, FantasizeMixin):
         diag = cov.diagonal(dim1=-2, dim2=-1)
         floor = 1e-10 if cov.dtype == torch.float64 else 1e-6
         cov = cov + torch.diag_embed((floor - diag).clamp_min(0).detach())
-        cov = _repair_joint_covariance(cov)
         # independent outputs: (..., m, q, q); joint: (..., m q, m q) in output-major order
         independent = m == 1 or (cov.dim() == mean.dim() + 1 and cov.shape[-3] == m)
         noise = None
@@ -241,7 +245,7 @@ class LatentGPModel(Model, FantasizeMixin):
                 blocks = cov.reshape(*cov.shape[:-2], m, q, m, q)[..., idx, :, :, :][..., idx, :]
                 cov = blocks.reshape(*cov.shape[:-2], len(idx) * q, len(idx) * q)
             m = len(idx)
-        posterior = GPyTorchPosterior(self._distribution(mean, cov, independent, m))
+        posterior = GPyTorchPosterior(self._distribution(mean, _joint_factor(cov), independent, m))
         if hasattr(self, "outcome_transform"):
             posterior = self.outcome_transform.untransform_posterior(posterior, X=X)
         if posterior_transform is not None:
@@ -249,12 +253,14 @@ class LatentGPModel(Model, FantasizeMixin):
         return posterior
 
     @staticmethod
-    def _distribution(mean: Tensor, cov: Tensor, independent: bool, m: int):
+    def _distribution(mean: Tensor, L: Tensor, independent: bool, m: int):
+        """The Gaussian of ``mean`` whose covariance is given by its lower Cholesky factor
+        ``L``: samples, variances and log densities use ``L`` (no further factorisation)."""
+        cov = CholLinearOperator(TriangularLinearOperator(L))
         if m == 1:
             return MultivariateNormal(mean[..., 0], cov)
-        if independent:
-            mvns = [MultivariateNormal(mean[..., i], cov[..., i, :, :]) for i in range(m)]
-            return MultitaskMultivariateNormal.from_independent_mvns(mvns)
+        if independent:  # (..., m, q, q) blocks, output-major as from_independent_mvns
+            cov = BlockDiagLinearOperator(cov, block_dim=-3)
         return MultitaskMultivariateNormal(mean, cov, interleaved=False)
 
     # ---------------------------------------------------------------- fantasies
@@ -359,22 +365,28 @@ class _OutputSubset(LatentGPModel):
         raise NotImplementedError
 
 
-def _repair_joint_covariance(cov: Tensor) -> Tensor:
-    """Make a joint ``q x q`` posterior covariance factorisable.
+def _joint_factor(cov: Tensor) -> Tensor:
+    """Lower Cholesky factor of a posterior covariance ``(..., q, q)``, the one factorisation
+    of a posterior.
 
     Approximate posteriors (round-off, or approximations of ``K_uu`` such as HIP-GP's clamped
-    circulant embedding) can give a joint covariance that is slightly indefinite, which would
-    make ``MultivariateNormal`` fail. The failing batch entries get the escalating jitter of
+    circulant embedding) can give a joint covariance that is slightly indefinite. Only when
+    the plain factorisation fails, the failing batch entries get the escalating jitter of
     :func:`bo_ncgp.linalg.psd_jitter` (not differentiated; one ``NumericalWarning``);
     ``NotPSDError`` when even the largest jitter does not help.
+
+    Example:
+        >>> cov = torch.tensor([[4.0, 2.0], [2.0, 2.0]])
+        >>> _joint_factor(cov)
+        tensor([[2., 0.],
+                [1., 1.]])
     """
-    if cov.shape[-1] < 2:
-        return cov
+    L, info = torch.linalg.cholesky_ex(cov)
+    if cov.shape[-1] == 0 or (not bool((info > 0).any()) and bool(torch.isfinite(L).all())):
+        return L  # (a NaN covariance goes on to psd_jitter's error)
     jitter = psd_jitter(cov.detach(), max_tries=8, name="posterior joint covariance")
-    if not bool((jitter > 0).any()):
-        return cov
     eye = torch.eye(cov.shape[-1], dtype=cov.dtype, device=cov.device)
-    return cov + jitter[..., None, None] * eye
+    return torch.linalg.cholesky(cov + jitter[..., None, None] * eye)
 
 
 def _standard_normal(like: Tensor, generator: torch.Generator | None) -> Tensor:

@@ -81,13 +81,35 @@ def jittered(K: Tensor, jitter: float) -> Tensor:
 def solve_lower(L: Tensor, B: Tensor) -> Tensor:
     """``L^{-1} B`` for lower-triangular ``L`` (broadcast over batch dimensions).
 
+    Batch dimensions in which ``L`` is shared (size 1, or absent) but ``B`` is not are folded
+    into the columns of the right-hand side: one solve against ``(m, prod(shared) * k)``
+    instead of a copy of ``L`` per batch element (e.g. one factor of ``K_zz`` against
+    fantasies x candidates). Batch dimensions in which the factors differ are broadcast.
+
     Example:
         >>> L = torch.tensor([[2.0, 0.0], [1.0, 1.0]])
         >>> solve_lower(L, torch.tensor([[2.0], [3.0]]))
         tensor([[1.],
                 [2.]])
+        >>> solve_lower(L, torch.ones(5, 3, 2, 1)).shape  # one L for 5 x 3 right-hand sides
+        torch.Size([5, 3, 2, 1])
     """
-    return torch.linalg.solve_triangular(L, B, upper=False)
+    batch = torch.broadcast_shapes(L.shape[:-2], B.shape[:-2])
+    nd = len(batch)
+    L_batch = (1,) * (nd - L.dim() + 2) + tuple(L.shape[:-2])
+    fold = [i for i in range(nd) if L_batch[i] == 1 and batch[i] > 1]
+    if not fold or B.numel() == 0:
+        return torch.linalg.solve_triangular(L, B, upper=False)
+    keep = [i for i in range(nd) if i not in fold]
+    m, k = L.shape[-1], B.shape[-1]
+    B = B.expand(*batch, m, k)
+    # (*keep, m, *fold, k) -> (*keep, m, prod(fold) * k): one right-hand side per column
+    order = [*keep, nd, *fold, nd + 1]
+    cols = B.permute(order).reshape(*(batch[i] for i in keep), m, -1)
+    L_kept = L.reshape(*L_batch, m, m).reshape(*(L_batch[i] for i in keep), m, m)
+    X = torch.linalg.solve_triangular(L_kept, cols, upper=False)
+    X = X.reshape(*(batch[i] for i in keep), m, *(batch[i] for i in fold), k)
+    return X.permute([order.index(i) for i in range(nd + 2)])
 
 
 def tri_logdet(L: Tensor) -> Tensor:

@@ -93,21 +93,28 @@ def test_tiny_negative_variances_are_lifted_to_a_floor():
 
 
 def test_slightly_indefinite_joint_covariance_is_repaired_with_a_warning():
-    from bo_ncgp.bo.base import _repair_joint_covariance
+    import warnings
+
+    from bo_ncgp.bo.base import _joint_factor
     from bo_ncgp.exceptions import NotPSDError, NumericalWarning
 
     good = torch.tensor([[1.0, 0.5], [0.5, 1.0]])
-    assert _repair_joint_covariance(good) is good  # PD: untouched, no warning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # PD: the plain factor, no warning
+        torch.testing.assert_close(_joint_factor(good), torch.linalg.cholesky(good))
     bad = torch.tensor([[1.0, 1.0 + 1e-7], [1.0 + 1e-7, 1.0]])  # eigenvalue -1e-7
     batch = torch.stack([good, bad])
     with pytest.warns(NumericalWarning, match="not numerically positive definite"):
-        fixed = _repair_joint_covariance(batch)
-    assert torch.equal(fixed[0], good)  # only the failing batch entry is changed
+        L = _joint_factor(batch)
+    fixed = L @ L.mT
+    torch.testing.assert_close(L[0], torch.linalg.cholesky(good), rtol=0, atol=0)  # untouched
     assert torch.linalg.eigvalsh(fixed[1]).min() > 0
     assert (fixed[1] - bad).abs().max() < 1e-5
     broken = torch.tensor([[1.0, 2.0], [2.0, 1.0]])  # eigenvalue -1: not round-off
     with pytest.raises(NotPSDError, match="not positive definite"):
-        _repair_joint_covariance(broken)
+        _joint_factor(broken)
+    with pytest.raises(ValueError, match="NaN"):
+        _joint_factor(torch.full((2, 2), float("nan")))
 
 
 def test_errors_of_the_generic_adapter():

@@ -20,6 +20,7 @@ __all__ = [
     "hyperparameters_fixed",
     "same_key",
     "shallow_module_copy",
+    "tensor_places",
 ]
 
 
@@ -138,6 +139,21 @@ def same_key(a: tuple, b: tuple) -> bool:
         elif x is not y:
             return False
     return True
+
+
+def tensor_places(module: torch.nn.Module) -> list[tuple]:
+    """``(data_ptr, dtype, device)`` of every parameter and buffer of ``module``: what a
+    ``Module._apply`` (``.to``, ``.double``, ...) changes when it moves or converts a tensor,
+    and leaves equal when it is a no-op (e.g. BoTorch's ``acqf.to(X)`` on every evaluation).
+
+    Example:
+        >>> lin = torch.nn.Linear(2, 1)
+        >>> before = tensor_places(lin)
+        >>> tensor_places(lin.to(lin.weight)) == before, tensor_places(lin.half()) == before
+        (True, False)
+    """
+    tensors = [*module.parameters(), *module.buffers()]
+    return [(t.data_ptr(), t.dtype, t.device) for t in tensors]
 
 
 def shallow_module_copy(module: torch.nn.Module) -> torch.nn.Module:

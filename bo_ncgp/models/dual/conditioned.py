@@ -34,7 +34,7 @@ from torch import Tensor
 from bo_ncgp.exceptions import InputDataError, UnsupportedError
 from bo_ncgp.models._alias import Alias
 from bo_ncgp.models.base import Callback, LatentGP
-from bo_ncgp.models.dual._state import hyperparameters_fixed, same_key
+from bo_ncgp.models.dual._state import hyperparameters_fixed, same_key, tensor_places
 from bo_ncgp.models.dual.posterior import DualFactors, SiteBlock, dual_predict, site_block
 
 if TYPE_CHECKING:
@@ -165,8 +165,10 @@ class ConditionedDualSVGP(torch.nn.Module, LatentGP):
 
     # ------------------------------------------------------------- posterior
     def _apply(self, fn, *args, **kwargs):
+        before = tensor_places(self)
         out = super()._apply(fn, *args, **kwargs)
-        self._block_cache = None
+        if tensor_places(self) != before:  # a no-op ``.to`` keeps the cached block
+            self._block_cache = None
         return out
 
     def _sites_require_grad(self) -> bool:

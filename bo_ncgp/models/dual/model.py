@@ -65,6 +65,7 @@ from bo_ncgp.models.dual._state import (
     hyperparameters_fixed,
     same_key,
     shallow_module_copy,
+    tensor_places,
 )
 from bo_ncgp.models.dual.config import DualSVGPConfig
 from bo_ncgp.models.dual.inducing import (
@@ -221,8 +222,10 @@ class DualSVGP(InducingState, ResizableModule, LatentGP):
         self._touch()
 
     def _apply(self, fn, *args, **kwargs):
+        before = tensor_places(self)
         out = super()._apply(fn, *args, **kwargs)
-        self._touch()
+        if tensor_places(self) != before:  # a no-op ``.to`` keeps the cached factors
+            self._touch()
         return out
 
     def _hyperparameters(self) -> list[Tensor]:

@@ -652,6 +652,33 @@ def test_fixed_hyperparameters_caches_the_base_factorisation_and_keeps_x_gradien
     assert torch.autograd.grad(v, xf)[0].abs().sum() > 0
 
 
+def test_a_no_op_to_keeps_the_cached_factors_and_a_conversion_drops_them(monkeypatch):
+    """BoTorch's analytic acquisitions call ``self.to(X)`` on every evaluation: with nothing
+    to move, the base factorisation and the conditioned block stay cached."""
+    import bo_ncgp.models.dual.conditioned as cmod
+    import bo_ncgp.models.dual.model as mod
+    from bo_ncgp.models.dual import fixed_hyperparameters
+
+    m = _bernoulli_model()
+    cond = m.condition(torch.rand(3, 1, 1) * 5, torch.ones(3, 1))
+    calls = []
+    real_factors, real_block = mod.dual_factors, cmod.site_block
+    monkeypatch.setattr(mod, "dual_factors", lambda *a: calls.append("f") or real_factors(*a))
+    monkeypatch.setattr(cmod, "site_block", lambda *a: calls.append("b") or real_block(*a))
+    Xs = torch.rand(4, 1) * 5
+    with fixed_hyperparameters():
+        first = cond.predict_f(Xs)[0]
+        n0 = len(calls)
+        for _ in range(3):
+            cond.to(Xs)  # same dtype and device: nothing moves
+            torch.testing.assert_close(cond.predict_f(Xs)[0], first, rtol=0, atol=0)
+        assert len(calls) == n0
+        cond.float()
+        again = cond.predict_f(Xs.float())[0]
+    assert calls[n0:] == ["f", "b"] and again.dtype == torch.float32
+    torch.testing.assert_close(again, first.float(), rtol=1e-4, atol=1e-4)
+
+
 def test_max_inducing_lets_z_grow_from_a_small_initial_design():
     torch.manual_seed(0)
     X = torch.rand(40, 2)
