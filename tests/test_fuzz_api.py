@@ -1069,6 +1069,33 @@ MORE += [
 ]
 for _cat, _cid, _fn, _match in MORE:
     cases(f"{_cat}-{_cid}", Raises(_match), _fn)
+
+
+def _adapter_posterior(output_indices):
+    from bo_ncgp.bo.base import LatentGPModel
+    from tests.bo.toy_models import ExactGP
+
+    X = torch.rand(8, 2)
+    Y = torch.stack([torch.sin(4 * X[:, 0] + i) for i in range(2)], -1)
+    model = LatentGPModel(ExactGP(X, Y), num_outputs=2)
+    post = model.posterior(torch.rand(3, 2), output_indices=output_indices)
+    return post.mean, post.variance
+
+
+for _cid, _idx in [
+    ("out-of-range", [2]),
+    ("negative", [-1]),
+    ("repeated", [0, 0]),
+    ("empty", []),
+    ("fractional", [0.5]),
+    ("string", ["a"]),
+]:
+    cases(
+        f"range-LatentGPModel-output_indices-{_cid}",
+        Raises("output indices"),
+        lambda i=_idx: _adapter_posterior(i),
+    )
+cases("ok-LatentGPModel-output_indices", Finite(), lambda: _adapter_posterior([1]))
 cases("rollback-AdamStepper-ValueError", Finite(NumericalWarning), _adam_step_that_raises)
 cases("rollback-minimize_lbfgs-LinAlgError", Finite(NumericalWarning), _lbfgs_that_raises)
 

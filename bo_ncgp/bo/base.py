@@ -164,11 +164,7 @@ class LatentGPModel(Model, FantasizeMixin):
 
     def subset_output(self, idcs: list[int]) -> LatentGPModel:
         """A view of this model restricted to the outputs ``idcs`` (posterior only)."""
-        idcs = list(idcs)
-        if any(not 0 <= i < self.num_outputs for i in idcs):
-            raise InputDataError(
-                f"subset_output: indices {idcs} out of range [0, {self.num_outputs})"
-            )
+        idcs = _output_indices(idcs, self.num_outputs, "subset_output")
         if idcs == list(range(self.num_outputs)):
             return self
         return _OutputSubset(self, idcs)
@@ -200,6 +196,10 @@ class LatentGPModel(Model, FantasizeMixin):
             A :class:`GPyTorchPosterior` with event shape ``q x m``.
         """
         self.eval()
+        if output_indices is not None:
+            output_indices = _output_indices(
+                output_indices, self.num_outputs, f"{type(self).__name__}.posterior"
+            )
         if X.dim() == 1:
             X = X.unsqueeze(0)
         X_tf = self.transform_inputs(X)
@@ -343,6 +343,22 @@ class LatentGPModel(Model, FantasizeMixin):
         return new
 
 
+def _output_indices(indices: Any, num_outputs: int, who: str) -> list[int]:
+    """``indices`` as a list of distinct output indices in ``[0, num_outputs)``, else
+    :class:`InputDataError` naming them."""
+    try:
+        idx = [int(i) for i in indices]
+        ok = all(i == j for i, j in zip(idx, indices, strict=True))  # no fractional indices
+    except (TypeError, ValueError):
+        ok = False
+    if not ok or not idx or len(set(idx)) != len(idx) or any(not 0 <= i < num_outputs for i in idx):
+        raise InputDataError(
+            f"{who}: output indices must be distinct integers in [0, {num_outputs}), got "
+            f"{indices!r}"
+        )
+    return idx
+
+
 class _OutputSubset(LatentGPModel):
     """``subset_output`` view: the parent's posterior restricted to some outputs."""
 
@@ -358,6 +374,8 @@ class _OutputSubset(LatentGPModel):
     def posterior(
         self, X, output_indices=None, observation_noise=False, posterior_transform=None, **kwargs
     ):
+        if output_indices is not None:
+            output_indices = _output_indices(output_indices, len(self._idcs), "subset posterior")
         idx = self._idcs if output_indices is None else [self._idcs[i] for i in output_indices]
         return self._parent_ref[0].posterior(X, idx, observation_noise, posterior_transform)
 

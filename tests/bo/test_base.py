@@ -122,7 +122,9 @@ def test_errors_of_the_generic_adapter():
 
     model, _, _ = make(m=2)
     assert model.num_outputs == 2 and LatentGPModel(model.model).num_outputs == 2  # the default
-    with pytest.raises(InputDataError, match="out of range"):
+    with pytest.raises(
+        InputDataError, match=r"output indices must be distinct integers in \[0, 2\)"
+    ):
         model.subset_output([2])
     with pytest.raises(InputDataError, match=r"Y must have shape \(..., n, 1\)"):
         make()[0].condition_on_observations(torch.rand(2, 2), torch.rand(2))
