@@ -9,7 +9,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.bo_ncgp-installed
 PYTEST_ARGS ?=
 
-.PHONY: setup demo test test-all test-gpu lint check-install clean
+.PHONY: setup demo test test-all test-gpu bench lint check-install clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,10 @@ TEST_DEVICE ?= cuda
 test-gpu: $(STAMP)
 	BO_NCGP_TEST_DEVICE=$(TEST_DEVICE) $(BIN)/python -m pytest -m "not slow and not cpu_only" \
 	  tests/models tests/linalg tests/likelihoods tests/bo tests/test_devices.py $(PYTEST_ARGS)
+
+# every speed ratio against its peer (benchmarks/speed.py; BENCH_ARGS=--quick for small presets)
+bench: $(STAMP)
+	$(BIN)/python -m benchmarks.speed $(BENCH_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -69,3 +69,25 @@ def test_gpu_benchmark_table_puts_the_cpu_beside_the_device():
     text = gpu.table({"device": part("cuda:0", 2.0, 100_000), "cpu": part("cpu", 200.0, 10_000)})
     assert "| HIP-GP whitening | 1000000 | 2 | 200 | 100.0x | 1.46 s (V100) |" in text
     assert "| IterNCGP GMM | 100000 | 2 | 2 (N=10000) |  |" in text
+
+
+def test_speed_suite_runs_a_benchmark_and_tabulates_its_ratios(tmp_path):
+    from benchmarks import speed
+
+    assert speed.main(["--quick", "--only", "adapter_overhead", "--out", str(tmp_path)]) == 0
+    rows = json.loads((tmp_path / "speed.json").read_text())
+    assert rows and {r["benchmark"] for r in rows} == {"adapter_overhead"}
+    assert all(r["ratio"] > 0 and math.isfinite(r["ratio"]) for r in rows)
+    qkg = [r for r in rows if r["case"].startswith("qKnowledgeGradient")]
+    assert len(qkg) == 2 and all(r["target"] == 3.0 for r in qkg)
+    table = (tmp_path / "speed.md").read_text()
+    assert table.count("\n") == len(rows) + 2 and "| adapter_overhead |" in table
+
+
+def test_speed_suite_reads_every_benchmark_it_lists():
+    from benchmarks import speed
+
+    res = json.loads((speed.RESULTS / "dual_update.json").read_text())
+    rows = speed.rows_of("dual_update", res)
+    assert len(rows) == len(res["cases"]) and all(r.peer == "SVGP refit" for r in rows)
+    assert {r.verdict for r in rows} <= {"met", "missed"}
