@@ -47,12 +47,14 @@ import argparse
 import math
 import statistics
 import time
+import warnings
 from pathlib import Path
 
 import gpytorch
 import torch
 
 from bo_ncgp.campaigns.storage import write_json
+from bo_ncgp.exceptions import NumericalWarning
 from bo_ncgp.likelihoods import Bernoulli, Softmax
 from bo_ncgp.linalg import stable_cholesky
 from bo_ncgp.linalg.backend import available_memory_bytes
@@ -202,12 +204,15 @@ def race_iterncgp(d: dict, target: float, cfg: dict) -> dict:
                      max_solver_iters_per_step=cfg["race_iters"],
                      max_newton_steps=cfg["race_newton_steps"], tol=1e-4,
                      solver_rtol=0.0, solver_atol=0.0)  # fmt: skip
-    model.fit(d["X"], d["y"], callback=callback)
-    with torch.no_grad():
-        final = nll(model.predict_proba(d["Xt"]), d["yt"])
+    with warnings.catch_warnings(record=True) as caught:  # clamped round-off variances
+        warnings.simplefilter("always", NumericalWarning)
+        model.fit(d["X"], d["y"], callback=callback)
+        with torch.no_grad():
+            final = nll(model.predict_proba(d["Xt"]), d["yt"])
     return {"seconds_to_target": hit[0] if hit else None, "best_nll": min(best[0], final),
             "fit_seconds": model.fit_seconds, "solver_iters": model.num_solver_iters,
-            "newton_steps": len(model.history), "backend": model._K.op.backend}  # fmt: skip
+            "newton_steps": len(model.history), "backend": model._K.op.backend,
+            "numerical_warnings": len(caught)}  # fmt: skip
 
 
 def race_svgp(d: dict, target: float, cfg: dict, seed: int = 0) -> dict:
@@ -333,7 +338,7 @@ def table(out: dict) -> str:
 DEFAULT = {"tasks": ["binary", "softmax"], "n": 10_000, "n_test": 2_000, "reps": 3,
            "iters": 5, "newton_steps": 3, "race": True,
            "n_target": {"binary": 4_000, "softmax": 2_000}, "race_iters": 100,
-           "race_newton_steps": 30, "budget": 300.0, "svgp_inducing": 256,
+           "race_newton_steps": 30, "budget": 120.0, "svgp_inducing": 256,
            "svgp_lr": 0.05, "svgp_eval_every": 4}  # fmt: skip
 QUICK = dict(DEFAULT, n=300, n_test=100, reps=1, n_target={"binary": 150, "softmax": 150},
              budget=3.0, svgp_inducing=32, newton_steps=2)  # fmt: skip

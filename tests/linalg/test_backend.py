@@ -163,3 +163,18 @@ def test_auto_fit_equals_dense_fit(memory, C):
         out[b] = m.predict_f(Xs)
     torch.testing.assert_close(out["auto"][0], out["dense"][0], rtol=0, atol=0)
     torch.testing.assert_close(out["auto"][1], out["dense"][1], rtol=0, atol=0)
+
+
+def test_cuda_memory_is_the_free_memory_plus_the_unused_cache(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (3 * GiB, 80 * GiB))
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: 2 * GiB)
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: GiB)
+    assert available_memory_bytes("cuda:0") == 4 * GiB
+
+
+def test_a_cgroup_limit_caps_the_host_memory(monkeypatch):
+    monkeypatch.setattr(backend_module, "_host_available", lambda: 64 * GiB)
+    monkeypatch.setattr(backend_module, "_cgroup_available", lambda: 2 * GiB)
+    assert available_memory_bytes("cpu") == 2 * GiB
+    monkeypatch.setattr(backend_module, "_cgroup_available", lambda: None)
+    assert available_memory_bytes("cpu") == 64 * GiB
