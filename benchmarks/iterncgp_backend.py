@@ -22,7 +22,9 @@ reference diverges, so the softmax model keeps the experiment's kernel.)
    reaches the target, of
 
    * IterNCGP, ``backend="auto"``, CG policy, ``race_iters`` solver iterations per Newton
-     step, NLL checked after every solver iteration;
+     step with the solver tolerances off (fewer iterations, or the default tolerances, stop
+     at a higher NLL: the remaining computational uncertainty keeps the variances too
+     large), NLL checked after every solver iteration;
    * a GPyTorch SVGP (:class:`bo_ncgp.models.svgp.SVGP`: whitened Cholesky ``q(u)``,
      ``svgp_inducing`` inducing points per latent function at a random subset of the data,
      fixed kernel), Adam (learning rate ``svgp_lr``) on minibatches of 1,024, NLL checked

@@ -2,12 +2,12 @@
 
 A product ``K(X1, X2) @ V`` with ``K`` of shape ``(*batch, n1, n2)`` can
 
-* form and cache ``K`` (``"dense"``): after the first product every further product is one
-  BLAS call. Measured on one CPU thread with the 10-class mixture kernel of the IterNCGP
-  experiments (Matern-3/2, N = 10,000, 10 columns): 0.15 s per product with the cached ``K``
-  against 2.0 s with KeOps and about 5 s with the chunked backend, so whenever ``K`` fits in
-  memory the dense backend is the fastest for an iterative solver that multiplies by the same
-  ``K`` many times;
+* form and cache ``K`` (``"dense"``): the first product costs one evaluation of the kernel,
+  every further product one BLAS call. An iterative solver multiplies by the same ``K`` many
+  times, so whenever ``K`` fits in memory this is the fastest backend: IterNCGP fits at
+  N = 10,000 on one CPU thread (``benchmarks/iterncgp_backend.py``: 10-15 products, binary
+  and 10-class softmax) take 3.2-5.5x longer with KeOps and 5.6-12.7x longer with the
+  chunked backend than with the cached dense ``K``;
 * evaluate ``K`` symbolically with KeOps (``"keops"``): no ``O(n1 n2)`` memory, faster than
   re-forming row blocks of ``K`` in torch for a few columns, but one reduction per column, so
   with more than :data:`KEOPS_MAX_COLUMNS` columns blocked BLAS is faster;
@@ -50,7 +50,8 @@ logger = logging.getLogger(__name__)
 
 #: fraction of the available memory that a dense kernel matrix (with temporaries) may take
 DENSE_MEMORY_FRACTION = 0.5
-#: peak memory of forming ``K`` in units of ``K``'s bytes (cached ``K`` + evaluation temporaries)
+#: peak memory of forming ``K`` in units of its bytes: the cached ``K`` plus the temporaries of
+#: the evaluation (2x measured for a Matern-3/2 ``K`` without autograd; 3 leaves room for it)
 DENSE_OVERHEAD = 3
 #: KeOps does one reduction per column; above this many columns chunked BLAS products win
 KEOPS_MAX_COLUMNS = 64
