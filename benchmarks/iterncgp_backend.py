@@ -41,6 +41,8 @@ Usage::
 
     python benchmarks/iterncgp_backend.py            # N = 10,000
     python benchmarks/iterncgp_backend.py --quick    # smoke test (small N, one repetition)
+    python benchmarks/iterncgp_backend.py --no-race --backends auto --reps 7 \
+        --out benchmarks/results/iterncgp_backend_auto_dense.json   # auto against dense only
 """
 
 from __future__ import annotations
@@ -116,13 +118,14 @@ def iterncgp(d: dict, backend: str, cfg: dict, **kw) -> IterNCGP:
 def time_backends(task: str, cfg: dict) -> dict:
     d = problem(task, cfg["n"], cfg["n_test"])
     warm = problem(task, 300, 50)
-    for b in BACKENDS:  # imports, KeOps compilation
+    backends = cfg["backends"]
+    for b in backends:  # imports, KeOps compilation
         with torch.no_grad():
             iterncgp(warm, b, cfg).fit(warm["X"], warm["y"]).predict_f(warm["Xt"])
-    times: dict[str, list[float]] = {b: [] for b in BACKENDS}
+    times: dict[str, list[float]] = {b: [] for b in backends}
     resolved, preds, iters = {}, {}, {}
     for _ in range(cfg["reps"]):
-        for b in BACKENDS:
+        for b in backends:
             model = iterncgp(d, b, cfg)
             t0 = time.perf_counter()
             model.fit(d["X"], d["y"])
@@ -134,7 +137,7 @@ def time_backends(task: str, cfg: dict) -> dict:
             del model
     fastest = min(statistics.median(t) for t in times.values())
     rows = []
-    for b in BACKENDS:
+    for b in backends:
         med = statistics.median(times[b])
         diff = max(float((preds[b][i] - preds["dense"][i]).abs().max()) for i in (0, 1))
         rows.append({"task": task, "backend": b, "resolved": resolved[b],
@@ -337,7 +340,8 @@ def table(out: dict) -> str:
     return text
 
 
-DEFAULT = {"tasks": ["binary", "softmax"], "n": 10_000, "n_test": 2_000, "reps": 3,
+DEFAULT = {"tasks": ["binary", "softmax"], "backends": list(BACKENDS), "n": 10_000,
+           "n_test": 2_000, "reps": 3,
            "iters": 5, "newton_steps": 3, "race": True,
            "n_target": {"binary": 4_000, "softmax": 2_000}, "race_iters": 100,
            "race_newton_steps": 30, "budget": 120.0, "svgp_inducing": 256,
@@ -351,6 +355,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true")
     p.add_argument("--tasks", nargs="+", choices=["binary", "softmax"], default=None)
     p.add_argument("--no-race", action="store_true", help="backend timings only")
+    p.add_argument(
+        "--backends",
+        nargs="+",
+        choices=BACKENDS,
+        default=None,
+        help="the backends to time (dense is always included: the reference)",
+    )
+    p.add_argument("--reps", type=int, default=None, help="timed repetitions per backend")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--out", type=Path, default=OUT / "iterncgp_backend.json")
     args = p.parse_args(argv)
@@ -362,6 +374,10 @@ def main(argv: list[str] | None = None) -> int:
         cfg["tasks"] = args.tasks
     if args.no_race:
         cfg["race"] = False
+    if args.backends:
+        cfg["backends"] = [b for b in BACKENDS if b in args.backends or b == "dense"]
+    if args.reps:
+        cfg["reps"] = args.reps
     out = run(cfg)
     write_json(args.out, out)
     print(table(out))

@@ -28,3 +28,13 @@ def test_quick_backends_agree_and_output_is_well_formed(tmp_path, capsys):
             assert t[method]["best_nll"] > 0
     table = capsys.readouterr().out
     assert "| binary | 300 | auto | dense |" in table and "| softmax | 150 |" in table
+
+
+def test_quick_subset_of_backends_keeps_the_dense_reference(tmp_path):
+    out = tmp_path / "ib.json"
+    args = ["--quick", "--no-race", "--backends", "auto", "--tasks", "binary", "--out", str(out)]
+    assert iterncgp_backend.main(args) == 0
+    res = json.loads(out.read_text())
+    (block,) = res["backends"]
+    assert [r["backend"] for r in block["rows"]] == ["auto", "dense"]
+    assert res["time_to_target"] == []
