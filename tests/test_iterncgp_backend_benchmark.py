@@ -27,6 +27,12 @@ def test_quick_backends_agree_and_output_is_well_formed(tmp_path, capsys):
             assert hit is None or hit > 0
             assert t[method]["best_nll"] > 0 and len(t[method]["runs"]) == 1
     table = capsys.readouterr().out
+    from benchmarks import speed
+
+    ratios = speed.rows_of("iterncgp_backend", res)
+    assert [r.case for r in ratios[:2]] == ["binary fit, N = 300", "softmax fit, N = 300"]
+    assert all(r.target == 1.2 and r.ratio >= 1.0 for r in ratios[:2])
+    assert all(r.target == 1.0 and r.ratio > 0 for r in ratios[2:])
     assert "| binary | 300 | auto | dense |" in table and "| softmax | 150 |" in table
 
 
