@@ -158,7 +158,7 @@ def choose_backend(
         return "keops" if keops_ok else "chunked"
     if requested != "auto":
         return requested
-    needed = DENSE_OVERHEAD * math.prod(shape) * torch.empty((), dtype=dtype).element_size()
+    needed = DENSE_OVERHEAD * math.prod(shape) * dtype.itemsize
     if dense_limit_bytes is None:
         available = available_memory_bytes(device)
         limit = int(DENSE_MEMORY_FRACTION * available)
