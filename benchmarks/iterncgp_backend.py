@@ -42,7 +42,7 @@ Usage::
     python benchmarks/iterncgp_backend.py            # N = 10,000
     python benchmarks/iterncgp_backend.py --quick    # smoke test (small N, one repetition)
     python benchmarks/iterncgp_backend.py --backends none \
-        --out benchmarks/results/iterncgp_backend_race.json         # the races only
+        --out /tmp/iterncgp_race.json                               # the races only
     python benchmarks/iterncgp_backend.py --no-race --backends auto --reps 7 \
         --out benchmarks/results/iterncgp_backend_auto_dense.json   # auto against dense only
 """
