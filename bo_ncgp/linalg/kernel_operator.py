@@ -10,8 +10,10 @@ computes ``K(X1, X2) @ V`` with one of three backends
 * ``"keops"``   evaluates the kernel symbolically with pykeops LazyTensors (RBF, Matern
   1/2, 3/2, 5/2, scaled and summed kernels; see :mod:`bo_ncgp.linalg._keops`);
 
-and ``"auto"`` (the default) chooses ``dense`` when ``K`` fits in ``dense_threshold_bytes``,
-otherwise ``keops`` when pykeops works and the kernel is supported, otherwise ``chunked``.
+and ``"auto"`` (the default) chooses by memory and measured speed with
+:func:`bo_ncgp.linalg.backend.choose_backend`: ``dense`` (cached ``K``) when ``K`` with its
+temporaries fits in a fraction of the available memory, otherwise ``keops`` when pykeops works
+and the kernel is supported, otherwise ``chunked``.
 A broken KeOps install (import or compile error) falls back to ``chunked`` with one warning.
 
 All backends keep gradients with respect to the kernel hyperparameters, the inputs and ``V``.
@@ -29,6 +31,7 @@ from torch.utils.checkpoint import checkpoint
 from bo_ncgp.exceptions import InputDataError, UnsupportedError
 from bo_ncgp.linalg import _keops
 from bo_ncgp.linalg._args import cast_with_warning, check_count, check_real_tensor
+from bo_ncgp.linalg.backend import choose_backend
 
 __all__ = ["Backend", "KernelOperator"]
 
@@ -45,7 +48,9 @@ class KernelOperator:
             operator that also offers :meth:`diagonal` and :meth:`rows`).
         backend: ``"auto" | "dense" | "chunked" | "keops"``.
         max_memory_bytes: memory budget of one kernel block of the chunked backend.
-        dense_threshold_bytes: ``auto`` forms ``K`` densely when it needs at most this.
+        dense_threshold_bytes: ``auto`` forms ``K`` densely when it needs (with the
+            temporaries of its evaluation) at most this; ``None``: a fraction of the memory
+            available on the device (:func:`~bo_ncgp.linalg.backend.choose_backend`).
 
     Example:
         >>> k = gpytorch.kernels.RBFKernel()
@@ -63,7 +68,7 @@ class KernelOperator:
         X2: Tensor | None = None,
         backend: Backend = "auto",
         max_memory_bytes: int = 256 * 2**20,
-        dense_threshold_bytes: int = 128 * 2**20,
+        dense_threshold_bytes: int | None = None,
     ) -> None:
         if backend not in ("auto", "dense", "chunked", "keops"):
             raise InputDataError(
@@ -88,10 +93,13 @@ class KernelOperator:
         self.max_memory_bytes = check_count(
             max_memory_bytes, "max_memory_bytes", "KernelOperator", minimum=1
         )
-        self.dense_threshold_bytes = check_count(
-            dense_threshold_bytes, "dense_threshold_bytes", "KernelOperator"
+        self.dense_threshold_bytes = (
+            None
+            if dense_threshold_bytes is None
+            else check_count(dense_threshold_bytes, "dense_threshold_bytes", "KernelOperator")
         )
         self.requested_backend = backend
+        self._resolved_backend: str | None = None
         self._dense_cache: tuple[tuple, Tensor] | None = None
 
     # ------------------------------------------------------------------ shape
@@ -113,22 +121,21 @@ class KernelOperator:
     def device(self) -> torch.device:
         return self.X1.device
 
-    def _bytes(self) -> int:
-        return self.shape.numel() * self.X1.element_size()
-
     @property
     def backend(self) -> str:
-        """The backend :meth:`matmul` uses (``auto`` resolved)."""
-        b = self.requested_backend
-        if b == "keops" and not (_keops.keops_available() and _keops.keops_supports(self.kernel)):
+        """The backend :meth:`matmul` uses (``auto`` resolved once, by memory and speed)."""
+        if self._resolved_backend is None:
+            self._resolved_backend = choose_backend(
+                self.requested_backend,
+                self.kernel,
+                self.shape,
+                self.dtype,
+                self.device,
+                dense_limit_bytes=self.dense_threshold_bytes,
+            )
+        if self._resolved_backend == "keops" and not _keops.keops_available():
             return "chunked"
-        if b != "auto":
-            return b
-        if self._bytes() <= self.dense_threshold_bytes:
-            return "dense"
-        if _keops.keops_available() and _keops.keops_supports(self.kernel):
-            return "keops"
-        return "chunked"
+        return self._resolved_backend
 
     # ---------------------------------------------------------------- products
     def matmul(self, V: Tensor) -> Tensor:

@@ -96,6 +96,11 @@ class IterNCGP(torch.nn.Module, LatentGP):
         tol: outer tolerance ``delta`` on the relative change of ``f - m`` (Sec. B.2).
         solver_rtol, solver_atol: inner tolerances on ``||r_j||`` (Sec. B.2).
         backend: :class:`~bo_ncgp.linalg.KernelOperator` backend for products with ``K``.
+            ``"auto"`` (default) caches the dense ``K`` (one BLAS product per solver
+            iteration) when it fits in half of the available memory with the temporaries of
+            its evaluation, and uses KeOps (when installed) or chunked products otherwise
+            (:func:`~bo_ncgp.linalg.backend.choose_backend`; the choice is logged at debug
+            level).
         mean: optional GPyTorch mean module (default: zero mean).
         line_search: damp a Newton step that would decrease the log posterior
             (:mod:`.linesearch`; an extension of the paper, whose Algorithm 1 is

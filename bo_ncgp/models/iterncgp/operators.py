@@ -28,6 +28,7 @@ from torch import Tensor
 
 from bo_ncgp.exceptions import InputDataError
 from bo_ncgp.linalg import KernelOperator, latent_block
+from bo_ncgp.linalg.backend import choose_backend
 
 __all__ = [
     "LatentKernelOperator",
@@ -162,24 +163,32 @@ class LatentKernelOperator:
         op = KernelOperator(self.kernel, Xs, self.X.unsqueeze(-3), backend=self._torch_backend(Xs))
         return op.matmul(V)
 
+    def _backend(self, X1: Tensor, columns: int | None, allow_keops: bool) -> str:
+        """:func:`~bo_ncgp.linalg.backend.choose_backend` for ``K(X1, X)`` in every latent batch
+        (``C`` blocks with a per-latent kernel, one shared block otherwise)."""
+        batch = torch.broadcast_shapes(X1.shape[:-2], self.X.shape[:-2])
+        latents = 1 if self.shared else self.num_latents
+        shape = (*batch, latents, X1.shape[-2], self.n)
+        # a requested KeOps backend that cannot serve this product: the torch part of the rule
+        requested = "auto" if self.backend == "keops" and not allow_keops else self.backend
+        return choose_backend(
+            requested,
+            self.kernel,
+            shape,
+            X1.dtype,
+            X1.device,
+            columns=columns,
+            allow_keops=allow_keops,
+        )
+
     def _torch_backend(self, X1: Tensor) -> str:
-        """``dense`` when ``K(X1, X)`` fits the dense budget, else ``chunked``."""
-        if self.backend in ("dense", "chunked"):
-            return self.backend
-        return "dense" if self._fits_dense(X1) else "chunked"
+        """The backend of a broadcast product with ``K(X1, X)`` (``keops`` is not one)."""
+        return self._backend(X1, None, allow_keops=False)
 
     def _cross_backend(self, V: Tensor, X_star: Tensor) -> str:
-        if self.backend != "auto" or self._fits_dense(X_star):
-            return self.backend
-        # KeOps does one reduction per column: with many columns blocked BLAS is faster
-        columns = V.shape[-1] * max(1, math.prod(V.shape[:-3]))
-        return "auto" if columns <= 64 else "chunked"
-
-    def _fits_dense(self, X1: Tensor) -> bool:
-        batch = torch.broadcast_shapes(X1.shape[:-2], self.X.shape[:-2])
-        rows = math.prod(batch) * X1.shape[-2]
-        numel = rows * self.n * (1 if self.shared else self.num_latents)
-        return numel * X1.element_size() <= 128 * 2**20
+        """The backend of ``K(X_star, X) V`` with every latent and batch column folded in."""
+        columns = V.shape[-1] * math.prod(V.shape[:-3]) * (V.shape[-3] if self.shared else 1)
+        return self._backend(X_star, columns, allow_keops=True)
 
     def prior_diag(self, X_star: Tensor) -> Tensor:
         """``k_c(x, x)`` for every latent function: ``(..., C|1, m)``."""
