@@ -8,7 +8,8 @@ supported kernels; ``active_dims`` are honoured. Batched kernels (``batch_shape`
 Formulas: each input point is multiplied once, in torch, by ``c / lengthscale`` (``c`` =
 ``sqrt(1/2)`` for RBF, ``sqrt(2 nu)`` for Matern), so that with ``s = |z - z'|`` the per-pair
 KeOps formulas are ``exp(-s^2)``, ``exp(-s)``, ``(1 + s) exp(-s)`` and
-``(1 + s + s^2 / 3) exp(-s)`` with no constants scaled per pair.
+``(1 + s + s^2 / 3) exp(-s)``: neither the lengthscale nor ``sqrt(2 nu)`` is applied per
+pair (the per-pair constants left are the square root's offset and Matern-5/2's ``1/3``).
 
 Gradients: inputs are rescaled in torch before entering KeOps, and the
 output scale multiplies the KeOps result in torch, so autograd reaches every hyperparameter
@@ -106,8 +107,8 @@ def _formula(kernel: gpytorch.kernels.Kernel, X1: Tensor, X2: Tensor, LazyTensor
     if isinstance(kernel, gpytorch.kernels.AdditiveKernel):
         return [t for k in kernel.kernels for t in _formula(k, X1, X2, LazyTensor)]
     # One per-point rescaling in torch folds the lengthscale and the kernel's constant into
-    # the inputs: z = x * c / ell, so the per-pair formula needs no multiplications by
-    # constants and reads only the two points (and, for the Materns, the offset below).
+    # the inputs: z = x * c / ell, so the per-pair formula scales neither the distance nor
+    # the exponent (its only constants: the offset below and Matern-5/2's 1/3).
     if isinstance(kernel, _RBF):
         c = math.sqrt(0.5)  # exp(-|x - x'|^2 / (2 ell^2)) = exp(-|z - z'|^2)
     else:
