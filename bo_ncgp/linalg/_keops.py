@@ -5,7 +5,13 @@ Supported (the kernels KeOps evaluates symbolically): ``RBFKernel``, ``MaternKer
 shared lengthscales, ``ScaleKernel`` around a supported kernel, and ``AdditiveKernel`` of
 supported kernels; ``active_dims`` are honoured. Batched kernels (``batch_shape``) work.
 
-Gradients: inputs are divided by the lengthscale in torch before entering KeOps, and the
+Formulas: each input point is multiplied once, in torch, by ``c / lengthscale`` (``c`` =
+``sqrt(1/2)`` for RBF, ``sqrt(2 nu)`` for Matern), so that with ``s = |z - z'|`` the per-pair
+KeOps formulas are ``exp(-s^2)``, ``exp(-s)``, ``(1 + s) exp(-s)`` and
+``(1 + s + s^2 / 3) exp(-s)``: neither the lengthscale nor ``sqrt(2 nu)`` is applied per
+pair (the per-pair constants left are the square root's offset and Matern-5/2's ``1/3``).
+
+Gradients: inputs are rescaled in torch before entering KeOps, and the
 output scale multiplies the KeOps result in torch, so autograd reaches every hyperparameter
 and the inputs through pykeops' own backward formulas.
 """
@@ -100,23 +106,28 @@ def _formula(kernel: gpytorch.kernels.Kernel, X1: Tensor, X2: Tensor, LazyTensor
         return [(K, s if sc is None else s * sc) for K, sc in terms]
     if isinstance(kernel, gpytorch.kernels.AdditiveKernel):
         return [t for k in kernel.kernels for t in _formula(k, X1, X2, LazyTensor)]
-    ell = kernel.lengthscale  # (*batch, 1, d or 1)
-    x1 = LazyTensor((X1 / ell).unsqueeze(-2))  # (..., n1, 1, d)
-    x2 = LazyTensor((X2 / ell).unsqueeze(-3))  # (..., 1, n2, d)
-    d2 = ((x1 - x2) ** 2).sum(-1)
+    # One per-point rescaling in torch folds the lengthscale and the kernel's constant into
+    # the inputs: z = x * c / ell, so the per-pair formula scales neither the distance nor
+    # the exponent (its only constants: the offset below and Matern-5/2's 1/3).
     if isinstance(kernel, _RBF):
-        return [((-0.5 * d2).exp(), None)]
-    nu = float(kernel.nu)
-    # tiny offset keeps the gradient of sqrt finite at r = 0 (where its true limit is 0)
-    r = (d2 + torch.finfo(X1.dtype).tiny * 1e4).sqrt()
-    if nu == 0.5:
-        K = (-r).exp()
-    elif nu == 1.5:
-        c = math.sqrt(3.0)
-        K = (1.0 + c * r) * (-c * r).exp()
+        c = math.sqrt(0.5)  # exp(-|x - x'|^2 / (2 ell^2)) = exp(-|z - z'|^2)
     else:
-        c = math.sqrt(5.0)
-        K = (1.0 + c * r + (5.0 / 3.0) * d2) * (-c * r).exp()
+        c = math.sqrt(2.0 * float(kernel.nu))  # s = sqrt(2 nu) |x - x'| / ell = |z - z'|
+    w = c / kernel.lengthscale  # (*batch, 1, d or 1)
+    Z1 = X1 * w
+    Z2 = Z1 if X2 is X1 else X2 * w
+    d2 = LazyTensor(Z1.unsqueeze(-2)).sqdist(LazyTensor(Z2.unsqueeze(-3)))  # s^2
+    if isinstance(kernel, _RBF):
+        return [((-d2).exp(), None)]
+    nu = float(kernel.nu)
+    # tiny offset keeps the gradient of sqrt finite at s = 0 (where its true limit is 0)
+    s = (d2 + torch.finfo(X1.dtype).tiny * 1e4).sqrt()
+    if nu == 0.5:
+        K = (-s).exp()  # exp(-s)
+    elif nu == 1.5:
+        K = (1 + s) * (-s).exp()  # (1 + s) exp(-s)
+    else:
+        K = (s + (1 + d2 * (1.0 / 3.0))) * (-s).exp()  # (1 + s + s^2 / 3) exp(-s)
     return [(K, None)]
 
 
