@@ -4,7 +4,7 @@ measured numbers are on the results pages experiments/<paper>/RESULTS.md)."""
 import json
 import math
 
-from benchmarks import dual_svgp_timing, fantasy_batch, gpu, hipgp_step
+from benchmarks import dual_svgp_timing, fantasy_batch, gpu, hipgp_step, hipgp_time_to_rmse
 
 
 def test_fantasy_batch_quick_dual_conditioning_selects_the_refit_points(tmp_path):
@@ -69,3 +69,14 @@ def test_gpu_benchmark_table_puts_the_cpu_beside_the_device():
     text = gpu.table({"device": part("cuda:0", 2.0, 100_000), "cpu": part("cpu", 200.0, 10_000)})
     assert "| HIP-GP whitening | 1000000 | 2 | 200 | 100.0x | 1.46 s (V100) |" in text
     assert "| IterNCGP GMM | 100000 | 2 | 2 (N=10000) |  |" in text
+
+
+def test_time_to_rmse_benchmark_quick(tmp_path):
+    out = tmp_path / "ttr.json"
+    assert hipgp_time_to_rmse.main(["--quick", "--out", str(out)]) == 0
+    (row,) = json.loads(out.read_text())["rows"]
+    assert row["M"] == 144
+    for name in ("hipgp", "hipgp cold", "svgp"):
+        assert row[name]["seconds_per_step"] > 0
+        assert all(0 < r < 1 for r in row[name]["final_rmse"])
+    assert row["hipgp"]["pcg_iterations"] and row["hipgp cold"]["pcg_iterations"]
