@@ -387,8 +387,9 @@ class CirculantEmbedding:
         return self._product(v, self.sqrt_eigenvalues, pad=True, crop=False)
 
     def precond_mv(self, v: Tensor) -> Tensor:
-        """Top-left ``M x M`` block of ``C^{-1}`` times ``v`` (Eqs. 21-22); not differentiable
-        (the preconditioner only changes the speed of CG, never its answer)."""
+        """Top-left ``M x M`` block of ``|C|^{-1}`` times ``v`` (Eqs. 21-22; ``|C| = C`` for a
+        PSD embedding); not differentiable (the preconditioner only changes the speed of CG,
+        never its answer)."""
         v = self._to_grid(v, self.num_points, "precond_mv")
         return self._product(v, self.inv_eigenvalues, pad=True, crop=True)
 
