@@ -50,7 +50,8 @@ from experiments.harness import markdown_table
 OUT = Path(__file__).resolve().parent / "results" / "hipgp_time_to_rmse.json"
 HYPERS = {"lengthscale": 0.2, "outputscale": 1.0, "noise": 0.01}
 DEFAULT = {"num_train": 10_000, "num_test": 500, "sides": [32, 64], "batch": 1_000,
-           "eval_every": 2, "max_epochs": 4, "reps": 3, "target": 0.1035, "svgp_lr": 0.1}  # fmt: skip
+           "eval_every": 2, "max_epochs": 4, "reps": 3, "target": 0.1035,
+           "svgp_lr": 0.1}  # fmt: skip
 QUICK = {"num_train": 1_000, "num_test": 300, "sides": [12], "batch": 250,
          "eval_every": 2, "max_epochs": 3, "reps": 1, "target": 0.5, "svgp_lr": 0.1}  # fmt: skip
 
