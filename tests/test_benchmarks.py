@@ -4,7 +4,7 @@ measured numbers are on the results pages experiments/<paper>/RESULTS.md)."""
 import json
 import math
 
-from benchmarks import dual_svgp_timing, fantasy_batch, gpu, hipgp_step
+from benchmarks import dual_svgp_timing, fantasy_batch, gpu, hipgp_step, hipgp_time_to_rmse
 
 
 def test_fantasy_batch_quick_dual_conditioning_selects_the_refit_points(tmp_path):
@@ -91,3 +91,14 @@ def test_speed_suite_reads_every_benchmark_it_lists():
     rows = speed.rows_of("dual_update", res)
     assert len(rows) == len(res["cases"]) and all(r.peer == "SVGP refit" for r in rows)
     assert {r.verdict for r in rows} <= {"met", "missed"}
+
+
+def test_time_to_rmse_benchmark_quick(tmp_path):
+    out = tmp_path / "ttr.json"
+    assert hipgp_time_to_rmse.main(["--quick", "--out", str(out)]) == 0
+    (row,) = json.loads(out.read_text())["rows"]
+    assert row["M"] == 144
+    for name in ("hipgp", "hipgp cold", "svgp"):
+        assert row[name]["seconds_per_step"] > 0
+        assert all(0 < r < 1 for r in row[name]["final_rmse"])
+    assert row["hipgp"]["pcg_iterations"] and row["hipgp cold"]["pcg_iterations"]

@@ -161,7 +161,8 @@ def cg(
         done = done | (rel <= tol) | (pAp <= 0) | ~torch.isfinite(pAp + rel)
         if record_history:
             history.append(rel.clone())
-    residual_norms = torch.linalg.vector_norm(B - matmul(X), dim=-2)
+    # with no iteration run, R = B - A X is exact: no second product needed
+    residual_norms = torch.linalg.vector_norm(R if iterations == 0 else B - matmul(X), dim=-2)
     if not bool(torch.isfinite(residual_norms).all()):
         raise InputDataError(
             "cg: the solve met NaN or inf (matmul(V) or precond(R) returned non-finite values)"

@@ -28,10 +28,10 @@ __all__ = ["cg_solve"]
 
 class _CGSolve(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, matmul, precond, opts, B, *operands):
+    def forward(ctx, matmul, precond, opts, x0, B, *operands):
         ops = tuple(o.detach() for o in operands)
         with torch.no_grad():
-            res = cg(lambda V: matmul(V, *ops), B.detach(), precond=precond, **opts)
+            res = cg(lambda V: matmul(V, *ops), B.detach(), precond=precond, x0=x0, **opts)
         ctx.matmul, ctx.precond = matmul, precond
         ctx.opts = {**opts, "record_history": False}
         ctx.save_for_backward(res.solution, *ops)
@@ -45,7 +45,7 @@ class _CGSolve(torch.autograd.Function):
         with torch.no_grad():
             G = cg(lambda V: matmul(V, *ops), grad_X, precond=precond, **opts).solution
         grads_ops: list[Tensor | None] = [None] * len(ops)
-        need = [i for i, o in enumerate(ops) if ctx.needs_input_grad[4 + i]]
+        need = [i for i, o in enumerate(ops) if ctx.needs_input_grad[5 + i]]
         if need:
             with torch.enable_grad():
                 leaves = [o.detach().requires_grad_(i in need) for i, o in enumerate(ops)]
@@ -55,8 +55,8 @@ class _CGSolve(torch.autograd.Function):
                 )
             for i, g in zip(need, got, strict=True):
                 grads_ops[i] = g
-        grad_B = G if ctx.needs_input_grad[3] else None
-        return None, None, None, grad_B, *grads_ops
+        grad_B = G if ctx.needs_input_grad[4] else None
+        return None, None, None, None, grad_B, *grads_ops
 
 
 def cg_solve(
@@ -67,6 +67,7 @@ def cg_solve(
     tol: float = 1e-6,
     max_iters: int | None = None,
     record_history: bool = False,
+    x0: Tensor | None = None,
 ) -> tuple[Tensor, CGResult]:
     """Solve ``A X = B`` by (P)CG, differentiable in ``B`` and in ``operands``.
 
@@ -80,6 +81,8 @@ def cg_solve(
         precond: ``R -> P^{-1} R`` (treated as a constant).
         tol, max_iters, record_history: passed to :func:`bo_ncgp.linalg.cg` for the forward
             and the adjoint solve.
+        x0: initial guess of the forward solve (a warm start, e.g. the solution for nearby
+            operands; treated as a constant, it changes only the number of iterations).
 
     Returns:
         ``(X, result)``: the solution (with autograd history) and the forward
@@ -105,7 +108,8 @@ def cg_solve(
     )
     if not needs_grad:
         ops = tuple(o.detach() for o in operands)
-        res = cg(lambda V: matmul(V, *ops), B.detach(), precond=precond, **opts)
+        res = cg(lambda V: matmul(V, *ops), B.detach(), precond=precond, x0=x0, **opts)
         return res.solution, res
-    X = _CGSolve.apply(matmul, precond, opts, B, *operands)
+    x0 = None if x0 is None else x0.detach()
+    X = _CGSolve.apply(matmul, precond, opts, x0, B, *operands)
     return X, X.grad_fn.result  # the autograd node is the Function's ctx

@@ -198,7 +198,8 @@ class CirculantEmbedding:
         jitter: added to ``c[0]``, i.e. to every eigenvalue of ``C`` and to the diagonal of
             ``K_uu`` (so ``R R^T = K_uu + jitter I`` holds exactly).
         precond_floor: relative floor on the eigenvalues inverted by the preconditioner
-            (``lambda >= precond_floor * max(lambda)``).
+            (``|lambda| >= precond_floor * max |lambda|``; the preconditioner inverts
+            ``|lambda|``, which is ``lambda`` for a PSD embedding).
         warn: warn when negative eigenvalues are clamped.
 
     Attributes:
@@ -279,8 +280,11 @@ class CirculantEmbedding:
         # embedding or not. Only the square root (and the preconditioner) need clamping.
         self.eigenvalues = lam
         self.sqrt_eigenvalues = lam.clamp_min(0.0).sqrt()  # Eq. 18
-        floor = precond_floor * lam.detach().max()
-        self.inv_eigenvalues = 1.0 / lam.detach().clamp_min(floor)  # Eq. 21
+        # Eq. 21 with |lambda|: where the minimal embedding is not PSD, the negative
+        # eigenvalues enter with their magnitude (|C| is the SPD matrix nearest to C), not at
+        # the floor, whose huge inverses made the preconditioner several times weaker
+        floor = precond_floor * lam.detach().abs().max()
+        self.inv_eigenvalues = 1.0 / lam.detach().abs().clamp_min(floor)
 
     # -------------------------------------------------------------- helpers
     def _spectral_sum(self, lam_half: Tensor) -> Tensor:
@@ -383,8 +387,9 @@ class CirculantEmbedding:
         return self._product(v, self.sqrt_eigenvalues, pad=True, crop=False)
 
     def precond_mv(self, v: Tensor) -> Tensor:
-        """Top-left ``M x M`` block of ``C^{-1}`` times ``v`` (Eqs. 21-22); not differentiable
-        (the preconditioner only changes the speed of CG, never its answer)."""
+        """Top-left ``M x M`` block of ``|C|^{-1}`` times ``v`` (Eqs. 21-22; ``|C| = C`` for a
+        PSD embedding); not differentiable (the preconditioner only changes the speed of CG,
+        never its answer)."""
         v = self._to_grid(v, self.num_points, "precond_mv")
         return self._product(v, self.inv_eigenvalues, pad=True, crop=True)
 
@@ -396,10 +401,15 @@ class CirculantEmbedding:
         tol: float = 1e-6,
         max_iters: int | None = None,
         record_history: bool = False,
+        x0: Tensor | None = None,
     ) -> tuple[Tensor, CGResult]:
         """``K_uu^{-1} B`` for ``B`` of shape ``(..., M)`` by (P)CG (the shared
         :func:`bo_ncgp.linalg.cg`), differentiable through an adjoint solve
         (:func:`bo_ncgp.linalg.cg_solve`) in ``B`` and the kernel hyperparameters.
+
+        ``x0`` (shape of ``B``) warm-starts the forward solve, e.g. with the solutions of
+        the same right-hand sides under slightly different hyperparameters; it changes the
+        number of iterations, not the tolerance the answer meets.
 
         Returns:
             ``(solution (..., M), CGResult of the forward solve)``.
@@ -413,7 +423,13 @@ class CirculantEmbedding:
         def precond(V: Tensor) -> Tensor:
             return self.precond_mv(V.squeeze(-1)).unsqueeze(-1)
 
-        def one(Bc: Tensor) -> tuple[Tensor, CGResult]:
+        if x0 is not None and x0.shape != B.shape:
+            raise InputDataError(
+                f"CirculantEmbedding.solve: x0 must have the shape of B, {tuple(B.shape)}, "
+                f"got {tuple(x0.shape)}"
+            )
+
+        def one(Bc: Tensor, x0c: Tensor | None) -> tuple[Tensor, CGResult]:
             X, res = cg_solve(
                 matmul,
                 Bc.unsqueeze(-1),
@@ -422,6 +438,7 @@ class CirculantEmbedding:
                 tol=tol,
                 max_iters=max_iters,
                 record_history=record_history,
+                x0=None if x0c is None else x0c.unsqueeze(-1),
             )
             return X.squeeze(-1), res
 
@@ -431,8 +448,12 @@ class CirculantEmbedding:
         flat = B.reshape(-1, self.num_points)
         c = self._chunk_rows()
         if record_history or flat.shape[0] <= c:
-            return one(B)
-        parts = [one(flat[i : i + c]) for i in range(0, flat.shape[0], c)]
+            return one(B, x0)
+        x0f = None if x0 is None else x0.reshape(-1, self.num_points)
+        parts = [
+            one(flat[i : i + c], None if x0f is None else x0f[i : i + c])
+            for i in range(0, flat.shape[0], c)
+        ]
         res = CGResult(
             solution=torch.cat([r.solution for _, r in parts]).reshape(*lead, self.num_points, 1),
             iterations=max(r.iterations for _, r in parts),

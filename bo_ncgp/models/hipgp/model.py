@@ -70,6 +70,11 @@ class HIPGP(torch.nn.Module, LatentGP):
             (an int or one int per axis)
             (2 in the paper; larger when the lengthscale is long compared with the grid and
             the minimal embedding has negative eigenvalues).
+        pcg_warm_start: in :meth:`fit`, start each observation's PCG solve from its solution
+            of the previous epoch (``fft`` whitening; ``N_data x M`` floats of memory). The
+            solves still stop at ``pcg_tol`` (or the cap), so with fixed hyperparameters an
+            epoch refines the solves of the one before until they meet ``pcg_tol`` and cost
+            one product each; with learned ones the solutions move slowly between epochs.
 
     Example:
         >>> k = gpytorch.kernels.ScaleKernel(gpytorch.kernels.RBFKernel())
@@ -98,6 +103,7 @@ class HIPGP(torch.nn.Module, LatentGP):
         num_quad: int = 32,
         precondition: bool = True,
         embedding_factor: int | Sequence[int] = 2,
+        pcg_warm_start: bool = True,
     ) -> None:
         super().__init__()
         if not isinstance(grid, Grid):
@@ -124,6 +130,7 @@ class HIPGP(torch.nn.Module, LatentGP):
         self.pcg_max_iters, self.pcg_tol = pcg_max_iters, pcg_tol
         self.jitter, self.num_quad, self.precondition = jitter, num_quad, precondition
         self.embedding_factor = embedding_factor
+        self.pcg_warm_start = bool(pcg_warm_start)
         self.whitened_shape = (
             grid.padded_shape(self.embedding_factor) if whitening == "fft" else grid.shape
         )
@@ -140,6 +147,7 @@ class HIPGP(torch.nn.Module, LatentGP):
         self._whitener_cache: tuple | None = None
         self._Z: Tensor | None = None
         self.last_pcg_iterations: int | None = None
+        self._last_pcg_solution: Tensor | None = None
         #: ELBO estimates of the last :meth:`fit` (one per minibatch with learned hyperparameters)
         self.history: list[float] = []
 
@@ -149,6 +157,7 @@ class HIPGP(torch.nn.Module, LatentGP):
         grid = copy.copy(self.grid)
         grid.lower, grid.upper = fn(self.grid.lower), fn(self.grid.upper)
         self.grid, self._Z, self._whitener_cache = grid, None, None
+        self._last_pcg_solution = None
         return out
 
     # ----------------------------------------------------------------- pieces
@@ -221,12 +230,16 @@ class HIPGP(torch.nn.Module, LatentGP):
                 "enlarge the grid to cover the data"
             )
 
-    def whitened_cross_covariance(self, X: Tensor, codes: Tensor) -> Tensor:
-        """Rows ``k_n^T`` (Eq. 20) for ``X (n, D)``, shape ``(n, N)``."""
+    def whitened_cross_covariance(
+        self, X: Tensor, codes: Tensor, x0: Tensor | None = None
+    ) -> Tensor:
+        """Rows ``k_n^T`` (Eq. 20) for ``X (n, D)``, shape ``(n, N)``; ``x0 (n, M)``
+        warm-starts the PCG solves for ``K_uu^{-1} k*_{u,n}`` (``fft`` whitening)."""
         Z = self.inducing_points().to(X)
         k_un = cross_covariance(self.kernel, Z, X, codes, num_quad=self.num_quad)  # Eq. 7
         w = self.whitener()
-        K = w.whiten(k_un.mT)
+        K = w.whiten(k_un.mT, x0=x0)
+        self._last_pcg_solution = w.last_solution
         if w.last_result is not None:
             self.last_pcg_iterations = int(w.last_result.iterations)
         return K
@@ -386,6 +399,10 @@ class HIPGP(torch.nn.Module, LatentGP):
 
             epochs = tqdm(epochs, desc="HIPGP epochs")
         clock, count = FitClock(), 0
+        # warm starts: the last PCG solution of every observation, and whether it has one
+        warm = self.pcg_warm_start and self.whitening == "fft"
+        sols = X.new_zeros(n, self.num_inducing) if warm else None
+        seen = torch.zeros(n, dtype=torch.bool, device=X.device) if warm else None
         for epoch in epochs:
             dev = "cpu" if generator is None else generator.device
             perm = torch.randperm(n, generator=generator, device=dev).to(X.device)
@@ -393,15 +410,18 @@ class HIPGP(torch.nn.Module, LatentGP):
                 idx = perm[s : s + bs]
                 Xb, yb, cb = X[idx], y[idx], codes[idx]
                 nb = None if obs_noise is None else obs_noise[idx]
+                x0 = sols[idx] if warm and bool(seen[idx].any()) else None
                 try:
                     with torch.set_grad_enabled(stepper is not None):
-                        K = self.whitened_cross_covariance(Xb, cb)
+                        K = self.whitened_cross_covariance(Xb, cb, x0=x0)
                 except STEP_ERRORS:
                     if stepper is None or stepper.loss is None:
                         raise
                     # the last hyperparameter step led where the covariances fail: undo it
                     stepper.finish(lambda: self.whitened_cross_covariance(Xb, cb).sum())  # noqa: B023
                     return self
+                if warm:
+                    sols[idx], seen[idx] = self._last_pcg_solution, True
                 self.natgrad_step(Xb, yb, cb, num_data=n, lr=natgrad_lr, obs_noise=nb, K=K)
                 value = None
                 if stepper is not None:

@@ -58,17 +58,25 @@ class FFTWhitener:
         self.pcg_tol, self.pcg_max_iters = pcg_tol, pcg_max_iters
         self.precondition = precondition
         self.last_result: CGResult | None = None
+        #: ``K_uu^{-1} k*_{u,n}`` of the last :meth:`whiten` (detached), a warm start for the
+        #: next solve with the same observations
+        self.last_solution: Tensor | None = None
 
     @property
     def num_whitened(self) -> int:
         return self.embedding.num_whitened
 
-    def whiten(self, k_un: Tensor) -> Tensor:
-        """``(n, M)`` rows ``k*_{u,n}^T`` -> ``(n, N)`` rows ``k_n^T`` (Eq. 20)."""
+    def whiten(self, k_un: Tensor, x0: Tensor | None = None) -> Tensor:
+        """``(n, M)`` rows ``k*_{u,n}^T`` -> ``(n, N)`` rows ``k_n^T`` (Eq. 20); ``x0`` ``(n,
+        M)`` warm-starts the PCG solves (e.g. :attr:`last_solution` of the same rows)."""
         sol, res = self.embedding.solve(
-            k_un, precondition=self.precondition, tol=self.pcg_tol, max_iters=self.pcg_max_iters
+            k_un,
+            precondition=self.precondition,
+            tol=self.pcg_tol,
+            max_iters=self.pcg_max_iters,
+            x0=x0,
         )
-        self.last_result = res
+        self.last_result, self.last_solution = res, sol.detach()
         return self.embedding.root_t_mv(sol)
 
     def root_mv(self, e: Tensor) -> Tensor:
@@ -98,14 +106,15 @@ class CholeskyWhitener:
             K = K + jitter * torch.eye(K.shape[-1], dtype=K.dtype, device=K.device)
         self.L = stable_cholesky(K, name="K_uu")
         self.whitened_shape = grid.shape
-        self.last_result = None
+        self.last_result = self.last_solution = None
 
     @property
     def num_whitened(self) -> int:
         return self.L.shape[-1]
 
-    def whiten(self, k_un: Tensor) -> Tensor:
-        """``(n, M)`` -> ``(n, M)`` rows of ``L^{-1} k*_{u,n}``."""
+    def whiten(self, k_un: Tensor, x0: Tensor | None = None) -> Tensor:
+        """``(n, M)`` -> ``(n, M)`` rows of ``L^{-1} k*_{u,n}`` (a direct solve: ``x0`` is
+        ignored)."""
         return solve_lower(self.L, k_un.mT).mT
 
     def root_mv(self, e: Tensor) -> Tensor:
