@@ -14,7 +14,10 @@ repetitions) and the target the ratio is judged by. The benchmarks and their pee
 * ``iterncgp_backend``: an IterNCGP fit at N = 10,000 with ``backend="auto"`` against the
   fastest backend (target <= 1.2), and IterNCGP's time to the exact-Laplace NLL + 0.002
   against a GPyTorch SVGP's (target <= 1; an SVGP that misses the target within its budget
-  counts with its budget).
+  counts with its budget);
+* ``keops_formula``: our KeOps kernel products against GPyTorch's KeOps kernels (<= 1);
+* ``hipgp_time_to_rmse``: HIP-GP's time to a test RMSE against an SVGP's (<= 2 below
+  M = 4,096, <= 1 from there).
 
 Results: ``benchmarks/results/speed/<benchmark>.json`` (``--quick``: ``speed_quick/``),
 the table in ``speed.md`` beside them and ``speed.json``.
@@ -154,12 +157,46 @@ def _iterncgp_backend(res: dict) -> Iterator[Row]:
         )
 
 
+def _keops_formula(res: dict) -> Iterator[Row]:
+    for r in res["rows"]:
+        sec = r["seconds_median"]
+        yield Row(
+            "keops_formula",
+            f"{r['kernel']}, N = {r['n']}, k = {r['k']}, {r['dtype']}",
+            "bo_ncgp KeOps",
+            sec["new"],
+            "GPyTorch KeOps",
+            sec["gpytorch"],
+            r["ratio_to_gpytorch"]["new"],
+            1.0,
+        )
+
+
+def _hipgp_time_to_rmse(res: dict) -> Iterator[Row]:
+    for r in res["rows"]:
+        ours, svgp = r["hipgp"], r["svgp"]
+        if ours["seconds_to_target"] is None or svgp["seconds_to_target"] is None:
+            continue  # a run that missed the RMSE target has no time to compare
+        yield Row(
+            "hipgp_time_to_rmse",
+            f"time to RMSE target, M = {r['M']}",
+            "HIP-GP",
+            ours["seconds_to_target"],
+            "SVGP",
+            svgp["seconds_to_target"],
+            ours["seconds_to_target"] / svgp["seconds_to_target"],
+            2.0 if r["M"] < 4096 else 1.0,
+        )
+
+
 #: name -> (extra arguments, extractor of the rows from the benchmark's JSON)
 BENCHMARKS: dict[str, tuple[list[str], Callable[[dict], Iterator[Row]]]] = {
     "dual_update": ([], _dual_update),
     "adapter_overhead": ([], _adapter_overhead),
     "dual_svgp_timing": ([], _dual_svgp_timing),
     "iterncgp_backend": ([], _iterncgp_backend),
+    "keops_formula": ([], _keops_formula),
+    "hipgp_time_to_rmse": ([], _hipgp_time_to_rmse),
 }
 
 

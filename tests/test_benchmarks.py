@@ -102,3 +102,15 @@ def test_time_to_rmse_benchmark_quick(tmp_path):
         assert row[name]["seconds_per_step"] > 0
         assert all(0 < r < 1 for r in row[name]["final_rmse"])
     assert row["hipgp"]["pcg_iterations"] and row["hipgp cold"]["pcg_iterations"]
+
+
+def test_speed_suite_reads_the_committed_results_of_every_benchmark_that_has_them():
+    from benchmarks import speed
+
+    for name in speed.BENCHMARKS:
+        path = speed.RESULTS / f"{name}.json"
+        if not path.exists():  # results that are not committed (gitignored runs)
+            continue
+        rows = speed.rows_of(name, json.loads(path.read_text()))
+        assert rows, name
+        assert all(r.ratio > 0 and math.isfinite(r.ratio) for r in rows), name
