@@ -22,8 +22,8 @@ Results go to ``benchmarks/results/keops_formula.json`` and a markdown table on 
 
 Usage::
 
-    python benchmarks/keops_formula.py            # N = 10,000 and 40,000, k = 1 and 16
-    python benchmarks/keops_formula.py --quick    # N = 2,000, k = 1 (smoke test)
+    python -m benchmarks.keops_formula            # N = 10,000 and 40,000, k = 1 and 16
+    python -m benchmarks.keops_formula --quick    # N = 2,000, k = 1 (smoke test)
 """
 
 from __future__ import annotations
