@@ -7,7 +7,7 @@ import torch
 from torch import Tensor
 
 from bo_ncgp.exceptions import InputDataError
-from bo_ncgp.linalg._args import cast_with_warning
+from bo_ncgp.linalg._args import cast_with_warning, check_real_tensor
 
 __all__ = ["cast_to_model_dtype", "check_device", "check_inputs", "model_dtype", "module_device"]
 
@@ -22,6 +22,7 @@ def check_inputs(
     matrix: bool = False,
     allow_empty: bool = True,
     dtype: torch.dtype | None = None,
+    device: torch.device | str | None = None,
 ) -> Tensor:
     """Check ``X`` of shape ``(..., n, d)`` and return it; raise :class:`InputDataError`.
 
@@ -38,6 +39,9 @@ def check_inputs(
         allow_empty: accept ``n = 0``.
         dtype: the model's floating dtype (``None``: keep floating ``X``, cast integers to the
             default dtype).
+        device: the model's device: data that is not a tensor (lists, arrays) is built there,
+            and a tensor on another device is refused (:func:`check_device`); ``None`` accepts
+            tensors only, on any device.
 
     Example:
         >>> check_inputs(torch.zeros(3, 2), "Model", dims=2).shape
@@ -47,9 +51,12 @@ def check_inputs(
         ...
         bo_ncgp.exceptions.InputDataError: Model: X must have shape (..., n, 2) ...
     """
-    if not isinstance(X, Tensor):
-        raise InputDataError(f"{who}: {name} must be a torch.Tensor, got {type(X).__name__}")
-    X = cast_to_model_dtype(X, who, name=name, dtype=dtype)
+    if device is not None:
+        X = X if isinstance(X, Tensor) else torch.as_tensor(X, device=device)
+        check_device(who, device, **{name: X})
+    X = cast_to_model_dtype(
+        check_real_tensor(X, name, who, finite=False), who, name=name, dtype=dtype
+    )
     shape = tuple(X.shape)
     if matrix and X.dim() != 2:
         raise InputDataError(f"{who}: {name} must have shape (n, d), got {shape}")
@@ -64,9 +71,7 @@ def check_inputs(
         )
     if not allow_empty and X.shape[-2] == 0:
         raise InputDataError(f"{who}: {name} is empty (no data points)")
-    if not torch.isfinite(X).all():
-        raise InputDataError(f"{who}: {name} contains NaN or inf")
-    return X
+    return check_real_tensor(X, name, who)
 
 
 def check_device(who: str, device: torch.device | str | None, **tensors: Tensor | None) -> None:

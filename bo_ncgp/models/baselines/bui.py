@@ -177,8 +177,6 @@ class BuiStreamingSVGP(InducingState, ResizableModule, LatentGP):
 
     # ------------------------------------------------------------------ checks
     def _check_X(self, X, allow_empty: bool = False) -> Tensor:
-        X = X if isinstance(X, Tensor) else torch.as_tensor(X, device=self._Z.device)
-        check_device("BuiStreamingSVGP", self._Z.device, X=X)
         d = self._Z.shape[-1]
         return check_inputs(
             X,
@@ -187,6 +185,7 @@ class BuiStreamingSVGP(InducingState, ResizableModule, LatentGP):
             matrix=True,
             allow_empty=allow_empty,
             dtype=self._Z.dtype,
+            device=self._Z.device,
         )
 
     def _check_y(self, y, n: int) -> Tensor:

@@ -218,10 +218,14 @@ class OfflineSVGP(torch.nn.Module, LatentGP):
 
     def _check_X(self, X: Tensor, allow_empty: bool = True) -> Tensor:
         Z = self.Z
-        X = X if isinstance(X, Tensor) else torch.as_tensor(X, device=Z.device)
-        check_device("OfflineSVGP", Z.device, X=X)
         return check_inputs(
-            X, "OfflineSVGP", dims=Z.shape[-1], matrix=True, allow_empty=allow_empty, dtype=Z.dtype
+            X,
+            "OfflineSVGP",
+            dims=Z.shape[-1],
+            matrix=True,
+            allow_empty=allow_empty,
+            dtype=Z.dtype,
+            device=Z.device,
         )
 
     @torch.no_grad()

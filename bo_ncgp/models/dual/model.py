@@ -322,11 +322,15 @@ class DualSVGP(InducingState, ResizableModule, LatentGP):
 
     # ----------------------------------------------------------------- checks
     def _check_X(self, X: Any, name: str = "X", allow_empty: bool = False) -> Tensor:
-        X = X if isinstance(X, Tensor) else torch.as_tensor(X, device=self._Z.device)
-        check_device("DualSVGP", self._Z.device, **{name: X})
         d = self._Z.shape[-1]
         return check_inputs(
-            X, "DualSVGP", name=name, dims=d, allow_empty=allow_empty, dtype=self._Z.dtype
+            X,
+            "DualSVGP",
+            name=name,
+            dims=d,
+            allow_empty=allow_empty,
+            dtype=self._Z.dtype,
+            device=self._Z.device,
         )
 
     def _check_y(self, y: Any, n: int, batched: bool) -> Tensor:

@@ -153,9 +153,8 @@ class SparseGAM(gpytorch.Module, LatentGP):
     # ---------------------------------------------------------------- checks
     def _check_X(self, X: Tensor, allow_empty: bool = True, matrix: bool = False) -> Tensor:
         ref = self._ref()
-        if not isinstance(X, Tensor):
-            X = torch.as_tensor(X, device=ref.device)
-        check_device("SparseGAM", ref.device, X=X)
+        if isinstance(X, Tensor):  # before input_dim, which reads the model's tensors
+            check_device("SparseGAM", ref.device, X=X)
         return check_inputs(
             X,
             "SparseGAM",
@@ -163,6 +162,7 @@ class SparseGAM(gpytorch.Module, LatentGP):
             matrix=matrix,
             allow_empty=allow_empty,
             dtype=ref.dtype,
+            device=ref.device,
         )
 
     def _check_data(self, X: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:

@@ -203,7 +203,6 @@ class HIPGP(torch.nn.Module, LatentGP):
         return w
 
     def _check_X(self, X: Tensor, what: str = "X", matrix: bool = False) -> Tensor:
-        check_device("HIPGP", module_device(self), **{what: X})
         return check_inputs(
             X,
             "HIPGP",
@@ -212,6 +211,7 @@ class HIPGP(torch.nn.Module, LatentGP):
             matrix=matrix,
             allow_empty=False,
             dtype=self.grid.lower.dtype,
+            device=module_device(self),
         )
 
     def _check_on_grid(self, X: Tensor, codes: Tensor) -> None:

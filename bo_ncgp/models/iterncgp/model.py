@@ -265,7 +265,6 @@ class IterNCGP(torch.nn.Module, LatentGP):
     def _check_inputs(self, X: Tensor, name: str = "X", train: bool = True) -> Tensor:
         dims = None if self._X is None else self._X.shape[-1]
         device = module_device(self.kernel) if self._X is None else self._X.device
-        check_device("IterNCGP", device, **{name: X})
         if self._X is not None:
             dtype = self._X.dtype  # the dtype of the fit
         else:  # a fit computes in the promoted dtype of the kernel and the data (lossless)
@@ -280,6 +279,7 @@ class IterNCGP(torch.nn.Module, LatentGP):
             matrix=train,
             allow_empty=not train,
             dtype=dtype,
+            device=device,
         )
 
     def _check_targets(self, y: Tensor, X: Tensor, name: str = "y") -> Tensor:
