@@ -21,9 +21,14 @@ Example:
 
 from __future__ import annotations
 
+from importlib.metadata import PackageNotFoundError, version
+
 from bo_ncgp._lazy import lazy_attributes
 
-__version__ = "0.1.0"
+try:  # the one source of the version is the distribution's metadata (pyproject.toml)
+    __version__ = version("bo-ncgp")
+except PackageNotFoundError:  # a source tree on sys.path without an installed distribution
+    __version__ = "0+unknown"
 
 _LAZY = {
     **dict.fromkeys(("DualSVGP", "IterNCGP", "HIPGP", "SparseGAM"), "bo_ncgp.models"),

@@ -21,6 +21,9 @@ Catch :class:`BoNCGPError` for anything the library raises on purpose; the subcl
 * :class:`StorageError` -- campaign files cannot be written or the output folder cannot be
   used: a full disk, a read-only folder, a missing permission, another process holding the
   folder. Also an ``OSError``.
+* :class:`MissingExtraError` -- an optional dependency is not installed; the message names the
+  module and the extra that installs it (``pip install 'bo-ncgp[envs]'``). Also an
+  ``ImportError``.
 * :class:`InputDataWarning` -- input data was repaired on the way in (integer or
   ``float32`` data cast to the model's dtype); a ``UserWarning``.
 * :class:`NumericalWarning` -- a numerical repair (jitter, clamping, a rolled-back step)
@@ -44,6 +47,7 @@ __all__ = [
     "BoNCGPError",
     "InputDataError",
     "InputDataWarning",
+    "MissingExtraError",
     "NonFiniteError",
     "NotPSDError",
     "NumericalWarning",
@@ -130,6 +134,23 @@ class StorageError(BoNCGPError, OSError):
         >>> issubclass(StorageError, OSError), issubclass(StorageError, BoNCGPError)
         (True, True)
     """
+
+
+class MissingExtraError(BoNCGPError, ImportError):
+    """An optional dependency is missing: the message names the module, what needs it and the
+    extra that installs it; ``extra`` holds the extra's name (raised by
+    :func:`bo_ncgp._extras.require`).
+
+    Example:
+        >>> err = MissingExtraError("the lunar lander needs gymnasium: pip install "
+        ...                         "'bo-ncgp[envs]'", extra="envs")
+        >>> err.extra, isinstance(err, ImportError)
+        ('envs', True)
+    """
+
+    def __init__(self, message: str, *, extra: str) -> None:
+        super().__init__(message)
+        self.extra = extra
 
 
 class NumericalWarning(RuntimeWarning):

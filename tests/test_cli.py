@@ -156,7 +156,8 @@ def _saved_lunar_campaign(out):
     return camp.state_path
 
 
-LUNAR = ["--episodes", "1", "--heldout-episodes", "1", "--seeds", "1", "--no-progress"]
+LUNAR = ["--strategy", "random", "--episodes", "1", "--heldout-episodes", "1", "--seeds", "1"]
+LUNAR += ["--no-progress"]
 LUNAR += ["--evaluations", "6", "--initial", "2", "--batch-size", "2"]
 
 

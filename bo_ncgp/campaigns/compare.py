@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from bo_ncgp.campaigns.archive import load_states
-from bo_ncgp.campaigns.plotting import metric_at
+from bo_ncgp.campaigns.plotting import check_metrics, default_metrics, metric_at
 from bo_ncgp.campaigns.stats import mean_se
 from bo_ncgp.exceptions import InputDataError
 
@@ -35,22 +35,36 @@ def _by_seed(folder: str | Path) -> dict[int, dict]:
     return {int(st["seed"]): st for st in states}
 
 
+def _last_step(state: dict) -> int:
+    """The number of evaluations the campaign reached (the last logged step)."""
+    logged = [int(it["num_evaluations"]) for it in state.get("iterations", [])]
+    return max([len(state.get("evaluations", [])), *logged])
+
+
 def paired_differences(
-    a: str | Path, b: str | Path, metrics: tuple[str, ...], steps: tuple[int, ...]
+    a: str | Path,
+    b: str | Path,
+    metrics: tuple[str, ...] | None = None,
+    steps: tuple[int, ...] | None = None,
 ) -> dict[str, Any]:
-    """Per-seed differences ``a - b`` of logged metrics at given steps.
+    """Per-seed differences ``a - b`` of campaign metrics at given steps.
 
     Args:
         a, b: folders searched recursively for ``state.json`` (one strategy each).
-        metrics: metric names logged by the strategies (e.g. ``accuracy``, ``mse``).
-        steps: numbers of evaluations at which the metrics are compared.
+        metrics: metric names logged by the strategies (e.g. ``accuracy``, ``mse``) or
+            ``best`` (the best value so far of an optimisation campaign); ``None``: by the
+            problem type (:func:`~bo_ncgp.campaigns.plotting.default_metrics`).
+        steps: numbers of evaluations at which the metrics are compared; ``None``: the last
+            number of evaluations that every seed of both folders reached.
 
     Returns:
-        ``{"seeds": [...], metric: {str(step): {"mean", "se", "n", "a_lower"}}}`` over the seeds
+        ``{"seeds": [...], "metrics": [...], metric: {str(step): {"mean", "se", "n",
+        "a_lower"}}}`` over the seeds
         found in both folders that reached the step (``a_lower``: seeds with ``a < b``).
 
     Raises:
-        InputDataError: if the folders share no seed, or their campaigns ran on different data.
+        InputDataError: if the folders share no seed, their campaigns ran on different data,
+            or they do not hold one of ``metrics`` (the message names those they hold).
 
     Example:
         >>> import json, tempfile
@@ -76,7 +90,14 @@ def paired_differences(
         hb = sb[s].get("problem", {}).get("data_sha256")
         if ha != hb:
             raise InputDataError(f"seed {s}: the campaigns ran on different data ({ha} vs {hb})")
-    out: dict[str, Any] = {"a": str(a), "b": str(b), "seeds": seeds}
+    states = [sa[s] for s in seeds] + [sb[s] for s in seeds]
+    if metrics is None:
+        metrics = default_metrics(states)
+    check_metrics(metrics, [sa[s] for s in seeds], str(a))
+    check_metrics(metrics, [sb[s] for s in seeds], str(b))
+    if steps is None:
+        steps = (min(_last_step(st) for st in states),)
+    out: dict[str, Any] = {"a": str(a), "b": str(b), "seeds": seeds, "metrics": list(metrics)}
     for metric in metrics:
         out[metric] = {}
         for step in steps:

@@ -28,6 +28,7 @@ from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from bo_ncgp._extras import require
 from bo_ncgp.exceptions import InputDataError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -66,13 +67,7 @@ class InlineExecutor(Executor):
 
 
 def _import_distributed():
-    try:
-        import distributed
-    except ImportError as err:  # pragma: no cover - extra not installed
-        raise ImportError(
-            "--dask-scheduler needs dask.distributed: pip install 'bo-ncgp[distributed]'"
-        ) from err
-    return distributed
+    return require("distributed", "distributed", "dask", needed_by="a dask cluster")
 
 
 def _flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -13,10 +13,21 @@ import numpy as np
 
 from bo_ncgp.campaigns.archive import load_states
 from bo_ncgp.campaigns.stats import mean_se, mean_se_curve
+from bo_ncgp.exceptions import InputDataError
+
+#: the metric name of the best value so far (optimisation campaigns), computed from the
+#: evaluations rather than logged by the strategy
+BEST = "best"
+#: the metrics an active-learning (pool) campaign is compared on by default, when logged
+POOL_METRICS = ("accuracy", "mse")
 
 __all__ = [
+    "BEST",
+    "available_metrics",
     "best_so_far",
+    "check_metrics",
     "collect",
+    "default_metrics",
     "metric_at",
     "metric_curve",
     "plot_campaigns",
@@ -53,17 +64,83 @@ def metric_curve(state: dict, metric: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def metric_at(state: dict, metric: str, step: int) -> float:
-    """Value of a logged metric after ``step`` evaluations (``nan`` if not logged there).
+    """Value of a logged metric after ``step`` evaluations (``nan`` if not logged there);
+    :data:`BEST` is the best value so far (:func:`best_so_far`).
 
     Example:
         >>> its = [{"num_evaluations": n, "metrics": {"mse": n / 10}} for n in (4, 5)]
-        >>> st = {"iterations": its}
-        >>> metric_at(st, "mse", 5), metric_at(st, "mse", 6)
-        (0.5, nan)
+        >>> st = {"iterations": its, "evaluations": [{"value": v} for v in (2.0, 1.0)]}
+        >>> metric_at(st, "mse", 5), metric_at(st, "mse", 6), metric_at(st, "best", 2)
+        (0.5, nan, 2.0)
     """
+    if metric == BEST:
+        curve = best_so_far(state)
+        return float(curve[step - 1]) if 1 <= step <= len(curve) else float("nan")
     x, y = metric_curve(state, metric)
     hit = np.flatnonzero(x == step)
     return float(y[hit[0]]) if hit.size else float("nan")
+
+
+def _is_pool(state: dict) -> bool:
+    """Whether the campaign chose points of a finite pool (active learning: the points are
+    indices) rather than optimised over a box (the points are vectors)."""
+    points = [e.get("point") for e in state.get("evaluations", [])]
+    return bool(points) and all(isinstance(p, int) for p in points)
+
+
+def available_metrics(states: list[dict]) -> list[str]:
+    """The metrics the campaign ``states`` hold: :data:`BEST` for optimisation campaigns
+    (points in a box), then every metric their strategies logged, sorted.
+
+    Example:
+        >>> opt = {"evaluations": [{"point": [0.1, 0.2], "value": 1.0}], "iterations": []}
+        >>> its = [{"num_evaluations": 3, "metrics": {"mse": 0.1, "accuracy": 0.9}}]
+        >>> pool = {"evaluations": [{"point": 7, "value": 2.0}], "iterations": its}
+        >>> available_metrics([opt]), available_metrics([pool])
+        (['best'], ['accuracy', 'mse'])
+    """
+    logged = sorted(
+        {m for st in states for it in st.get("iterations", []) for m in it.get("metrics", {})}
+    )
+    optimisation = any(st.get("evaluations") and not _is_pool(st) for st in states)
+    return [BEST, *logged] if optimisation else logged
+
+
+def default_metrics(states: list[dict]) -> tuple[str, ...]:
+    """The metrics compared or plotted when none is named, by the campaigns' problem type:
+    :data:`BEST` for optimisation, :data:`POOL_METRICS` (those logged; else every logged
+    metric) for active learning on a pool.
+
+    Example:
+        >>> its = [{"num_evaluations": 3, "metrics": {"mse": 0.1, "accuracy": 0.9}}]
+        >>> default_metrics([{"evaluations": [{"point": 7, "value": 2.0}], "iterations": its}])
+        ('accuracy', 'mse')
+    """
+    available = available_metrics(states)
+    if BEST in available:
+        return (BEST,)
+    preferred = tuple(m for m in POOL_METRICS if m in available)
+    return preferred or tuple(available)
+
+
+def check_metrics(metrics: tuple[str, ...], states: list[dict], where: str) -> None:
+    """Raise :class:`~bo_ncgp.exceptions.InputDataError` naming the metrics of ``metrics``
+    that the campaign ``states`` (found under ``where``) do not hold, and the ones they hold.
+
+    Example:
+        >>> opt = {"evaluations": [{"point": [0.1], "value": 1.0}], "iterations": []}
+        >>> check_metrics(("accuracy",), [opt], "results/lunar")
+        Traceback (most recent call last):
+        ...
+        bo_ncgp.exceptions.InputDataError: the campaigns under results/lunar hold no metric ...
+    """
+    available = available_metrics(states)
+    missing = [m for m in metrics if m not in available]
+    if missing:
+        raise InputDataError(
+            f"the campaigns under {where} hold no metric {', '.join(missing)}; available: "
+            f"{', '.join(available) or 'none'}"
+        )
 
 
 def collect(paths: list[str | Path]) -> dict[str, list[dict]]:
@@ -112,10 +189,18 @@ def summarise(groups: dict[str, list[dict]], at: list[int]) -> dict[str, dict[in
 
 
 def plot_campaigns(
-    paths: list[str | Path], out: str | Path, metric: str = "best", title: str | None = None
+    paths: list[str | Path],
+    out: str | Path,
+    metric: str | None = None,
+    title: str | None = None,
 ) -> Path:
-    """Draw ``metric`` (``"best"`` = best value so far, or a logged strategy metric) against
-    the number of evaluations, mean +- s.e. over seeds per strategy, into the PNG ``out``.
+    """Draw ``metric`` (``"best"`` = best value so far, or a logged strategy metric; ``None``:
+    the first of :func:`default_metrics`) against the number of evaluations, mean +- s.e.
+    over seeds per strategy, into the PNG ``out``.
+
+    Raises:
+        FileNotFoundError: no campaign under ``paths``.
+        InputDataError: the campaigns hold no ``metric`` (the message names the ones they hold).
 
     Example:
         >>> import tempfile
@@ -130,10 +215,13 @@ def plot_campaigns(
     from matplotlib.figure import Figure
 
     groups = collect(paths)
+    states = [st for group in groups.values() for st in group]
+    metric = metric or next(iter(default_metrics(states)), BEST)
+    check_metrics((metric,), states, ", ".join(map(str, paths)))
     fig = Figure(figsize=(6, 4))
     ax = fig.subplots()
     for name, states in sorted(groups.items()):
-        if metric == "best":
+        if metric == BEST:
             x, mean, se = _mean_se([best_so_far(s) for s in states])
         else:
             curves = [metric_curve(s, metric) for s in states]
@@ -146,7 +234,7 @@ def plot_campaigns(
         ax.plot(x, mean, label=f"{name} ({len(states)} seeds)")
         ax.fill_between(x, mean - se, mean + se, alpha=0.25)  # no band where se is nan
     ax.set_xlabel("number of evaluations")
-    ax.set_ylabel("best value so far" if metric == "best" else metric)
+    ax.set_ylabel("best value so far" if metric == BEST else metric)
     ax.set_title(title or groups[next(iter(groups))][0]["problem"].get("name", ""))
     ax.grid(alpha=0.3)
     ax.legend()

@@ -11,7 +11,11 @@ Commands come from two places:
   passes ``ARGS`` through unchanged (``bo-ncgp NAME --help`` shows the experiment's own help).
 
 ``bo-ncgp --help`` lists both, an experiment command with the first line of its module's
-docstring (read from the source file, without importing the module).
+docstring (read from the source file, without importing the module); ``bo-ncgp --version``
+prints the installed version. ``-v``/``--verbose`` and ``-q``/``--quiet`` (before the command
+name, or among a package command's options) set the level of the library's log messages on
+stderr. A missing optional dependency, or a campaign folder that cannot be used, is reported
+in one line with exit code 2.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import argparse
 import ast
 import importlib
 import importlib.util
+import os
 import sys
 from collections.abc import Callable
 from importlib.metadata import EntryPoint, entry_points
@@ -46,6 +51,11 @@ COMMANDS: dict[str, str] = {
 }
 #: entry-point group through which installed experiment packages add commands
 ENTRY_POINT_GROUP = "bo_ncgp.commands"
+
+# pykeops prints its CUDA status when imported (GPyTorch imports it): a banner on every
+# CPU-only machine. Its verbosity variables silence it unless the user set them.
+os.environ.setdefault("PYKEOPS_VERBOSE", "0")
+os.environ.setdefault("KEOPS_VERBOSE", os.environ["PYKEOPS_VERBOSE"])
 
 
 def experiment_commands() -> dict[str, EntryPoint]:
@@ -85,8 +95,13 @@ class Command(NamedTuple):
             >>> Command("greet", lambda parser: None, lambda args: 0).parser("greet").description
             'greet'
         """
-        parser = argparse.ArgumentParser(prog=prog, description=self.help)
+        from bo_ncgp.cli.common import HelpFormatter, add_logging_arguments
+
+        parser = argparse.ArgumentParser(
+            prog=prog, description=self.help, formatter_class=HelpFormatter
+        )
         self.add_arguments(parser)
+        add_logging_arguments(parser)
         return parser
 
 
@@ -106,8 +121,8 @@ def command_parser(name: str) -> argparse.ArgumentParser:
     """The argument parser of the package command ``name`` (:data:`COMMANDS`).
 
     Example:
-        >>> command_parser("compare").parse_args(["a", "b"]).at
-        '150,199'
+        >>> command_parser("compare").parse_args(["a", "b", "--at", "150,199"]).at
+        (150, 199)
     """
     return command(name).parser(prog=f"bo-ncgp {name}")
 
@@ -137,9 +152,16 @@ def _run_experiment(ep: EntryPoint, argv: list[str]) -> int:
 
 
 def _overview() -> argparse.ArgumentParser:
+    from bo_ncgp import __version__
+    from bo_ncgp.cli.common import add_logging_arguments
+
     parser = argparse.ArgumentParser(
         prog="bo-ncgp", description="bo_ncgp: BO and active learning with non-conjugate GPs"
     )
+    parser.add_argument(
+        "--version", action="version", version=f"bo-ncgp {__version__}", help="print the version"
+    )
+    add_logging_arguments(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in sorted(COMMANDS):
         sub.add_parser(name, help=command(name).help, add_help=False)
@@ -148,29 +170,41 @@ def _overview() -> argparse.ArgumentParser:
     return parser
 
 
+#: the options before the command name that :func:`main` reads itself: flag -> (verbose, quiet)
+_LEADING = {"-v": (1, False), "--verbose": (1, False), "-q": (0, True), "--quiet": (0, True)}
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run ``bo-ncgp`` with ``argv`` (default ``sys.argv[1:]``) and return the exit code; a
     campaign folder that cannot be used (:class:`~bo_ncgp.exceptions.StateError`,
-    :class:`~bo_ncgp.exceptions.StorageError`) is reported in one line, exit code 2.
+    :class:`~bo_ncgp.exceptions.StorageError`) or a missing optional dependency
+    (:class:`~bo_ncgp.exceptions.MissingExtraError`) is reported in one line, exit code 2.
 
     Example:
         >>> main(["plot", "/nonexistent"])  # errors are reported, not raised
         2
     """
-    from bo_ncgp.exceptions import StateError, StorageError
+    from bo_ncgp.cli.common import configure_logging
+    from bo_ncgp.exceptions import MissingExtraError, StateError, StorageError
 
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] in COMMANDS:
-        args = command_parser(argv[0]).parse_args(argv[1:])
-        try:
-            return int(command(argv[0]).run(args) or 0)
-        except (StateError, StorageError) as err:  # a refused campaign folder: one line
-            print(f"bo-ncgp {argv[0]}: {err}", file=sys.stderr)
-            return 2
-    if argv and not argv[0].startswith("-"):
-        experiments = experiment_commands()
-        if argv[0] in experiments:
-            return _run_experiment(experiments[argv[0]], argv[1:])
+    verbose, quiet = 0, False
+    while argv and argv[0] in _LEADING:
+        v, q = _LEADING[argv.pop(0)]
+        verbose, quiet = verbose + v, quiet or q
+    name = argv[0] if argv and not argv[0].startswith("-") else None
+    try:
+        if name in COMMANDS:
+            args = command_parser(name).parse_args(argv[1:])
+            configure_logging(verbose + args.verbose, quiet or args.quiet)
+            return int(command(name).run(args) or 0)
+        experiments = experiment_commands() if name is not None else {}
+        if name in experiments:
+            configure_logging(verbose, quiet)
+            return _run_experiment(experiments[name], argv[1:])
+    except (StateError, StorageError, MissingExtraError) as err:  # one line, no traceback
+        print(f"bo-ncgp {name}: {err}", file=sys.stderr)
+        return 2
     parser = _overview()
     args = parser.parse_args(argv)  # --help exits here; an unknown command is an error
     if args.command is None:

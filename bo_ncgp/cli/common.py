@@ -1,13 +1,103 @@
 """Options shared by the ``bo-ncgp`` commands: the dask cluster (``--dask-scheduler``,
-``--dask-security``, ``--dask-timeout``) and ``--no-verify`` for the shared data."""
+``--dask-security``, ``--dask-timeout``), ``--no-verify`` for the shared data, the logging
+options (``--verbose``, ``--quiet``) and the help formatter that shows defaults."""
 
 from __future__ import annotations
 
 import argparse
+import logging
 import math
+import sys
 from typing import Any
 
-__all__ = ["add_dask_arguments", "add_verify_argument", "dask_options"]
+__all__ = [
+    "HelpFormatter",
+    "add_dask_arguments",
+    "add_logging_arguments",
+    "add_verify_argument",
+    "configure_logging",
+    "dask_options",
+]
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """The help formatter of every ``bo-ncgp`` command: descriptions as written, and
+    ``(default: X)`` after the help of an option whose default is a value (not ``None``,
+    ``False`` or suppressed) and whose help does not already state it.
+
+    Example:
+        >>> p = argparse.ArgumentParser(prog="x", formatter_class=HelpFormatter)
+        >>> _ = p.add_argument("--steps", type=int, default=100, help="steps per seed")
+        >>> _ = p.add_argument("--out", default=None, help="output folder")
+        >>> help_ = " ".join(p.format_help().split())
+        >>> "steps per seed (default: 100)" in help_, "output folder (default" in help_
+        (True, False)
+    """
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        help_ = action.help or ""
+        default = action.default
+        if (
+            not action.option_strings
+            or default is None
+            or default is False
+            or default is argparse.SUPPRESS
+            or "default" in help_
+        ):
+            return help_
+        return f"{help_} (default: %(default)s)"
+
+
+def add_logging_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--verbose/-v`` (repeatable: ``-v`` shows debug messages) and ``--quiet/-q`` (warnings
+    and errors only), read by :func:`configure_logging`.
+
+    Example:
+        >>> p = argparse.ArgumentParser()
+        >>> add_logging_arguments(p)
+        >>> a = p.parse_args(["-v"])
+        >>> a.verbose, a.quiet
+        (1, False)
+    """
+    g = parser.add_argument_group("messages")
+    g.add_argument("--verbose", "-v", action="count", default=0, help="also show debug messages")
+    g.add_argument("--quiet", "-q", action="store_true", help="show only warnings and errors")
+
+
+def configure_logging(verbose: int = 0, quiet: bool = False) -> int:
+    """Send the log records of ``bo_ncgp`` and ``experiments`` to stderr, one line each, at
+    INFO (``verbose`` >= 1: DEBUG; ``quiet``: WARNING); returns the level. Only the
+    command-line entry point calls it: the library itself never configures logging.
+
+    Example:
+        >>> import logging
+        >>> configure_logging(verbose=1) == logging.DEBUG
+        True
+        >>> configure_logging(quiet=True) == logging.WARNING
+        True
+    """
+    level = logging.WARNING if quiet else logging.DEBUG if verbose else logging.INFO
+    for name in ("bo_ncgp", "experiments"):
+        logger = logging.getLogger(name)
+        logger.setLevel(level)
+        if not any(isinstance(h, _StderrHandler) for h in logger.handlers):
+            handler = _StderrHandler()
+            handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+            logger.addHandler(handler)
+    return level
+
+
+class _StderrHandler(logging.StreamHandler):
+    """A stream handler writing to the ``sys.stderr`` of the moment (not the one of its
+    creation), so that a redirected stderr receives the records."""
+
+    @property
+    def stream(self):  # type: ignore[override]
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value) -> None:
+        pass
 
 
 def _seconds(text: str) -> float:

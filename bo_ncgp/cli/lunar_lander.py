@@ -18,11 +18,13 @@ from bo_ncgp.cli import Command
 from bo_ncgp.cli.argtypes import NONNEGATIVE_INT, POSITIVE_INT, number_in
 from bo_ncgp.cli.common import add_dask_arguments, dask_options
 
-__all__ = ["HELP", "LUNAR_LANDER", "QUICK", "add_arguments", "run"]
+__all__ = ["DEFAULT_STRATEGY", "FULL", "HELP", "LUNAR_LANDER", "QUICK", "add_arguments", "run"]
 
 HELP = "batch BO of the lunar-lander controller (Chang et al. Sec. 4.1)"
-#: the ``--quick`` preset: run settings, and model settings used unless given
+#: the run settings: full preset, and the ``--quick`` preset (each used unless given)
+FULL = {"seeds": 5, "evaluations": 90, "initial": 24, "episodes": 10, "heldout_episodes": 50}
 QUICK = {"seeds": 2, "evaluations": 15, "initial": 6, "episodes": 3, "heldout_episodes": 10}
+#: model settings of the ``--quick`` preset, used unless given
 QUICK_MODEL = {"hyper_steps": 20, "num_restarts": 2, "raw_samples": 128}
 #: command-line option -> strategy option (config field)
 MODEL_OPTIONS = {
@@ -31,28 +33,51 @@ MODEL_OPTIONS = {
     "--num-restarts": ("num_restarts", POSITIVE_INT, "optimize_acqf restarts"),
     "--raw-samples": ("raw_samples", POSITIVE_INT, "optimize_acqf raw samples"),
 }
+#: the strategy run unless ``--strategy`` names another: the toolkit's fantasy batches
+DEFAULT_STRATEGY = "fantasy-batch"
+
+
+def _preset_help(text: str, key: str) -> str:
+    return f"{text} (default: {FULL[key]}; --quick: {QUICK[key]})"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of ``bo-ncgp lunar-lander``.
+    """The options of ``bo-ncgp lunar-lander``; the run settings default to ``None`` (filled
+    from :data:`FULL` or :data:`QUICK` by :func:`run`), the model options to the strategy
+    config's defaults.
 
     Example:
         >>> from bo_ncgp.cli import command_parser
         >>> p = command_parser("lunar-lander")
-        >>> a = p.parse_args(["--strategy", "fantasy-batch"])
-        >>> a.batch_size, a.num_inducing  # None: the strategy config's default
-        (3, None)
+        >>> a = p.parse_args([])
+        >>> a.strategy, a.batch_size, a.num_inducing, a.seeds  # None: the default applies
+        ('fantasy-batch', 3, None, None)
     """
     from bo_ncgp.campaigns.strategies.registry import get_strategy_spec, strategy_names
 
-    defaults = get_strategy_spec("lunar-lander", "fantasy-batch").defaults()
-    parser.add_argument("--strategy", default="random", choices=strategy_names("lunar-lander"))
-    parser.add_argument("--batch-size", type=POSITIVE_INT, default=3)
+    defaults = get_strategy_spec("lunar-lander", DEFAULT_STRATEGY).defaults()
     parser.add_argument(
-        "--evaluations", type=POSITIVE_INT, default=90, help="total evaluations per seed"
+        "--strategy",
+        default=DEFAULT_STRATEGY,
+        choices=strategy_names("lunar-lander"),
+        help="fantasy-batch: DualSVGP reward and success models, batches by dual "
+        "conditioning; sequential: the same models, one point per batch; kriging-believer: "
+        "exact GP with Kriging-believer batches; random: random search",
     )
     parser.add_argument(
-        "--initial", type=POSITIVE_INT, default=24, help="initial random evaluations"
+        "--batch-size", type=POSITIVE_INT, default=3, help="evaluations proposed per batch"
+    )
+    parser.add_argument(
+        "--evaluations",
+        type=POSITIVE_INT,
+        default=None,
+        help=_preset_help("total evaluations per seed", "evaluations"),
+    )
+    parser.add_argument(
+        "--initial",
+        type=POSITIVE_INT,
+        default=None,
+        help=_preset_help("initial random evaluations", "initial"),
     )
     parser.add_argument(
         "--extend",
@@ -60,12 +85,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="let resumed seeds take an --evaluations or --batch-size other than the saved "
         "one (--initial cannot change once the initial design is proposed)",
     )
-    parser.add_argument("--seeds", type=POSITIVE_INT, default=5, help="number of seeds (0..S-1)")
-    parser.add_argument("--first-seed", type=NONNEGATIVE_INT, default=0)
     parser.add_argument(
-        "--episodes", type=POSITIVE_INT, default=10, help="episodes per evaluation (K)"
+        "--seeds",
+        type=POSITIVE_INT,
+        default=None,
+        help=_preset_help("number of seeds, from --first-seed on", "seeds"),
     )
-    parser.add_argument("--heldout-episodes", type=POSITIVE_INT, default=50)
+    parser.add_argument(
+        "--first-seed", type=NONNEGATIVE_INT, default=0, help="the first seed of the campaigns"
+    )
+    parser.add_argument(
+        "--episodes",
+        type=POSITIVE_INT,
+        default=None,
+        help=_preset_help("episodes per evaluation (K)", "episodes"),
+    )
+    parser.add_argument(
+        "--heldout-episodes",
+        type=POSITIVE_INT,
+        default=None,
+        help=_preset_help(
+            "episodes that score the final recommendation of each seed", "heldout_episodes"
+        ),
+    )
     parser.add_argument(
         "--success-fraction",
         type=number_in(0.0, 1.0, low_open=True),
@@ -74,9 +116,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--workers", type=POSITIVE_INT, default=1, help="evaluation processes")
     add_dask_arguments(parser)
-    parser.add_argument("--out", type=Path, default=Path("results/lunar"))
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path("results/lunar"),
+        help="output folder: campaigns in OUT/<strategy>/seed_<k>, the plot OUT/best.png",
+    )
     for flag, (key, cast, help_) in MODEL_OPTIONS.items():
-        parser.add_argument(flag, type=cast, default=None, help=f"{help_} ({defaults[key]})")
+        quick = f"; --quick: {QUICK_MODEL[key]}" if key in QUICK_MODEL else ""
+        parser.add_argument(
+            flag,
+            type=cast,
+            default=None,
+            help=f"{help_} (default: {defaults[key]}{quick}; model strategies only)",
+        )
     parser.add_argument(
         "--threads",
         type=POSITIVE_INT,
@@ -86,9 +139,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--quick",
         action="store_true",
-        help="small preset (2 seeds, 15 evaluations, 3 episodes) finishing in ~2 min",
+        help="small preset (2 seeds, 15 evaluations, 3 episodes) finishing in ~2 min; "
+        "options given explicitly override it",
     )
-    parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 def strategy_options(args: argparse.Namespace) -> dict:
@@ -130,11 +184,13 @@ def run(args: argparse.Namespace) -> int:
     from bo_ncgp.problems.registry import make_problem
 
     torch.set_num_threads(args.threads)
-    if args.quick:
-        for key, val in QUICK.items():
+    for key, val in (QUICK if args.quick else FULL).items():
+        if getattr(args, key) is None:
             setattr(args, key, val)
+    if args.quick:
         for key, val in QUICK_MODEL.items():
-            setattr(args, key, getattr(args, key) or val)
+            if getattr(args, key) is None:
+                setattr(args, key, val)
     options = strategy_options(args)
     problem_options = dict(
         episodes=args.episodes,

@@ -20,35 +20,45 @@ from __future__ import annotations
 
 import functools
 import math
+import os
+import sys
 import warnings
 
 import gpytorch
 import torch
 from torch import Tensor
 
+from bo_ncgp._extras import require
+
 __all__ = ["keops_available", "keops_matmul", "keops_supports"]
-
-_RBF = (gpytorch.kernels.RBFKernel,)
-_MATERN = (gpytorch.kernels.MaternKernel,)
-try:  # GPyTorch's KeOps kernels share the hyperparameters but not the class hierarchy
-    from gpytorch.kernels import keops as _gk
-
-    _RBF = (*_RBF, _gk.RBFKernel)
-    _MATERN = (*_MATERN, _gk.MaternKernel)
-except Exception:  # pragma: no cover - depends on the gpytorch build
-    pass
 
 _BROKEN = False
 
 
+def _kernel_classes() -> tuple[tuple[type, ...], tuple[type, ...]]:
+    """The RBF and Matern kernel classes: GPyTorch's, and its KeOps variants (which share the
+    hyperparameters but not the class hierarchy) when ``gpytorch.kernels.keops`` has been
+    imported -- a kernel of that module exists only then, and importing it here would import
+    pykeops on every use of the library."""
+    rbf: tuple[type, ...] = (gpytorch.kernels.RBFKernel,)
+    matern: tuple[type, ...] = (gpytorch.kernels.MaternKernel,)
+    gk = sys.modules.get("gpytorch.kernels.keops")
+    if gk is not None:
+        rbf, matern = (*rbf, gk.RBFKernel), (*matern, gk.MaternKernel)
+    return rbf, matern
+
+
 @functools.lru_cache(maxsize=1)
 def _import_keops():
-    import pykeops
-
-    try:
-        pykeops.set_verbose(False)
-    except Exception:  # pragma: no cover
-        pass
+    """pykeops' ``LazyTensor``, imported on the first use of the KeOps backend. pykeops prints
+    its CUDA status when it is imported (a banner on every CPU-only machine) unless its
+    verbosity variables ``PYKEOPS_VERBOSE`` and ``KEOPS_VERBOSE`` are ``0``: that is their
+    default here (set ``PYKEOPS_VERBOSE=1`` to see pykeops' messages); compilation errors
+    still raise."""
+    os.environ.setdefault("PYKEOPS_VERBOSE", "0")
+    os.environ.setdefault("KEOPS_VERBOSE", os.environ["PYKEOPS_VERBOSE"])
+    pykeops = require("keops", "pykeops", needed_by="the KeOps kernel backend")
+    pykeops.set_verbose(os.environ["PYKEOPS_VERBOSE"] != "0")
     from pykeops.torch import LazyTensor
 
     return LazyTensor
@@ -84,9 +94,10 @@ def keops_supports(kernel: gpytorch.kernels.Kernel) -> bool:
         return keops_supports(kernel.base_kernel)
     if isinstance(kernel, gpytorch.kernels.AdditiveKernel):
         return all(keops_supports(k) for k in kernel.kernels)
-    if isinstance(kernel, _MATERN):
+    rbf, matern = _kernel_classes()
+    if isinstance(kernel, matern):
         return float(kernel.nu) in (0.5, 1.5, 2.5)
-    return isinstance(kernel, _RBF)
+    return isinstance(kernel, rbf)
 
 
 def _select(kernel: gpytorch.kernels.Kernel, X: Tensor) -> Tensor:
@@ -109,7 +120,8 @@ def _formula(kernel: gpytorch.kernels.Kernel, X1: Tensor, X2: Tensor, LazyTensor
     # One per-point rescaling in torch folds the lengthscale and the kernel's constant into
     # the inputs: z = x * c / ell, so the per-pair formula scales neither the distance nor
     # the exponent (its only constants: the offset below and Matern-5/2's 1/3).
-    if isinstance(kernel, _RBF):
+    rbf, _ = _kernel_classes()
+    if isinstance(kernel, rbf):
         c = math.sqrt(0.5)  # exp(-|x - x'|^2 / (2 ell^2)) = exp(-|z - z'|^2)
     else:
         c = math.sqrt(2.0 * float(kernel.nu))  # s = sqrt(2 nu) |x - x'| / ell = |z - z'|
@@ -117,7 +129,7 @@ def _formula(kernel: gpytorch.kernels.Kernel, X1: Tensor, X2: Tensor, LazyTensor
     Z1 = X1 * w
     Z2 = Z1 if X2 is X1 else X2 * w
     d2 = LazyTensor(Z1.unsqueeze(-2)).sqdist(LazyTensor(Z2.unsqueeze(-3)))  # s^2
-    if isinstance(kernel, _RBF):
+    if isinstance(kernel, rbf):
         return [((-d2).exp(), None)]
     nu = float(kernel.nu)
     # tiny offset keeps the gradient of sqrt finite at s = 0 (where its true limit is 0)

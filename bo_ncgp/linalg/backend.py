@@ -153,9 +153,12 @@ def choose_backend(
         ...                columns=100)  # 8 TB do not fit; KeOps is slower with 100 columns
         'chunked'
     """
-    keops_ok = allow_keops and _keops.keops_available() and _keops.keops_supports(kernel)
+
+    def keops_ok() -> bool:  # asked only when KeOps is a candidate: pykeops imports slowly
+        return allow_keops and _keops.keops_supports(kernel) and _keops.keops_available()
+
     if requested == "keops":
-        return "keops" if keops_ok else "chunked"
+        return "keops" if keops_ok() else "chunked"
     if requested != "auto":
         return requested
     needed = DENSE_OVERHEAD * math.prod(shape) * dtype.itemsize
@@ -165,15 +168,17 @@ def choose_backend(
         source = f"{DENSE_MEMORY_FRACTION} x {available} bytes available on {device}"
     else:
         limit, source = int(dense_limit_bytes), "dense_limit_bytes"
+    keops = None  # not asked: dense fits, or too many columns for KeOps
     if needed <= limit:
         choice = "dense"
-    elif keops_ok and (columns is None or columns <= KEOPS_MAX_COLUMNS):
+    elif (columns is None or columns <= KEOPS_MAX_COLUMNS) and (keops := keops_ok()):
         choice = "keops"
     else:
         choice = "chunked"
     logger.debug(
         "backend 'auto' -> %r for K of shape %s (%s, %s columns): dense needs %d bytes, "
         "limit %d (%s), KeOps usable: %s",
-        choice, tuple(shape), dtype, columns, needed, limit, source, keops_ok,
+        choice, tuple(shape), dtype, columns, needed, limit, source,
+        "not checked" if keops is None else keops,
     )  # fmt: skip
     return choice

@@ -7,13 +7,15 @@ Jitter sequence (documented contract): if ``torch.linalg.cholesky_ex`` fails on 
 factorisation is retried on ``A + eps_k * mean(diag(A)) * I`` with
 ``eps_k = base * 10**k`` for ``k = 0, ..., max_tries - 1``, where ``base`` is ``1e-10`` in
 float64 and ``1e-6`` in float32/float16. Jitter is only added to the batch elements that
-failed. Each successful retry emits one :class:`NumericalWarning` naming the jitter used.
-If the last retry fails, :class:`NotPSDError` is raised with the smallest eigenvalue of the
-offending matrix.
+failed. Each successful retry emits one :class:`NumericalWarning` naming the jitter used;
+in float32 / float16, where jitter is routine, only the first one in a process does (with the
+advice to use float64) and the later ones are logged at debug level. If the last retry
+fails, :class:`NotPSDError` is raised with the smallest eigenvalue of the offending matrix.
 """
 
 from __future__ import annotations
 
+import logging
 import warnings
 
 import torch
@@ -27,6 +29,10 @@ __all__ = [
     "psd_jitter",
     "stable_cholesky",
 ]
+
+_log = logging.getLogger(__name__)
+#: whether a low-precision (float32 / float16) jitter warning was issued in this process
+_LOW_PRECISION_WARNED = False
 
 
 def default_jitter_base(dtype: torch.dtype) -> float:
@@ -126,12 +132,12 @@ def _jittered_cholesky(
         jitter = (eps * diag_mean * failed.unsqueeze(-1).to(A.dtype)).unsqueeze(-1)
         L_try, info_try = torch.linalg.cholesky_ex(A + jitter * eye)
         if not bool((info_try > 0).any()):
-            warnings.warn(
+            _report_jitter(
                 f"stable_cholesky: {name} was not numerically positive definite; added jitter "
                 f"{eps:.1e} * mean(diag) = {float((eps * diag_mean).max().detach()):.3e} to "
                 f"{int(failed.sum())} of {failed.numel()} matrices",
-                NumericalWarning,
-                stacklevel=stacklevel,
+                A.dtype,
+                stacklevel + 1,
             )
             return L_try, jitter[..., 0, 0]
     bad = A[failed] if A.dim() > 2 else A
@@ -140,4 +146,25 @@ def _jittered_cholesky(
         f"stable_cholesky: {name} of size {A.shape[-1]} is not positive definite: smallest "
         f"eigenvalue {min_eig:.3e}; Cholesky failed even with jitter "
         f"{base * 10.0 ** (max_tries - 1):.1e} * mean(diag)"
+    )
+
+
+def _report_jitter(message: str, dtype: torch.dtype, stacklevel: int) -> None:
+    """A :class:`NumericalWarning` of ``message``; in low precision only the first of the
+    process warns (saying to use float64), the later ones are logged at debug level."""
+    global _LOW_PRECISION_WARNED
+    if dtype == torch.float64:
+        warnings.warn(message, NumericalWarning, stacklevel=stacklevel)
+        return
+    if _LOW_PRECISION_WARNED:
+        _log.debug(message)
+        return
+    _LOW_PRECISION_WARNED = True
+    warnings.warn(
+        f"{message}. In {str(dtype).removeprefix('torch.')} the kernel matrices of these models "
+        "are often too ill-conditioned to factorise: use float64 data and models "
+        "(torch.set_default_dtype(torch.float64)); further jitter in "
+        f"{str(dtype).removeprefix('torch.')} is logged at debug level only",
+        NumericalWarning,
+        stacklevel=stacklevel,
     )

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from bo_ncgp._extras import require
 from bo_ncgp.exceptions import InputDataError
 from bo_ncgp.problems.base import Evaluation, Problem
 
@@ -54,6 +55,11 @@ def heuristic_action(s: np.ndarray, w: np.ndarray) -> int:
     return 0
 
 
+def _gymnasium():
+    """gymnasium, with the Box2D physics of the lander (the ``envs`` extra)."""
+    return require("envs", "gymnasium", "Box2D", needed_by="the lunar lander")
+
+
 def run_episode(w: np.ndarray, seed: int, max_steps: int = 1000) -> tuple[float, bool, int]:
     """Total reward, whether the episode ended with the landing bonus, and its length.
 
@@ -62,8 +68,7 @@ def run_episode(w: np.ndarray, seed: int, max_steps: int = 1000) -> tuple[float,
         >>> landed, reward > 200  # gymnasium's hand-tuned controller lands
         (True, True)
     """
-    import gymnasium as gym
-
+    gym = _gymnasium()
     env = gym.make("LunarLander-v3", max_episode_steps=max_steps)
     try:
         s, _ = env.reset(seed=int(seed))
@@ -106,6 +111,7 @@ class LunarLander(Problem):
     dim: int = 12
 
     def __post_init__(self) -> None:
+        _gymnasium()  # a missing extra is reported before any evaluation
         self.bounds = np.array([[0.0] * 12, [1.2] * 12])
         if not self.episode_seeds:
             raise InputDataError("LunarLander: episode_seeds must not be empty")
