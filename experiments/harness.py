@@ -29,7 +29,7 @@ from pathlib import Path
 import torch
 
 from bo_ncgp.campaigns.storage import read_json, write_json
-from bo_ncgp.cli.common import add_verify_argument
+from bo_ncgp.cli.common import HelpFormatter, add_verify_argument
 from bo_ncgp.exceptions import StateError
 
 __all__ = [
@@ -88,7 +88,7 @@ def parser(
         (True, 2, 1, 'Demo.')
     """
     description = doc.strip().splitlines()[0] if doc else None
-    p = argparse.ArgumentParser(prog=prog, description=description)
+    p = argparse.ArgumentParser(prog=prog, description=description, formatter_class=HelpFormatter)
     p.add_argument("--quick", action="store_true", help=quick_help)
     if seeds:
         p.add_argument("--seeds", type=int, default=None, help="number of seeds")
@@ -97,7 +97,7 @@ def parser(
             "--root", default=None, help="data root (default: $BO_NCGP_DATA or ../shared)"
         )
         add_verify_argument(p)
-    p.add_argument("--out", type=Path, default=out, help=f"output folder (default {out})")
+    p.add_argument("--out", type=Path, default=out, help="output folder")
     p.add_argument("--threads", type=int, default=1, help="torch threads (small dense algebra)")
     if resume is not None:
         p.add_argument("--force", action="store_true", help="recompute stored units")

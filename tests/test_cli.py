@@ -192,3 +192,183 @@ def test_lunar_lander_reports_dask_failures_in_one_line(tmp_path, capsys, extra,
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("bo-ncgp lunar-lander: ") and words in err[0]
     assert not list(tmp_path.rglob("state.json"))  # no seed ran
+
+
+def test_version_comes_from_the_distribution_metadata(capsys):
+    from importlib.metadata import version
+
+    import bo_ncgp
+
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["--version"])
+    assert exc.value.code == 0
+    assert capsys.readouterr().out == f"bo-ncgp {version('bo-ncgp')}\n"
+    assert bo_ncgp.__version__ == version("bo-ncgp")
+
+
+@pytest.fixture
+def _restore_logging():
+    import logging
+
+    loggers = [logging.getLogger(n) for n in ("bo_ncgp", "experiments")]
+    saved = [(lg.level, list(lg.handlers)) for lg in loggers]
+    yield
+    for lg, (level, handlers) in zip(loggers, saved, strict=True):
+        lg.setLevel(level)
+        lg.handlers[:] = handlers
+
+
+@pytest.mark.usefixtures("_restore_logging")
+@pytest.mark.parametrize(
+    "argv, level",
+    [
+        (["plot", "/nonexistent"], "INFO"),
+        (["-v", "plot", "/nonexistent"], "DEBUG"),
+        (["plot", "/nonexistent", "--verbose"], "DEBUG"),
+        (["--quiet", "plot", "/nonexistent"], "WARNING"),
+        (["plot", "/nonexistent", "-q"], "WARNING"),
+    ],
+)
+def test_verbose_and_quiet_set_the_level_of_the_library_logs(argv, level, capsys):
+    import logging
+
+    assert cli.main(argv) == 2
+    assert logging.getLevelName(logging.getLogger("bo_ncgp").level) == level
+    logging.getLogger("bo_ncgp.linalg.backend").debug("a debug record")
+    err = capsys.readouterr().err
+    assert ("a debug record" in err) == (level == "DEBUG")
+
+
+def test_a_missing_extra_is_reported_by_name_in_one_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "gymnasium", None)  # `import gymnasium` fails
+    argv = ["lunar-lander", "--quick", "--seeds", "1", "--no-progress", "--out", str(tmp_path)]
+    assert cli.main(argv) == 2
+    (err,) = capsys.readouterr().err.strip().splitlines()
+    assert err == (
+        "bo-ncgp lunar-lander: the lunar lander needs gymnasium: pip install 'bo-ncgp[envs]'"
+    )
+    assert not list(tmp_path.rglob("state.json"))  # no campaign ran
+
+
+def test_require_names_the_extra_and_chains_the_import_error(monkeypatch):
+    from bo_ncgp._extras import require
+    from bo_ncgp.exceptions import InputDataError, MissingExtraError
+
+    monkeypatch.setitem(sys.modules, "distributed", None)
+    with pytest.raises(MissingExtraError, match=r"pip install 'bo-ncgp\[distributed\]'") as exc:
+        require("distributed", "json", "distributed", needed_by="a dask cluster")
+    assert exc.value.extra == "distributed" and isinstance(exc.value.__cause__, ImportError)
+    with pytest.raises(InputDataError, match="unknown extra 'gpu'"):
+        require("gpu", "json", needed_by="x")
+
+
+def test_keops_is_imported_only_when_its_backend_is_used(monkeypatch):
+    from bo_ncgp.linalg import _keops
+    from bo_ncgp.linalg.backend import choose_backend
+
+    monkeypatch.setitem(sys.modules, "pykeops", None)  # a dense product never asks for it
+    _keops._import_keops.cache_clear()
+    gpytorch = pytest.importorskip("gpytorch")
+    k = gpytorch.kernels.RBFKernel()
+    import torch
+
+    assert choose_backend("auto", k, (50, 50), torch.float64, "cpu") == "dense"
+    assert choose_backend("keops", k, (50, 50), torch.float64, "cpu") == "chunked"
+    _keops._import_keops.cache_clear()
+
+
+def test_commands_print_no_keops_banner():
+    import os
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k not in ("PYKEOPS_VERBOSE", "KEOPS_VERBOSE")}
+    res = subprocess.run(
+        [sys.executable, "-m", "bo_ncgp.cli", "lunar-lander", "--help"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert res.returncode == 0 and res.stdout.startswith("usage: bo-ncgp lunar-lander")
+    assert "KeOps" not in res.stdout + res.stderr and not res.stderr
+
+
+def _branin_campaigns(root, names=("a", "b"), seeds=(0, 1)):
+    from bo_ncgp.campaigns import Campaign, RandomSearch
+    from bo_ncgp.problems.synthetic import TestFunction
+
+    for name in names:
+        for seed in seeds:
+            Campaign(
+                TestFunction("branin"),
+                RandomSearch(),
+                budget=6,
+                batch_size=2,
+                num_initial=2,
+                seed=seed,
+                out_dir=root / name / f"seed_{seed}",
+            ).run(progress=False)
+
+
+def test_compare_defaults_to_best_on_optimisation_runs_and_validates_metrics(tmp_path, capsys):
+    _branin_campaigns(tmp_path)
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    assert cli.main(["compare", a, b]) == 0
+    out = capsys.readouterr().out
+    assert "best@6: A - B = " in out and "n=2" in out and "nan" not in out
+    assert cli.main(["compare", a, b, "--metrics", "accuracy,mse", "--at", "150,199"]) == 2
+    (err,) = capsys.readouterr().err.strip().splitlines()
+    assert "hold no metric accuracy, mse; available: best" in err
+
+
+def _pool_state(root, seed, accuracy):
+    import json
+
+    its = [{"num_evaluations": n, "metrics": {"accuracy": accuracy, "mse": 0.1}} for n in (2, 3)]
+    evs = [{"point": p, "value": 1.0, "success": None, "error": None} for p in (4, 7, 9)]
+    st = {"seed": seed, "strategy": {"name": "entropy"}, "problem": {"name": "pool"},
+          "iterations": its, "evaluations": evs}  # fmt: skip
+    (root / f"seed_{seed}").mkdir(parents=True)
+    (root / f"seed_{seed}" / "state.json").write_text(json.dumps(st))
+
+
+def test_plot_and_compare_default_to_the_metrics_of_active_learning_runs(tmp_path, capsys):
+    for seed in (0, 1):
+        _pool_state(tmp_path / "a", seed, 0.8)
+        _pool_state(tmp_path / "b", seed, 0.7)
+    assert cli.main(["plot", str(tmp_path / "a")]) == 0
+    assert (tmp_path / "a" / "accuracy.png").is_file()
+    assert not (tmp_path / "a" / "best.png").exists()
+    assert cli.main(["compare", str(tmp_path / "a"), str(tmp_path / "b")]) == 0
+    out = capsys.readouterr().out
+    assert "accuracy@3: A - B = +0.1" in out and "mse@3" in out
+    assert cli.main(["plot", str(tmp_path / "a"), "--metric", "best"]) == 2
+    assert "available: accuracy, mse" in capsys.readouterr().err
+
+
+class _Stop(Exception):
+    pass
+
+
+@pytest.mark.parametrize(
+    "extra, seeds, budget",
+    [
+        ([], range(0, 2), 15),
+        (["--seeds", "4"], range(0, 4), 15),
+        (["--evaluations", "9"], range(0, 2), 9),
+    ],
+)
+def test_lunar_lander_quick_honours_explicit_options(extra, seeds, budget, monkeypatch, tmp_path):
+    import bo_ncgp.campaigns.runner as runner
+
+    seen = {}
+
+    def run_seeds(problem_factory, strategy_factory, seeds, out, **kwargs):
+        seen.update(seeds=seeds, out=out, budget=kwargs["budget"])
+        raise _Stop
+
+    monkeypatch.setattr(runner, "run_seeds", run_seeds)
+    with pytest.raises(_Stop):
+        cli.main(["lunar-lander", "--quick", "--out", str(tmp_path), *extra])
+    assert seen["seeds"] == seeds and seen["budget"] == budget
+    assert seen["out"] == tmp_path / "fantasy-batch"  # the toolkit's strategy by default

@@ -58,7 +58,9 @@ __all__ = [
 ]
 
 HELP = "hotspot active learning with fantasy entropy reduction (Chang et al. Fig. 4)"
-#: the ``--quick`` preset
+#: the run settings of the full preset, used unless given
+FULL = {"initial": 100, "steps": 100}
+#: the ``--quick`` preset, each setting used unless given
 QUICK = {
     "initial": 20,
     "steps": 4,
@@ -229,18 +231,38 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     p = parser
     p.add_argument("--country", default="civ", help="data file hotspots/<country>_data.csv")
-    p.add_argument("--data-root", default=None, help="data root (default $BO_NCGP_DATA)")
+    p.add_argument("--data-root", default=None, help="data root (default: $BO_NCGP_DATA)")
     add_verify_argument(p)
     p.add_argument(
         "--threshold", type=_open_unit, default=None, help="hotspot prevalence threshold"
     )
-    p.add_argument("--strategy", default="entropy", choices=strategy_names("hotspots"))
     p.add_argument(
-        "--seeds", type=_POS, default=None, help="number of seeds from --first-seed (50; quick: 2)"
+        "--strategy",
+        default="entropy",
+        choices=strategy_names("hotspots"),
+        help="entropy: streaming DualSVGP, fantasy entropy reduction; svgp-entropy: SVGP "
+        "refitted after every survey, dual-conditioning fantasies; refit-entropy: fantasies "
+        "by refitting; random, svgp-random: random surveys with either model",
     )
-    p.add_argument("--first-seed", type=_NONNEG, default=0)
-    p.add_argument("--initial", type=int_at_least(2), default=100, help="initial surveyed villages")
-    p.add_argument("--steps", type=_POS, default=100, help="acquisition steps per seed")
+    p.add_argument(
+        "--seeds",
+        type=_POS,
+        default=None,
+        help="number of seeds from --first-seed on (default: 50; --quick: 2)",
+    )
+    p.add_argument("--first-seed", type=_NONNEG, default=0, help="the first seed of the campaigns")
+    p.add_argument(
+        "--initial",
+        type=int_at_least(2),
+        default=None,
+        help=f"initial surveyed villages (default: {FULL['initial']}; --quick: {QUICK['initial']})",
+    )
+    p.add_argument(
+        "--steps",
+        type=_POS,
+        default=None,
+        help=f"acquisition steps per seed (default: {FULL['steps']}; --quick: {QUICK['steps']})",
+    )
     p.add_argument(
         "--extend",
         action="store_true",
@@ -250,7 +272,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=_POS, default=1, help="seeds run in parallel (processes)")
     add_dask_arguments(p, "seeds")
     p.add_argument("--threads", type=_POS, default=1, help="torch threads per worker")
-    p.add_argument("--out", type=Path, default=Path("results/hotspots"))
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=Path("results/hotspots"),
+        help="output folder: campaigns in OUT/<strategy>/seed_<k>, OUT/summary.json, "
+        "OUT/hotspots.png",
+    )
     for title, options in _options().items():
         g = p.add_argument_group(title)
         for flag, dest, targets, kwargs, help_ in options:
@@ -259,7 +287,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--quick",
         action="store_true",
-        help="tiny preset (2 seeds unless --seeds, 20 initial villages, 4 steps, short fits)",
+        help="tiny preset (2 seeds, 20 initial villages, 4 steps, short fits); options given "
+        "explicitly override it",
     )
     p.add_argument("--summary-only", action="store_true", help="only summarise and plot OUT")
     p.add_argument(
@@ -269,7 +298,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="comma-separated steps (surveyed villages) to summarise (default 150,LAST-1,LAST)",
     )
     p.add_argument("--no-plot", action="store_true", help="write summary.json only")
-    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 def strategy_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -357,8 +386,8 @@ def run(
     from bo_ncgp.exceptions import StateError, StorageError
     from bo_ncgp.problems.hotspots import FULL_SET_METRICS, HotspotPool
 
-    if args.quick:
-        for key, val in QUICK.items():
+    for key, val in ({**FULL, **QUICK} if args.quick else FULL).items():
+        if getattr(args, key) is None:  # an option given explicitly wins over the preset
             setattr(args, key, val)
     if args.seeds is None:
         args.seeds = 2 if args.quick else 50

@@ -33,6 +33,7 @@ import torch
 from gpytorch.kernels import ConstantKernel, RBFKernel, ScaleKernel
 from scipy.special import sici
 
+from bo_ncgp.cli.common import HelpFormatter
 from bo_ncgp.likelihoods import Gaussian
 from bo_ncgp.models.gam import AdditiveComponent, SparseGAM
 from bo_ncgp.models.gam.anova_kernel import ANOVAKernel
@@ -243,19 +244,19 @@ def plot(model: SparseGAM, X, y, path: Path, title: str, n1: int = 101, n2: int 
 
 # ------------------------------------------------------------------------- main
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0], formatter_class=HelpFormatter)
     p.add_argument("--quick", action="store_true", help="tiny configuration (CI smoke test)")
-    p.add_argument("--num-train", type=int, default=5000)
-    p.add_argument("--num-test", type=int, default=2000)
-    p.add_argument("--steps", type=int, default=3000)
-    p.add_argument("--lr", type=float, default=0.02)
+    p.add_argument("--num-train", type=int, default=5000, help="training points")
+    p.add_argument("--num-test", type=int, default=2000, help="test points")
+    p.add_argument("--steps", type=int, default=3000, help="Adam steps of each model")
+    p.add_argument("--lr", type=float, default=0.02, help="Adam learning rate")
     p.add_argument(
         "--refresh-every",
         type=int,
         default=None,
         help="natural-gradient refresh of q(U) every this many steps (SparseGAM.fit)",
     )
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the data and the models")
     p.add_argument(
         "--families",
         nargs="*",
@@ -277,9 +278,11 @@ def main(argv: list[str] | None = None) -> int:
         help="anova: the paper's Eq. 8 kernels; se: plain SE kernels (ablation)",
     )
     p.add_argument("--tag", default="", help="suffix of the output file names")
-    p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--out", type=Path, default=OUT)
-    p.add_argument("--no-plots", action="store_true")
+    p.add_argument("--threads", type=int, default=1, help="torch threads")
+    p.add_argument("--out", type=Path, default=OUT, help="output folder")
+    p.add_argument(
+        "--no-plots", action="store_true", help="write the JSON results only, no figures"
+    )
     args = p.parse_args(argv)
     if args.quick:
         args.num_train, args.num_test, args.steps = 100, 50, 5

@@ -39,6 +39,7 @@ import torch
 from gpytorch.kernels import RBFKernel, ScaleKernel
 from tqdm.auto import tqdm
 
+from bo_ncgp.cli.common import HelpFormatter
 from bo_ncgp.likelihoods import Gaussian
 from bo_ncgp.linalg import stable_cholesky
 from bo_ncgp.models.gam import SparseGAM
@@ -110,15 +111,26 @@ def slope(cs: list[int], ts: list[float]) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--quick", action="store_true")
-    p.add_argument("--num-data", type=int, default=2000)
-    p.add_argument("--num-inducing", type=int, default=32)
-    p.add_argument("--components", type=int, nargs="+", default=[2, 4, 8, 16])
-    p.add_argument("--repeats", type=int, default=7)
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0], formatter_class=HelpFormatter)
+    p.add_argument("--quick", action="store_true", help="tiny configuration (CI smoke test)")
+    p.add_argument("--num-data", type=int, default=2000, help="training points")
+    p.add_argument("--num-inducing", type=int, default=32, help="inducing points per component")
+    p.add_argument(
+        "--components",
+        type=int,
+        nargs="+",
+        default=[2, 4, 8, 16],
+        help="numbers of additive components to time",
+    )
+    p.add_argument(
+        "--repeats",
+        type=int,
+        default=7,
+        help="timed repetitions per configuration (the median is reported)",
+    )
     p.add_argument("--tag", default="", help="suffix of the output file names")
-    p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--out", type=Path, default=OUT)
+    p.add_argument("--threads", type=int, default=1, help="torch threads")
+    p.add_argument("--out", type=Path, default=OUT, help="output folder")
     args = p.parse_args(argv)
     if args.quick:
         args.num_data, args.num_inducing, args.components, args.repeats = 100, 4, [2, 4], 2

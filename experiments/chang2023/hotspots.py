@@ -40,8 +40,8 @@ def script_parser(doc: str, out_name: str, prog: str) -> argparse.ArgumentParser
         ('civ', 'demo.json')
     """
     p = harness.parser(doc, RESULTS / out_name, quick_help="tiny sizes for a smoke test", prog=prog)
-    p.add_argument("--country", default="civ")
-    p.add_argument("--data-root", default=None)
+    p.add_argument("--country", default="civ", help="data file hotspots/<country>_data.csv")
+    p.add_argument("--data-root", default=None, help="data root (default: $BO_NCGP_DATA)")
     add_verify_argument(p)
     return p
 
@@ -55,10 +55,13 @@ def build_parser() -> argparse.ArgumentParser:
         >>> args.criterion, args.gain
         ('spiked', 'clamped')
     """
+    from bo_ncgp.cli.common import HelpFormatter
     from bo_ncgp.cli.hotspots import HELP, add_arguments
     from experiments.chang2023 import maddox_acquisition  # noqa: F401 (registers both)
 
-    parser = argparse.ArgumentParser(prog=PROG, description=f"{HELP}; Maddox et al.'s knobs")
+    parser = argparse.ArgumentParser(
+        prog=PROG, description=f"{HELP}; Maddox et al.'s knobs", formatter_class=HelpFormatter
+    )
     add_arguments(parser)
     group = parser.add_argument_group("Maddox et al.'s acquisition")
     group.add_argument(

@@ -35,6 +35,7 @@ import torch
 from scipy.stats import spearmanr
 from torch import Tensor
 
+from bo_ncgp.cli.common import HelpFormatter
 from experiments import harness
 from experiments.chang2023.hotspots import RESULTS
 from experiments.chang2023.maddox_acquisition import (
@@ -121,19 +122,26 @@ def analyse(strat, rest: np.ndarray, args, generator) -> dict:
 def run(argv: list[str] | None = None) -> dict:
     """Parse ``argv``, analyse the seeds and return ``{"settings", "results"}``."""
     p = argparse.ArgumentParser(
-        prog="bo-ncgp hotspots-acq-noise", description=__doc__.split("\n")[0]
+        prog="bo-ncgp hotspots-acq-noise",
+        description=__doc__.split("\n")[0],
+        formatter_class=HelpFormatter,
     )
-    p.add_argument("--campaign", default=str(RESULTS / "svgp_entropy"))
-    p.add_argument("--seeds", type=int, default=3)
-    p.add_argument("--first-seed", type=int, default=0)
+    p.add_argument(
+        "--campaign",
+        default=str(RESULTS / "svgp_entropy"),
+        help="folder of an svgp-entropy campaign (its svgp-entropy/seed_<k> states give the "
+        "surveyed villages)",
+    )
+    p.add_argument("--seeds", type=int, default=3, help="number of seeds from --first-seed on")
+    p.add_argument("--first-seed", type=int, default=0, help="the first seed")
     p.add_argument("--step", type=int, default=150, help="surveyed villages of the fit")
     p.add_argument("--reps", type=int, default=20, help="Monte Carlo repetitions")
     p.add_argument("--samples", type=int, default=16, help="inner = outer samples (script: 16)")
-    p.add_argument("--fantasies", type=int, default=16)
+    p.add_argument("--fantasies", type=int, default=16, help="fantasies per candidate")
     p.add_argument("--batch-limit", type=int, default=8, help="candidates per block (Chang: 8)")
-    p.add_argument("--svgp-steps", type=int, default=1000)
-    p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--out", default=str(RESULTS / "acq_noise.json"))
+    p.add_argument("--svgp-steps", type=int, default=1000, help="Adam steps of each SVGP refit")
+    p.add_argument("--threads", type=int, default=1, help="torch threads")
+    p.add_argument("--out", default=str(RESULTS / "acq_noise.json"), help="output JSON file")
     p.add_argument("--quick", action="store_true", help="synthetic 60-village pool, 2 reps")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)

@@ -178,13 +178,17 @@ def _summary(rows: list[dict[str, float]]) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> int:
     p = script_parser(__doc__, "model_check.json", "bo-ncgp hotspots-model-check")
-    p.add_argument("--seeds", type=int, default=4)
-    p.add_argument("--first-seed", type=int, default=0)
+    p.add_argument("--seeds", type=int, default=4, help="number of seeds from --first-seed on")
+    p.add_argument("--first-seed", type=int, default=0, help="the first seed")
     p.add_argument("--init", type=int, default=100, help="surveyed villages to fit")
     p.add_argument("--scale-init", type=int, default=100, help="villages of the min-max scaling")
     p.add_argument("--villages-from", default=None, help="campaign folder of one strategy")
-    p.add_argument("--init-rounds", type=int, default=8)
-    p.add_argument("--init-hyper-steps", type=int, default=50)
+    p.add_argument(
+        "--init-rounds", type=int, default=8, help="rounds of the first fit of the default model"
+    )
+    p.add_argument(
+        "--init-hyper-steps", type=int, default=50, help="Adam steps per round of the first fit"
+    )
     p.add_argument("--ref-steps", type=int, default=1000, help="joint steps of ref-svgp")
     p.add_argument("--maddox-steps", type=int, default=1000, help="Adam steps of maddox*")
     p.add_argument(

@@ -93,16 +93,31 @@ def main(argv: list[str] | None = None) -> int:
     from experiments.chang2023 import maddox_acquisition  # noqa: F401 (spiked, clamped)
 
     p = script_parser(__doc__, "timing.json", "bo-ncgp hotspots-timing")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the surveyed villages")
     p.add_argument("--start", type=int, default=150, help="surveyed villages before timing")
     p.add_argument("--steps", type=int, default=5, help="timed steps per strategy")
-    p.add_argument("--fantasies", type=int, default=16)
-    p.add_argument("--init-rounds", type=int, default=8)
-    p.add_argument("--init-hyper-steps", type=int, default=50)
-    p.add_argument("--refit-candidates", type=int, default=16)
-    p.add_argument("--refit-fantasies", type=int, default=8)
-    p.add_argument("--refit-steps", type=int, default=200)
-    p.add_argument("--refit-fantasy-steps", type=int, default=4)
+    p.add_argument(
+        "--fantasies", type=int, default=16, help="QMC fantasies per candidate (entropy)"
+    )
+    p.add_argument("--init-rounds", type=int, default=8, help="rounds of the first fit")
+    p.add_argument(
+        "--init-hyper-steps", type=int, default=50, help="Adam steps per round of the first fit"
+    )
+    p.add_argument(
+        "--refit-candidates",
+        type=int,
+        default=16,
+        help="candidates scored per step (refit-entropy)",
+    )
+    p.add_argument(
+        "--refit-fantasies", type=int, default=8, help="fantasies per candidate (refit-entropy)"
+    )
+    p.add_argument(
+        "--refit-steps", type=int, default=200, help="NGD + Adam steps per fit (refit-entropy)"
+    )
+    p.add_argument(
+        "--refit-fantasy-steps", type=int, default=4, help="NGD steps per fantasy (refit-entropy)"
+    )
     p.add_argument("--svgp-steps", type=int, default=1000, help="Adam steps per svgp refit")
     p.add_argument(
         "--svgp-rel-tol", type=float, default=1e-5, help="svgp refits' early stop (0: off)"

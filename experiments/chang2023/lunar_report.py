@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from bo_ncgp.campaigns.stats import mean_se_dict
+from bo_ncgp.cli.common import HelpFormatter
 from experiments.harness import read_json, write_json
 
 AT = [30, 60, 90]
@@ -122,7 +123,11 @@ def markdown(report: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="bo-ncgp lunar-report", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(
+        prog="bo-ncgp lunar-report",
+        description=__doc__.split("\n")[0],
+        formatter_class=HelpFormatter,
+    )
     p.add_argument("folder", type=Path, help="campaign folder (contains <strategy>/seed_*/)")
     p.add_argument("--out", type=Path, default=None, help="default FOLDER/report.json")
     p.add_argument("--measure", action="store_true", help="reference scores and worker speed-up")

@@ -310,7 +310,14 @@ def tables(results: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = harness.parser(__doc__, OUT, root=True)
-    p.add_argument("--experiments", nargs="+", type=int, default=[1, 2], choices=(1, 2))
+    p.add_argument(
+        "--experiments",
+        nargs="+",
+        type=int,
+        default=[1, 2],
+        choices=(1, 2),
+        help="experiments to run (1: whole trajectories, Fig. 5a; 2: one path in chunks, Fig. 5b)",
+    )
     args = p.parse_args(argv)
     harness.setup(args.threads)
     cfg = harness.preset(DEFAULT, QUICK, args)

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bo_ncgp.cli.common import HelpFormatter
 from experiments.harness import read_json, write_json
 
 
@@ -108,7 +109,11 @@ def pool_entries(
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="bo-ncgp pool-summaries", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(
+        prog="bo-ncgp pool-summaries",
+        description=__doc__.splitlines()[0],
+        formatter_class=HelpFormatter,
+    )
     p.add_argument(
         "summaries",
         nargs="+",

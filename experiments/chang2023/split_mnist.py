@@ -540,15 +540,39 @@ def main(argv: list[str] | None = None) -> int:
     p = harness.parser(__doc__, OUT, seeds=True, root=True, resume="results.json and plots")
     p.add_argument("--paper", action="store_true", help="the paper's setting (300 inducing "
                    "points, 50 Adam steps per minibatch, 5 seeds; slow)")  # fmt: skip
-    p.add_argument("--dataset", choices=("mnist", "fashion"), default=None)
+    p.add_argument(
+        "--dataset",
+        choices=("mnist", "fashion"),
+        default=None,
+        help="data set: MNIST or Fashion-MNIST (default: the preset's)",
+    )
     p.add_argument("--study", nargs="+", default=["main"],
-                   choices=("main", "memory-sweep", "move-to-test"))  # fmt: skip
-    p.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
-    for name, typ in (("m", int), ("batch-size", int), ("hyper-steps", int),
-                      ("inner-steps", int), ("bui-steps", int), ("offline-steps", int),
-                      ("memory-frac", float), ("lr", float), ("max-train-per-task", int),
-                      ("max-test-per-task", int)):  # fmt: skip
-        p.add_argument(f"--{name}", type=typ, default=None)
+                   choices=("main", "memory-sweep", "move-to-test"),
+                   help="main: the table; memory-sweep: accuracy against the memory "
+                   "fraction (Fig. 2c); move-to-test: move training points to the test set "
+                   "(Fig. 2a)")  # fmt: skip
+    p.add_argument(
+        "--methods", nargs="+", default=list(METHODS), choices=METHODS, help="methods to run"
+    )
+    for name, typ, help_ in (
+        ("m", int, "inducing points"),
+        ("batch-size", int, "minibatch size of the stream"),
+        ("hyper-steps", int, "Adam steps per minibatch"),
+        ("inner-steps", int, "damped site steps per minibatch"),
+        ("bui-steps", int, "optimiser steps per task of Bui et al.'s streaming SVGP"),
+        ("offline-steps", int, "optimiser steps of the offline SVGP"),
+        ("memory-frac", float, "fraction of each minibatch kept in memory"),
+        ("lr", float, "Adam learning rate of the hyperparameters"),
+        ("max-train-per-task", int, "cap on the training images per task"),
+        ("max-test-per-task", int, "cap on the test images per task"),
+    ):
+        key = name.replace("-", "_")
+        p.add_argument(
+            f"--{name}",
+            type=typ,
+            default=None,
+            help=f"{help_} (default: {DEFAULT[key]}; --quick: {QUICK[key]})",
+        )
     args = p.parse_args(argv)
     harness.setup(args.threads)
     cfg = harness.preset(PAPER if args.paper else DEFAULT, QUICK, args, dataset=args.dataset)

@@ -146,7 +146,12 @@ def table(results: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = harness.parser(__doc__, OUT, root=True)
-    p.add_argument("--dataset", choices=("bank", "mammographic"), default=None)
+    p.add_argument(
+        "--dataset",
+        choices=("bank", "mammographic"),
+        default=None,
+        help="data set (default: the preset's)",
+    )
     args = p.parse_args(argv)
     harness.setup(args.threads)
     cfg = harness.preset(DEFAULT, QUICK, args, dataset=args.dataset)

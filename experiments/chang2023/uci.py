@@ -211,8 +211,16 @@ def table_md(results: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = harness.parser(__doc__, OUT, root=True, resume="results.json and the plot")
-    p.add_argument("--datasets", nargs="+", default=None, choices=("bank", "mammographic"))
-    p.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
+    p.add_argument(
+        "--datasets",
+        nargs="+",
+        default=None,
+        choices=("bank", "mammographic"),
+        help="data sets to run (default: both)",
+    )
+    p.add_argument(
+        "--methods", nargs="+", default=list(METHODS), choices=METHODS, help="methods to run"
+    )
     p.add_argument("--folds", type=int, default=None, help="number of CV folds (default 10)")
     p.add_argument(
         "--run-folds",

@@ -39,6 +39,7 @@ import gpytorch
 import torch
 from torch import Tensor
 
+from bo_ncgp.cli.common import HelpFormatter
 from bo_ncgp.linalg import stable_cholesky
 from bo_ncgp.models.svgp import SVGP
 from bo_ncgp.models.training import AdamStepper
@@ -380,21 +381,43 @@ def classification_parser(
 ) -> argparse.ArgumentParser:
     """The options shared by the classification experiments (sizes, budgets, method grids,
     threads, isolation, output)."""
-    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawTextHelpFormatter)
+    p = argparse.ArgumentParser(description=doc, formatter_class=HelpFormatter)
     p.add_argument("--quick", action="store_true", help="tiny configuration for CI")
-    p.add_argument("--n-train", type=int, default=n_train)
-    p.add_argument("--n-test", type=int, default=2_000)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--n-train", type=int, default=n_train, help="training points")
+    p.add_argument("--n-test", type=int, default=2_000, help="test points")
+    p.add_argument("--seed", type=int, default=0, help="seed of the data and the methods")
     p.add_argument("--budget", type=float, default=900.0, help=budget_help)
-    p.add_argument("--svgp-budget", type=float, default=svgp_budget)
-    p.add_argument("--svgp-inducing", type=int, nargs="+", default=[100, 250])
-    p.add_argument("--svgp-lr", type=float, nargs="+", default=[0.01, 0.05])
-    p.add_argument("--sod", type=int, nargs="+", default=sod)
-    p.add_argument("--newton-steps", type=int, default=30)
-    p.add_argument("--methods", nargs="+", default=["iterncgp", "sod", "svgp"])
-    p.add_argument("--threads", type=int, default=1)
+    p.add_argument(
+        "--svgp-budget", type=float, default=svgp_budget, help="seconds per SVGP configuration"
+    )
+    p.add_argument(
+        "--svgp-inducing",
+        type=int,
+        nargs="+",
+        default=[100, 250],
+        help="SVGP inducing-point counts to run",
+    )
+    p.add_argument(
+        "--svgp-lr", type=float, nargs="+", default=[0.01, 0.05], help="SVGP learning rates to run"
+    )
+    p.add_argument("--sod", type=int, nargs="+", default=sod, help="subset-of-data sizes to run")
+    p.add_argument(
+        "--newton-steps",
+        type=int,
+        default=30,
+        help="Newton steps of IterNCGP and the exact Laplace",
+    )
+    p.add_argument(
+        "--methods",
+        nargs="+",
+        default=["iterncgp", "sod", "svgp"],
+        help="methods to run (iterncgp, sod, svgp)",
+    )
+    p.add_argument("--threads", type=int, default=1, help="torch threads")
     p.add_argument("--inline", action="store_true", help="no subprocess / memory figure (CI)")
-    p.add_argument("--out", type=Path, default=None)
+    p.add_argument(
+        "--out", type=Path, default=None, help="output folder (default: experiments/tatzel/results)"
+    )
     return p
 
 

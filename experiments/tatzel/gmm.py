@@ -86,8 +86,14 @@ def main(argv: list[str] | None = None) -> int:
         budget_help="seconds per method",
     )  # fmt: skip
     p.add_argument("--large", action="store_true", help="paper setting N = 100,000 (GPU)")
-    p.add_argument("--ranks", type=str, nargs="+", default=["inf", "10"])
-    p.add_argument("--device", default="cpu")
+    p.add_argument(
+        "--ranks",
+        type=str,
+        nargs="+",
+        default=["inf", "10"],
+        help="IterNCGP action ranks per Newton step ('inf': unlimited)",
+    )
+    p.add_argument("--device", default="cpu", help="torch device of the models (cpu or cuda)")
     p.add_argument("--tag", default=None, help="output file name (default gmm[_quick|_large])")
     args = p.parse_args(argv)
     if args.quick:

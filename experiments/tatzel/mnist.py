@@ -62,7 +62,13 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     p.add_argument("--root", default=None, help="data root (default: BO_NCGP_DATA / shared)")
     add_verify_argument(p)
-    p.add_argument("--iters", type=int, nargs="+", default=[1, 5])
+    p.add_argument(
+        "--iters",
+        type=int,
+        nargs="+",
+        default=[1, 5],
+        help="solver iterations per Newton step to run",
+    )
     p.add_argument("--tag", default=None, help="output file name (default mnist[_quick])")
     args = p.parse_args(argv)
     if args.quick:

@@ -33,6 +33,7 @@ from pathlib import Path
 import gpytorch
 import torch
 
+from bo_ncgp.cli.common import HelpFormatter
 from experiments import harness
 
 OUT = harness.results_dir(__file__)
@@ -241,13 +242,15 @@ def rate_example(d: dict, checkpoints: tuple[int, ...]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--quick", action="store_true")
-    p.add_argument("--runs", type=int, default=10)
-    p.add_argument("--budget", type=int, default=100)
-    p.add_argument("--n-test", type=int, default=1000)
-    p.add_argument("--tol", type=float, default=1e-3)
-    p.add_argument("--out", type=Path, default=None)
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    p.add_argument("--quick", action="store_true", help="tiny configuration (CI)")
+    p.add_argument("--runs", type=int, default=10, help="runs (fresh counts each)")
+    p.add_argument("--budget", type=int, default=100, help="solver iterations per run")
+    p.add_argument("--n-test", type=int, default=1000, help="test inputs")
+    p.add_argument("--tol", type=float, default=1e-3, help="outer (Newton) tolerance")
+    p.add_argument(
+        "--out", type=Path, default=None, help="output folder (default: experiments/tatzel/results)"
+    )
     args = p.parse_args(argv)
     if args.quick:
         args.runs, args.budget, args.n_test = 1, 10, 50

@@ -280,7 +280,12 @@ QUICK = dict(
 
 def main(argv: list[str] | None = None) -> int:
     p = harness.parser(__doc__, OUT, root=True)
-    p.add_argument("--noise-sd", type=float, default=None)
+    p.add_argument(
+        "--noise-sd",
+        type=float,
+        default=None,
+        help="observation noise standard deviation (default: the preset's)",
+    )
     p.add_argument("--learn-hyper", action="store_true", help="learn the hyperparameters again")
     p.add_argument("--only", choices=["hipgp", "svgp"], default=None, help="run one model family")
     p.add_argument("--file", default=None, help="results file name (default dust.json)")

@@ -107,7 +107,13 @@ QUICK = dict(DEFAULT, sides=[8, 12], lengthscales=[0.2], num_rhs=3, file="pcg_qu
 
 def main(argv: list[str] | None = None) -> int:
     p = harness.parser(__doc__, OUT)
-    p.add_argument("--lengthscales", type=float, nargs="+", default=None)
+    p.add_argument(
+        "--lengthscales",
+        type=float,
+        nargs="+",
+        default=None,
+        help="kernel lengthscales to run (default: the preset's)",
+    )
     args = p.parse_args(argv)
     harness.setup(args.threads)
     cfg = harness.preset(DEFAULT, QUICK, args, lengthscales=args.lengthscales or None)

@@ -64,3 +64,21 @@ def test_psd_jitter_is_the_jitter_stable_cholesky_adds():
     torch.testing.assert_close(L @ L.mT, A + j[:, None, None] * torch.eye(3))
     with pytest.raises(NotPSDError):
         psd_jitter(-torch.eye(2))
+
+
+def test_float32_jitter_warns_once_saying_to_use_float64(monkeypatch, caplog):
+    import logging
+    import warnings
+
+    from bo_ncgp.linalg import cholesky
+
+    monkeypatch.setattr(cholesky, "_LOW_PRECISION_WARNED", False)
+    A = torch.ones(3, 3, dtype=torch.float32)  # singular: jitter every time
+    with warnings.catch_warnings(record=True) as caught, caplog.at_level(logging.DEBUG):
+        warnings.simplefilter("always")
+        for _ in range(5):
+            stable_cholesky(A, name="K")
+        stable_cholesky(torch.ones(2, 2, dtype=torch.float64), name="K64")
+    messages = [str(w.message) for w in caught if issubclass(w.category, NumericalWarning)]
+    assert len(messages) == 2 and "use float64" in messages[0] and "K64" in messages[1]
+    assert sum("added jitter" in r.getMessage() for r in caplog.records) == 4
