@@ -262,19 +262,21 @@ def test_require_names_the_extra_and_chains_the_import_error(monkeypatch):
         require("gpu", "json", needed_by="x")
 
 
-def test_keops_is_imported_only_when_its_backend_is_used(monkeypatch):
+def test_keops_is_imported_only_when_its_backend_is_a_candidate(monkeypatch):
+    import gpytorch
+    import torch
+
     from bo_ncgp.linalg import _keops
     from bo_ncgp.linalg.backend import choose_backend
 
-    monkeypatch.setitem(sys.modules, "pykeops", None)  # a dense product never asks for it
-    _keops._import_keops.cache_clear()
-    gpytorch = pytest.importorskip("gpytorch")
+    asked = []
+    monkeypatch.setattr(_keops, "keops_available", lambda: asked.append(1) or False)
     k = gpytorch.kernels.RBFKernel()
-    import torch
-
     assert choose_backend("auto", k, (50, 50), torch.float64, "cpu") == "dense"
+    assert choose_backend("chunked", k, (50, 50), torch.float64, "cpu") == "chunked"
+    assert not asked  # pykeops is not imported for a dense or chunked product
     assert choose_backend("keops", k, (50, 50), torch.float64, "cpu") == "chunked"
-    _keops._import_keops.cache_clear()
+    assert asked
 
 
 def test_commands_print_no_keops_banner():
