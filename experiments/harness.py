@@ -29,7 +29,7 @@ from pathlib import Path
 import torch
 
 from bo_ncgp.campaigns.storage import read_json, write_json
-from bo_ncgp.cli.common import HelpFormatter, add_verify_argument
+from bo_ncgp.cli.common import DATA_ROOT_HELP, HelpFormatter, add_verify_argument
 from bo_ncgp.exceptions import StateError
 
 __all__ = [
@@ -93,9 +93,7 @@ def parser(
     if seeds:
         p.add_argument("--seeds", type=int, default=None, help="number of seeds")
     if root:
-        p.add_argument(
-            "--root", default=None, help="data root (default: $BO_NCGP_DATA or ../shared)"
-        )
+        p.add_argument("--root", default=None, help=DATA_ROOT_HELP)
         add_verify_argument(p)
     p.add_argument("--out", type=Path, default=out, help="output folder")
     p.add_argument("--threads", type=int, default=1, help="torch threads (small dense algebra)")

@@ -11,6 +11,7 @@ import sys
 from typing import Any
 
 __all__ = [
+    "DATA_ROOT_HELP",
     "HelpFormatter",
     "add_dask_arguments",
     "add_logging_arguments",
@@ -18,6 +19,13 @@ __all__ = [
     "configure_logging",
     "dask_options",
 ]
+
+
+#: the help text of the data-root options (the rule of :func:`bo_ncgp.data.resolve_root`)
+DATA_ROOT_HELP = (
+    "folder of the data sets (default: $BO_NCGP_DATA, else ../shared/data beside a source "
+    "checkout, else ./data)"
+)
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):

@@ -45,7 +45,12 @@ from typing import Any
 from bo_ncgp.cli import Command
 from bo_ncgp.cli.argtypes import NONNEGATIVE_INT, POSITIVE_INT, int_at_least
 from bo_ncgp.cli.argtypes import checked as _checked
-from bo_ncgp.cli.common import add_dask_arguments, add_verify_argument, dask_options
+from bo_ncgp.cli.common import (
+    DATA_ROOT_HELP,
+    add_dask_arguments,
+    add_verify_argument,
+    dask_options,
+)
 
 __all__ = [
     "HELP",
@@ -231,7 +236,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     p = parser
     p.add_argument("--country", default="civ", help="data file hotspots/<country>_data.csv")
-    p.add_argument("--data-root", default=None, help="data root (default: $BO_NCGP_DATA)")
+    p.add_argument("--data-root", default=None, help=DATA_ROOT_HELP)
     add_verify_argument(p)
     p.add_argument(
         "--threshold", type=_open_unit, default=None, help="hotspot prevalence threshold"

@@ -1,7 +1,8 @@
 """Locating and verifying the shared data sets.
 
 Every loader resolves its folder with :func:`resolve_root` -- the ``root`` argument, else the
-environment variable ``BO_NCGP_DATA``, else ``<project>/../shared/data`` -- and opens files
+environment variable ``BO_NCGP_DATA``, else ``<project>/../shared/data`` in a source checkout
+and ``./data`` (below the working folder) for an installed package -- and opens files
 through :func:`data_file`, which raises a :class:`FileNotFoundError` that names the missing
 file and where to obtain it, and verifies the file's SHA-256 checksum:
 
@@ -53,7 +54,9 @@ class DataChecksumError(InputDataError):
 
 
 def resolve_root(root: str | os.PathLike | None = None) -> Path:
-    """The data root: ``root``, else ``$BO_NCGP_DATA``, else ``<project>/../shared/data``.
+    """The data root: ``root``, else ``$BO_NCGP_DATA``, else ``<project>/../shared/data`` when
+    the package runs from a source checkout (``<project>/pyproject.toml`` exists), else
+    ``data`` below the working folder (an installed package).
 
     Example:
         >>> resolve_root("/data/sets").as_posix()  # an explicit root always wins
@@ -64,7 +67,9 @@ def resolve_root(root: str | os.PathLike | None = None) -> Path:
     env = os.environ.get(ENV_VAR)
     if env:
         return Path(env).expanduser()
-    return _PROJECT.parent / "shared" / "data"
+    if (_PROJECT / "pyproject.toml").is_file():
+        return _PROJECT.parent / "shared" / "data"
+    return Path("data")
 
 
 def sha256(path: str | os.PathLike) -> str:

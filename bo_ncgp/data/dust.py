@@ -49,7 +49,7 @@ def load_dust(
     """Load the 5,000-star dust subsample.
 
     Args:
-        root: data root (default ``$BO_NCGP_DATA`` or ``<project>/../shared/data``).
+        root: data root (default: :func:`~bo_ncgp.data.resolve_root`).
         dtype: floating dtype of the tensors (default: torch's default dtype).
         verify: check the file's checksum (see :func:`bo_ncgp.data.data_file`); ``False``
             skips the check and logs a warning.

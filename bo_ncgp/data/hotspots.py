@@ -114,7 +114,7 @@ def load_hotspots(
 
     Args:
         country: file prefix, e.g. ``"civ"`` (Côte d'Ivoire).
-        root: data root (argument, else ``$BO_NCGP_DATA``, else ``<project>/../shared/data``).
+        root: data root (default: :func:`~bo_ncgp.data.resolve_root`).
         threshold: hotspot threshold; defaults to :data:`HOTSPOT_THRESHOLDS` ``[country]``.
         dtype: floating dtype of the tensors (default: torch's default dtype).
         verify: check the file's checksum: ``civ_data.csv`` against the one pinned in the

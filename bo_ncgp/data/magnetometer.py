@@ -44,7 +44,7 @@ def load_magnetometer(
 
     Args:
         paths: path numbers in ``1..9``.
-        root: data root (default ``$BO_NCGP_DATA`` or ``<project>/../shared/data``).
+        root: data root (default: :func:`~bo_ncgp.data.resolve_root`).
         dtype: floating dtype (default: torch's default dtype).
         verify: check the file's checksum (see :func:`bo_ncgp.data.data_file`); ``False``
             skips the check and logs a warning.

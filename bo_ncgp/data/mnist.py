@@ -12,7 +12,7 @@
 * :func:`split_tasks` builds the split-MNIST tasks (0, 1), (2, 3), ... as binary problems.
 
 Files are found through :func:`bo_ncgp.data.data_file` (``root`` argument, else
-``$BO_NCGP_DATA``, else ``<project>/../shared/data``) and verified (see
+:func:`bo_ncgp.data.resolve_root`) and verified (see
 :func:`bo_ncgp.data.data_file`): the shared ``mnist/t10k-*.gz`` against the checksums pinned in
 the package, other files against ``SHA256SUMS`` when the root has one listing them.
 

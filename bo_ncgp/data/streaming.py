@@ -9,7 +9,7 @@
   binary label ``{0, 1}`` in the last column.
 
 Files are found through :func:`bo_ncgp.data.data_file` (``root`` argument, else
-``$BO_NCGP_DATA``, else ``<project>/../shared/data``) and verified against the checksums
+:func:`bo_ncgp.data.resolve_root`) and verified against the checksums
 pinned in :mod:`bo_ncgp.data.checksums`: a file at one of these paths with other contents
 (such as the small examples below) needs ``verify=False``.
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import argparse
 
-from bo_ncgp.cli.common import add_verify_argument
+from bo_ncgp.cli.common import DATA_ROOT_HELP, add_verify_argument
 from experiments import harness
 
 __all__ = ["RESULTS", "build_parser", "main", "script_parser"]
@@ -41,7 +41,7 @@ def script_parser(doc: str, out_name: str, prog: str) -> argparse.ArgumentParser
     """
     p = harness.parser(doc, RESULTS / out_name, quick_help="tiny sizes for a smoke test", prog=prog)
     p.add_argument("--country", default="civ", help="data file hotspots/<country>_data.csv")
-    p.add_argument("--data-root", default=None, help="data root (default: $BO_NCGP_DATA)")
+    p.add_argument("--data-root", default=None, help=DATA_ROOT_HELP)
     add_verify_argument(p)
     return p
 

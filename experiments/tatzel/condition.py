@@ -32,7 +32,7 @@ from pathlib import Path
 import gpytorch
 import torch
 
-from bo_ncgp.cli.common import HelpFormatter, add_verify_argument
+from bo_ncgp.cli.common import DATA_ROOT_HELP, HelpFormatter, add_verify_argument
 from experiments import harness
 from experiments.tatzel.gmm import make_gmm, make_kernel
 
@@ -152,7 +152,7 @@ def run(problem, n_new_list, iters_list, quick) -> dict:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     p.add_argument("--quick", action="store_true", help="tiny configuration (CI)")
-    p.add_argument("--root", default=None, help="data root (default: $BO_NCGP_DATA)")
+    p.add_argument("--root", default=None, help=DATA_ROOT_HELP)
     add_verify_argument(p)
     p.add_argument(
         "--out", type=Path, default=None, help="output folder (default: experiments/tatzel/results)"

@@ -28,7 +28,7 @@ from __future__ import annotations
 import gpytorch
 import torch
 
-from bo_ncgp.cli.common import add_verify_argument
+from bo_ncgp.cli.common import DATA_ROOT_HELP, add_verify_argument
 from experiments import harness
 from experiments.tatzel import baselines
 
@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         __doc__, n_train=8000, svgp_budget=200.0, sod=[1000, 2000],
         budget_help="seconds per IterNCGP run",
     )  # fmt: skip
-    p.add_argument("--root", default=None, help="data root (default: BO_NCGP_DATA / shared)")
+    p.add_argument("--root", default=None, help=DATA_ROOT_HELP)
     add_verify_argument(p)
     p.add_argument(
         "--iters",
