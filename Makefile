@@ -1,8 +1,9 @@
 # Two commands a new user needs (see README.md):
 #   make demo   -> creates .venv, installs bo-ncgp with all extras, runs the demo
 #   make test   -> creates .venv, installs bo-ncgp with all extras, runs the test suite
-# make check-install: `pip install .` (not editable) into a fresh venv in a temporary folder,
-# then the installed `bo-ncgp` from an empty folder (CI runs it after the tests, via .ci/run).
+# make check-install: a wheel built from the checkout, installed (not editable) into a fresh venv
+# in a temporary folder, then the installed `bo-ncgp` from an empty folder (CI runs it after the
+# tests, via .ci/run).
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -44,41 +45,68 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check bo_ncgp tests
 
-# The package is built from a copy of the checkout's files (tracked and untracked, without what
-# .gitignore excludes), so a stale build/ folder cannot leak into the wheel and nothing is written
-# into the checkout; the commands run from an empty folder, so nothing is imported from it.
+# The wheel is built from a copy of the checkout's files (tracked and untracked, without what
+# .gitignore excludes), so a stale build/ folder cannot leak into it and nothing is written into
+# the checkout; it must hold py.typed and the LICENSE and no results data. The wheel (not the
+# source folder) is installed into a fresh venv, and the README's commands run from an empty
+# folder, so nothing is imported from the checkout; last, without the `envs` extra the demo
+# must name the extra to install.
 check-install:
 	@set -e; unset PYTHONPATH; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
-	mkdir -p "$$tmp/src" "$$tmp/run" "$$tmp/out"; start=$$(date +%s); \
+	mkdir -p "$$tmp/src" "$$tmp/run" "$$tmp/out" "$$tmp/dist"; start=$$(date +%s); \
+	version=$$(sed -n 's/^version = "\(.*\)"$$/\1/p' pyproject.toml); \
 	git ls-files -z -co --exclude-standard \
 	  | tar --null --ignore-failed-read -T - -cf - | tar -xf - -C "$$tmp/src"; \
-	echo "check-install: pip install . into $$tmp/venv"; \
+	echo "check-install: pip wheel, then pip install the wheel into $$tmp/venv"; \
 	$(PYTHON) -m venv "$$tmp/venv"; \
 	"$$tmp/venv/bin/pip" install --quiet -c constraints.txt torch==2.13.0; \
-	"$$tmp/venv/bin/pip" install --quiet -c constraints.txt "$$tmp/src[envs]"; \
+	"$$tmp/venv/bin/pip" wheel -v --no-deps -w "$$tmp/dist" "$$tmp/src" > "$$tmp/wheel.log" 2>&1 \
+	  || { tail -40 "$$tmp/wheel.log" >&2; exit 1; }; \
+	! grep "Warning" "$$tmp/wheel.log" >&2 || { echo "the wheel build warns" >&2; exit 1; }; \
+	whl=$$(ls "$$tmp"/dist/bo_ncgp-$$version-*.whl); \
+	"$$tmp/venv/bin/python" -c "import sys, zipfile; \
+	  names = zipfile.ZipFile(sys.argv[1]).namelist(); \
+	  top = {n.split('/')[0] for n in names if n.endswith('.py')}; \
+	  lic = [n for n in names if n.endswith('.dist-info/licenses/LICENSE')]; \
+	  data = [n for n in names if '/results/' in n]; \
+	  ok = 'bo_ncgp/py.typed' in names and lic and top == {'bo_ncgp', 'experiments'} and not data; \
+	  sys.exit(0 if ok else 'wheel: py.typed %s, LICENSE %s, packages %s, results data %s' \
+	    % ('bo_ncgp/py.typed' in names, lic, top, data[:3]))" "$$whl"; \
+	"$$tmp/venv/bin/pip" install --quiet -c constraints.txt "$$whl[envs]"; \
 	cd "$$tmp/run"; \
 	"$$tmp/venv/bin/python" -c "import bo_ncgp, experiments, sys; \
 	  paths = [bo_ncgp.__file__, experiments.__file__]; \
 	  sys.exit(0 if all(p.startswith('$$tmp/venv/') for p in paths) else 'not installed: %s' % paths)"; \
-	"$$tmp/venv/bin/python" -c "import sys; from importlib.metadata import files; \
-	  top = {f.parts[0] for f in files('bo-ncgp') if f.suffix == '.py'}; \
-	  data = [str(f) for f in files('bo-ncgp') if '/results/' in f.as_posix()]; \
-	  sys.exit(0 if top == {'bo_ncgp', 'experiments'} and not data else 'wheel: %s %s' % (top, data[:3]))"; \
-	echo "check-install: bo-ncgp --help"; \
-	"$$tmp/venv/bin/bo-ncgp" --help > "$$tmp/help.txt"; \
+	echo "check-install: bo-ncgp --version, --help"; \
+	test "$$("$$tmp/venv/bin/bo-ncgp" --version)" = "bo-ncgp $$version"; \
+	"$$tmp/venv/bin/bo-ncgp" --help > "$$tmp/help.txt" 2> "$$tmp/help.err"; \
 	for cmd in demo hotspots lunar-lander banana hipgp-pcg iterncgp-gmm gam-friedman; do \
 	  grep -q "^    $$cmd " "$$tmp/help.txt" || { echo "bo-ncgp --help lacks $$cmd" >&2; exit 1; }; \
 	done; \
-	echo "check-install: bo-ncgp demo"; \
+	"$$tmp/venv/bin/bo-ncgp" lunar-lander --help > /dev/null 2>> "$$tmp/help.err"; \
+	test ! -s "$$tmp/help.err" || { echo "--help printed on stderr:" >&2; cat "$$tmp/help.err" >&2; exit 1; }; \
+	echo "check-install: bo-ncgp demo, compare, plot, core-demo"; \
 	"$$tmp/venv/bin/bo-ncgp" demo --out "$$tmp/out/demo" > "$$tmp/demo.log" 2>&1 \
 	  || { tail -40 "$$tmp/demo.log" >&2; exit 1; }; \
 	test -f "$$tmp/out/demo/best.png"; \
+	"$$tmp/venv/bin/bo-ncgp" compare "$$tmp/out/demo/fantasy-batch" "$$tmp/out/demo/random" \
+	  > "$$tmp/compare.log" 2>&1 || { cat "$$tmp/compare.log" >&2; exit 1; }; \
+	grep -q "^best@15: A - B = " "$$tmp/compare.log" || { cat "$$tmp/compare.log" >&2; exit 1; }; \
+	"$$tmp/venv/bin/bo-ncgp" plot "$$tmp/out/demo" -o "$$tmp/out/plot.png" > /dev/null; \
+	test -f "$$tmp/out/plot.png"; \
+	"$$tmp/venv/bin/bo-ncgp" core-demo --n 500 --rank 20 > "$$tmp/core.log" 2>&1 \
+	  || { cat "$$tmp/core.log" >&2; exit 1; }; \
 	echo "check-install: bo-ncgp hipgp-pcg --quick"; \
 	"$$tmp/venv/bin/bo-ncgp" hipgp-pcg --quick --out "$$tmp/out/pcg" > "$$tmp/pcg.log" 2>&1 \
 	  || { tail -40 "$$tmp/pcg.log" >&2; exit 1; }; \
 	test -f "$$tmp/out/pcg/pcg_quick.json"; \
 	test -z "$$(ls -A "$$tmp/run")" || { echo "files written into the working folder:" >&2; \
 	  ls -A "$$tmp/run" >&2; exit 1; }; \
+	echo "check-install: without the envs extra, bo-ncgp demo names it"; \
+	"$$tmp/venv/bin/pip" uninstall --quiet -y gymnasium; \
+	rc=0; "$$tmp/venv/bin/bo-ncgp" demo --out "$$tmp/out/noenvs" > "$$tmp/noenvs.log" 2>&1 || rc=$$?; \
+	test "$$rc" -eq 2 && grep -q "pip install 'bo-ncgp\[envs\]'" "$$tmp/noenvs.log" \
+	  || { echo "demo without gymnasium: exit $$rc" >&2; tail -20 "$$tmp/noenvs.log" >&2; exit 1; }; \
 	echo "check-install: passed in $$(( $$(date +%s) - start )) s"
 
 clean:
