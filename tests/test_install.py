@@ -77,9 +77,15 @@ def test_ci_runs_the_install_check_after_the_tests():
     recipe = makefile.split("\ncheck-install:")[1].split("\n\n")[0]
     for step in (
         "-m venv",
-        'install --quiet -c constraints.txt "$$tmp/src',
+        'pip" wheel -v --no-deps -w "$$tmp/dist" "$$tmp/src"',
+        "bo_ncgp/py.typed",
+        ".dist-info/licenses/LICENSE",
+        'install --quiet -c constraints.txt "$$whl[envs]"',
+        'bo-ncgp" --version',
         'bo-ncgp" --help',
         'bo-ncgp" demo',
+        'bo-ncgp" compare',
         "--quick",
+        "uninstall --quiet -y gymnasium",
     ):
         assert step in recipe, step
