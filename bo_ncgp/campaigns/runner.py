@@ -29,6 +29,7 @@ for bit (floats are saved with ``repr``).
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 import traceback
@@ -53,6 +54,8 @@ from bo_ncgp.campaigns.storage import (
 from bo_ncgp.campaigns.strategies.base import History, Strategy
 from bo_ncgp.exceptions import InputDataError, StateError
 from bo_ncgp.problems.base import Evaluation, Problem
+
+_log = logging.getLogger(__name__)
 
 __all__ = ["Campaign", "run_seed", "run_seeds"]
 
@@ -365,6 +368,7 @@ class Campaign:
             except Exception as err:  # recorded, never fatal
                 msg = "".join(traceback.format_exception_only(type(err), err)).strip()
                 rec = _to_record(pend["points"][j], None, msg, float("nan"))
+                _log.warning("seed %d: an evaluation failed (recorded): %s", self.seed, msg)
             pend["done"][str(j)] = _jsonable(rec)
             self._save()  # every finished evaluation is on disk before the next one starts
             if bar is not None:
