@@ -374,3 +374,18 @@ def test_lunar_lander_quick_honours_explicit_options(extra, seeds, budget, monke
         cli.main(["lunar-lander", "--quick", "--out", str(tmp_path), *extra])
     assert seen["seeds"] == seeds and seen["budget"] == budget
     assert seen["out"] == tmp_path / "fantasy-batch"  # the toolkit's strategy by default
+
+
+@pytest.mark.parametrize(
+    "extra, initial, steps",
+    [([], 20, 4), (["--steps", "7"], 20, 7), (["--initial", "30"], 30, 4)],
+)
+def test_hotspots_quick_honours_explicit_options(extra, initial, steps, capsys):
+    from bo_ncgp.cli.hotspots import run
+
+    args = cli.command_parser("hotspots").parse_args(
+        ["--quick", "--data-root", "/nonexistent", *extra]
+    )
+    assert run(args) == 2  # no data: stops after the presets are applied
+    assert (args.initial, args.steps, args.seeds) == (initial, steps, 2)
+    assert "data file not found" in capsys.readouterr().err
