@@ -43,7 +43,7 @@ bench: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/ruff format --check bo_ncgp tests
+	$(BIN)/ruff format --check bo_ncgp tests experiments
 
 # The wheel is built from a copy of the checkout's files (tracked and untracked, without what
 # .gitignore excludes), so a stale build/ folder cannot leak into it and nothing is written into
