@@ -72,7 +72,7 @@ def test_every_option_has_help_and_the_help_shows_defaults(name, monkeypatch):
     with_default = [
         a
         for a in parser._actions
-        if a.option_strings and a.default not in (None, False, argparse.SUPPRESS)
+        if a.option_strings and a.nargs != 0 and a.default not in (None, argparse.SUPPRESS)
     ]
     formatter = parser._get_formatter()
     for a in with_default:  # the default is stated beside every option that has one
@@ -85,9 +85,11 @@ def test_formatter_states_defaults_once():
     p.add_argument("--b", type=int, default=4, help="count (default 4)")
     p.add_argument("--c", default=None, help="optional")
     p.add_argument("--d", action="store_true", help="flag")
+    p.add_argument("--no-e", dest="e", action="store_false", help="no e")
     text = " ".join(p.format_help().split())
     assert "count (default: 3)" in text and "count (default 4) (default" not in text
     assert "optional (default" not in text and "flag (default" not in text
+    assert "no e (default" not in text
 
 
 def test_lunar_lander_help_shows_its_defaults(capsys):

@@ -30,15 +30,16 @@ DATA_ROOT_HELP = (
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
     """The help formatter of every ``bo-ncgp`` command: descriptions as written, and
-    ``(default: X)`` after the help of an option whose default is a value (not ``None``,
-    ``False`` or suppressed) and whose help does not already state it.
+    ``(default: X)`` after the help of an option that takes a value and has a default (not
+    ``None`` or suppressed) which its help does not already state.
 
     Example:
         >>> p = argparse.ArgumentParser(prog="x", formatter_class=HelpFormatter)
         >>> _ = p.add_argument("--steps", type=int, default=100, help="steps per seed")
         >>> _ = p.add_argument("--out", default=None, help="output folder")
+        >>> _ = p.add_argument("--no-plot", dest="plot", action="store_false", help="no plot")
         >>> help_ = " ".join(p.format_help().split())
-        >>> "steps per seed (default: 100)" in help_, "output folder (default" in help_
+        >>> "steps per seed (default: 100)" in help_, "(default" in help_.split("100)")[1]
         (True, False)
     """
 
@@ -47,6 +48,7 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
         default = action.default
         if (
             not action.option_strings
+            or action.nargs == 0  # a flag: --quick, --no-verify, -v
             or default is None
             or default is False
             or default is argparse.SUPPRESS
