@@ -239,7 +239,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--data-root", default=None, help=DATA_ROOT_HELP)
     add_verify_argument(p)
     p.add_argument(
-        "--threshold", type=_open_unit, default=None, help="hotspot prevalence threshold"
+        "--threshold",
+        type=_open_unit,
+        default=None,
+        help="hotspot prevalence threshold (default: the country's, see "
+        "bo_ncgp.data.hotspots.HOTSPOT_THRESHOLDS)",
     )
     p.add_argument(
         "--strategy",

@@ -11,7 +11,7 @@ villages) has CR-only line endings; CR, LF and CRLF are all accepted, and so is 
 file with this schema (columns in any order; extra columns are ignored).
 
 A village is a *hotspot* when ``theta > threshold``: 0.1 for ``civ`` and ``mwi``, 0.02 for
-``hti`` and ``phl`` (the thresholds of the issue; other countries need ``threshold=...``).
+``hti`` and ``phl`` (other countries need ``threshold=...``).
 
 Example:
     >>> data = load_hotspots("civ")  # doctest: +SKIP
