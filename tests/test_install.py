@@ -89,3 +89,18 @@ def test_ci_runs_the_install_check_after_the_tests():
         "uninstall --quiet -y gymnasium",
     ):
         assert step in recipe, step
+
+
+def test_package_metadata_license_typing_and_changelog():
+    meta = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    project = meta["project"]
+    assert project["license"] == "MIT" and project["license-files"] == ["LICENSE"]
+    assert "MIT License" in (ROOT / "LICENSE").read_text()
+    assert (ROOT / "bo_ncgp" / "py.typed").is_file()
+    assert "py.typed" in meta["tool"]["setuptools"]["package-data"]["bo_ncgp"]
+    requires = meta["build-system"]["requires"]  # SPDX license strings need setuptools >= 77
+    assert any(re.fullmatch(r"setuptools>=(7[7-9]|[89]\d)(\.\d+)*", r) for r in requires), requires
+    changelog = (ROOT / "CHANGELOG.md").read_text()
+    assert re.search(
+        rf"^## {re.escape(project['version'])} - \d{{4}}-\d{{2}}-\d{{2}}$", changelog, re.M
+    )
