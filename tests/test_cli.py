@@ -389,3 +389,25 @@ def test_hotspots_quick_honours_explicit_options(extra, initial, steps, capsys):
     assert run(args) == 2  # no data: stops after the presets are applied
     assert (args.initial, args.steps, args.seeds) == (initial, steps, 2)
     assert "data file not found" in capsys.readouterr().err
+
+
+def test_a_requested_keops_backend_without_pykeops_names_the_extra(monkeypatch, caplog):
+    import logging
+
+    import gpytorch
+    import torch
+
+    from bo_ncgp.linalg import _keops, backend
+
+    monkeypatch.setitem(sys.modules, "pykeops", None)
+    _keops._import_keops.cache_clear()
+    backend._log_once.cache_clear()
+    try:
+        with caplog.at_level(logging.WARNING, logger="bo_ncgp.linalg.backend"):
+            k = gpytorch.kernels.RBFKernel()
+            for _ in range(2):
+                assert backend.choose_backend("keops", k, (9, 9), torch.float64, "cpu") == "chunked"
+    finally:
+        _keops._import_keops.cache_clear()
+    (record,) = caplog.records  # once per process
+    assert "needs pykeops: pip install 'bo-ncgp[keops]'" in record.getMessage()

@@ -29,6 +29,7 @@ import torch
 from torch import Tensor
 
 from bo_ncgp._extras import require
+from bo_ncgp.exceptions import MissingExtraError
 
 __all__ = ["keops_available", "keops_matmul", "keops_supports"]
 
@@ -62,6 +63,17 @@ def _import_keops():
     from pykeops.torch import LazyTensor
 
     return LazyTensor
+
+
+def missing_extra() -> str | None:
+    """The message naming the ``keops`` extra when pykeops is not installed, else ``None``."""
+    try:
+        _import_keops()
+    except MissingExtraError as err:
+        return str(err)
+    except Exception:  # installed but broken: keops_available() says so
+        return None
+    return None
 
 
 def keops_available() -> bool:

@@ -28,6 +28,7 @@ The choice is logged at debug level (logger ``bo_ncgp.linalg.backend``).
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import os
@@ -47,6 +48,13 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+
+@functools.cache
+def _log_once(message: str) -> None:
+    """``message`` as a warning of this module's logger, once per process."""
+    logger.warning(message)
+
 
 #: fraction of the available memory that a dense kernel matrix (with temporaries) may take
 DENSE_MEMORY_FRACTION = 0.5
@@ -158,7 +166,11 @@ def choose_backend(
         return allow_keops and _keops.keops_supports(kernel) and _keops.keops_available()
 
     if requested == "keops":
-        return "keops" if keops_ok() else "chunked"
+        if keops_ok():
+            return "keops"
+        if (missing := _keops.missing_extra()) is not None:
+            _log_once(f"backend='keops': {missing}; the chunked backend is used instead")
+        return "chunked"
     if requested != "auto":
         return requested
     needed = DENSE_OVERHEAD * math.prod(shape) * dtype.itemsize
