@@ -206,19 +206,6 @@ def test_version_comes_from_the_distribution_metadata(capsys):
     assert bo_ncgp.__version__ == version("bo-ncgp")
 
 
-@pytest.fixture
-def _restore_logging():
-    import logging
-
-    loggers = [logging.getLogger(n) for n in ("bo_ncgp", "experiments")]
-    saved = [(lg.level, list(lg.handlers)) for lg in loggers]
-    yield
-    for lg, (level, handlers) in zip(loggers, saved, strict=True):
-        lg.setLevel(level)
-        lg.handlers[:] = handlers
-
-
-@pytest.mark.usefixtures("_restore_logging")
 @pytest.mark.parametrize(
     "argv, level",
     [
@@ -229,14 +216,24 @@ def _restore_logging():
         (["plot", "/nonexistent", "-q"], "WARNING"),
     ],
 )
-def test_verbose_and_quiet_set_the_level_of_the_library_logs(argv, level, capsys):
+def test_verbose_and_quiet_set_the_level_of_the_library_logs(argv, level, capsys, monkeypatch):
     import logging
 
+    import bo_ncgp.campaigns.plotting as plotting
+
+    seen = []
+
+    def collect(paths):  # runs inside the command, where its logging is configured
+        seen.append(logging.getLevelName(logging.getLogger("bo_ncgp").level))
+        logging.getLogger("bo_ncgp.campaigns").debug("a debug record")
+        raise FileNotFoundError("no campaign")
+
+    monkeypatch.setattr(plotting, "collect", collect)
     assert cli.main(argv) == 2
-    assert logging.getLevelName(logging.getLogger("bo_ncgp").level) == level
-    logging.getLogger("bo_ncgp.linalg.backend").debug("a debug record")
+    assert seen == [level]
     err = capsys.readouterr().err
-    assert ("a debug record" in err) == (level == "DEBUG")
+    assert ("DEBUG bo_ncgp.campaigns: a debug record" in err) == (level == "DEBUG")
+    assert logging.getLogger("bo_ncgp").level == logging.NOTSET  # restored afterwards
 
 
 def test_a_missing_extra_is_reported_by_name_in_one_line(tmp_path, monkeypatch, capsys):

@@ -196,12 +196,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if name in COMMANDS:
             args = command_parser(name).parse_args(argv[1:])
-            configure_logging(verbose + args.verbose, quiet or args.quiet)
-            return int(command(name).run(args) or 0)
+            with configure_logging(verbose + args.verbose, quiet or args.quiet):
+                return int(command(name).run(args) or 0)
         experiments = experiment_commands() if name is not None else {}
         if name in experiments:
-            configure_logging(verbose, quiet)
-            return _run_experiment(experiments[name], argv[1:])
+            with configure_logging(verbose, quiet):
+                return _run_experiment(experiments[name], argv[1:])
     except (StateError, StorageError, MissingExtraError) as err:  # one line, no traceback
         print(f"bo-ncgp {name}: {err}", file=sys.stderr)
         return 2

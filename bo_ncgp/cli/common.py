@@ -5,9 +5,11 @@ options (``--verbose``, ``--quiet``) and the help formatter that shows defaults.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import math
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 __all__ = [
@@ -74,27 +76,36 @@ def add_logging_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--quiet", "-q", action="store_true", help="show only warnings and errors")
 
 
-def configure_logging(verbose: int = 0, quiet: bool = False) -> int:
-    """Send the log records of ``bo_ncgp`` and ``experiments`` to stderr, one line each, at
-    INFO (``verbose`` >= 1: DEBUG; ``quiet``: WARNING); returns the level. Only the
-    command-line entry point calls it: the library itself never configures logging.
+@contextlib.contextmanager
+def configure_logging(verbose: int = 0, quiet: bool = False) -> Iterator[int]:
+    """While the context is open, send the log records of ``bo_ncgp`` and ``experiments`` to
+    stderr, one line each, at INFO (``verbose`` >= 1: DEBUG; ``quiet``: WARNING); yields the
+    level and restores the loggers' levels and handlers on exit. Only the command-line entry
+    point uses it: the library itself never configures logging.
 
     Example:
         >>> import logging
-        >>> configure_logging(verbose=1) == logging.DEBUG
+        >>> with configure_logging(verbose=1) as level:
+        ...     logging.getLogger("bo_ncgp").level == level == logging.DEBUG
         True
-        >>> configure_logging(quiet=True) == logging.WARNING
+        >>> logging.getLogger("bo_ncgp").level == logging.NOTSET  # restored
         True
     """
     level = logging.WARNING if quiet else logging.DEBUG if verbose else logging.INFO
-    for name in ("bo_ncgp", "experiments"):
-        logger = logging.getLogger(name)
+    loggers = [logging.getLogger(name) for name in ("bo_ncgp", "experiments")]
+    saved = [(logger.level, list(logger.handlers)) for logger in loggers]
+    for logger in loggers:
         logger.setLevel(level)
         if not any(isinstance(h, _StderrHandler) for h in logger.handlers):
             handler = _StderrHandler()
             handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
             logger.addHandler(handler)
-    return level
+    try:
+        yield level
+    finally:
+        for logger, (old_level, handlers) in zip(loggers, saved, strict=True):
+            logger.setLevel(old_level)
+            logger.handlers[:] = handlers
 
 
 class _StderrHandler(logging.StreamHandler):

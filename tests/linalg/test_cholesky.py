@@ -74,7 +74,10 @@ def test_float32_jitter_warns_once_saying_to_use_float64(monkeypatch, caplog):
 
     monkeypatch.setattr(cholesky, "_LOW_PRECISION_WARNED", False)
     A = torch.ones(3, 3, dtype=torch.float32)  # singular: jitter every time
-    with warnings.catch_warnings(record=True) as caught, caplog.at_level(logging.DEBUG):
+    with (
+        warnings.catch_warnings(record=True) as caught,
+        caplog.at_level(logging.DEBUG, logger="bo_ncgp.linalg.cholesky"),
+    ):
         warnings.simplefilter("always")
         for _ in range(5):
             stable_cholesky(A, name="K")
