@@ -30,18 +30,18 @@ def hip():
 
 
 def test_posterior_matches_predict_f_shapes_and_noise(hip):
-    model = HIPGPModel(hip)
+    model = HIPGPModel.from_model(hip)
     X = torch.rand(4, 3, 2)
     check_posterior(model, X, noise=0.01)
     # a transformed-domain posterior: the derivative along x_0
-    d = HIPGPModel(hip, op=("derivative", 0)).posterior(X[0])
+    d = HIPGPModel.from_model(hip, op=("derivative", 0)).posterior(X[0])
     dm, dv = hip.predict_f(X[0], op=("derivative", 0))
     torch.testing.assert_close(d.mean[..., 0], dm)
     torch.testing.assert_close(d.variance[..., 0], dv)
 
 
 def test_acquisition_optimisation_runs_and_gradients_flow(hip):
-    model = HIPGPModel(hip)
+    model = HIPGPModel.from_model(hip)
     X = torch.rand(5, 1, 2, requires_grad=True)
     ei = ExpectedImprovement(model, best_f=0.5)
     val = ei(X)
