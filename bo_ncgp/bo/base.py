@@ -504,7 +504,7 @@ class LatentGPMarginalLogLikelihood(MarginalLogLikelihood):
         >>> from botorch.fit import fit_gpytorch_mll
         >>> from bo_ncgp.bo import DualSVGPModel
         >>> X = torch.rand(8, 2, dtype=torch.float64)
-        >>> model = DualSVGPModel.from_model(X, X.sum(-1, keepdim=True), num_hyper_steps=5)
+        >>> model = DualSVGPModel(X, X.sum(-1, keepdim=True), num_hyper_steps=5)
         >>> mll = fit_gpytorch_mll(LatentGPMarginalLogLikelihood(model.likelihood, model))
         >>> mll.training, model.model.num_data
         (False, 8)
