@@ -89,6 +89,9 @@ class LatentGPModel(Model, FantasizeMixin):
         (torch.Size([4, 3, 1]), torch.Size([4, 3, 3]))
     """
 
+    #: one outcome per adapter: several outcomes are a ``ModelList`` of adapters (read by Ax)
+    _supports_batched_models = False
+
     def __init__(
         self,
         model: Module,
