@@ -234,6 +234,21 @@ class LatentGPModel(Model, FantasizeMixin):
         dtype = getattr(self, "_data_dtype", None)
         return X if dtype is None or X.dtype == dtype else X.to(dtype)
 
+    def _apply(self, fn: Any, *args: Any, **kwargs: Any) -> LatentGPModel:
+        """``Module._apply``; an adapter built from data keeps its floating tensors in the
+        dtype it announced at construction (BoTorch's analytic acquisitions call
+        ``self.to(X)`` with the candidates, which would move a model fitted in float64 to
+        float32 candidates' dtype); devices move as usual."""
+        dtype = getattr(self, "_data_dtype", None)
+        if dtype is None:
+            return super()._apply(fn, *args, **kwargs)
+
+        def keep_dtype(t: Tensor) -> Tensor:
+            out = fn(t)
+            return out.to(t.dtype) if t.is_floating_point() and out.dtype != t.dtype else out
+
+        return super()._apply(keep_dtype, *args, **kwargs)
+
     def _warn_if_empty(self) -> None:
         """One warning per adapter when the wrapped model has seen no data: its posterior is
         the prior, which is almost never what an acquisition should see."""
@@ -289,6 +304,9 @@ class LatentGPModel(Model, FantasizeMixin):
                 f"{type(self).__name__}: Y must have shape (..., n, 1) (one observation column; "
                 f"class labels for a softmax model), got {tuple(Y.shape)}"
             )
+        dtype = getattr(self, "_data_dtype", None)
+        if dtype is not None and Y.dtype != dtype:  # announced at construction
+            Y = Y.to(dtype)
         with self._context():
             return self.model.condition(X, Y[..., 0], **self._condition_options())
 
@@ -545,7 +563,8 @@ def training_data(
 
     Data is computed in ``float64``: ``float32`` (or integer) data is cast with one
     :class:`~bo_ncgp.exceptions.InputDataWarning` (the models' Cholesky factorisations and
-    the acquisition optimisers are unreliable in single precision). ``train_Yvar`` (known
+    the acquisition optimisers are unreliable in single precision); the adapter then casts
+    later inputs silently and keeps its tensors in ``float64`` when moved (``.to``). ``train_Yvar`` (known
     observation noise) is an :class:`UnsupportedError`: the likelihood models the noise.
 
     Example:
