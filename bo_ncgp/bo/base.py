@@ -564,8 +564,9 @@ def training_data(
     Data is computed in ``float64``: ``float32`` (or integer) data is cast with one
     :class:`~bo_ncgp.exceptions.InputDataWarning` (the models' Cholesky factorisations and
     the acquisition optimisers are unreliable in single precision); the adapter then casts
-    later inputs silently and keeps its tensors in ``float64`` when moved (``.to``). ``train_Yvar`` (known
-    observation noise) is an :class:`UnsupportedError`: the likelihood models the noise.
+    later inputs silently and keeps its tensors in ``float64`` when moved (``.to``).
+    ``train_Yvar`` (known observation noise) is an :class:`UnsupportedError`: the likelihood
+    models the noise.
 
     Example:
         >>> from botorch.models.transforms import Normalize, Standardize

@@ -130,7 +130,7 @@ def test_fit_of_an_adapter_around_a_model_says_how_to_train_it():
     X, Y = data()
     dual = DualSVGP(RBFKernel(), Gaussian(), X[:4]).update(X, Y[:, 0])
     model = DualSVGPModel.from_model(dual)
-    with pytest.raises(UnsupportedError, match="from_model.*holds no training data"):
+    with pytest.raises(UnsupportedError, match=r"from_model.*holds no training data"):
         fit_gpytorch_mll(LatentGPMarginalLogLikelihood(model.likelihood, model))
 
 
