@@ -21,7 +21,7 @@ model, ``Adapter.from_model(model, **options)``. They change only what differs f
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import gpytorch
@@ -37,6 +37,7 @@ from torch.nn import Module
 from bo_ncgp.bo.base import LatentGPModel, training_data
 from bo_ncgp.exceptions import InputDataError, UnsupportedError
 from bo_ncgp.likelihoods import Gaussian, Likelihood
+from bo_ncgp.linalg._args import check_positive
 from bo_ncgp.models.dual import DualSVGP, fixed_hyperparameters
 
 __all__ = ["DualSVGPModel", "HIPGPModel", "IterNCGPModel", "SparseGAMModel"]
@@ -321,6 +322,11 @@ class HIPGPModel(LatentGPModel):
         likelihood: a bo_ncgp likelihood (default: HIP-GP's Gaussian).
         op: observation operator of the posterior (``"value"``, ``"integral"``,
             ``("derivative", d)``); acquisition functions then see ``L rho``.
+        pcg_tol: relative residual tolerance of the posterior's PCG solves (``None``: the
+            model's ``pcg_tol``). Tighter than training's default: an acquisition optimiser
+            compares values with gradients, and a posterior from solves stopped at ``1e-6``
+            moves in steps of that size as the iteration count changes with ``X`` (finite
+            differences then disagree with the exact gradients by percents).
         fit_options: keywords of :meth:`HIPGP.fit` (``num_epochs``, ``hyper_lr``, ...).
         **model_options: keywords of :class:`~bo_ncgp.models.HIPGP`.
 
@@ -349,6 +355,7 @@ class HIPGPModel(LatentGPModel):
         train_Yvar: Tensor | None = None,
         *,
         op: str | tuple | None = None,
+        pcg_tol: float | None = 1e-10,
         fit_options: dict[str, Any] | None = None,
         **model_options: Any,
     ) -> None:
@@ -369,19 +376,35 @@ class HIPGPModel(LatentGPModel):
             input_transform=input_transform,
             outcome_transform=outcome_transform,
         )
-        self._configure(op)
+        self._configure(op, pcg_tol)
         self.fit_options = self_fit
         self.train_data = (X, y)
         self._data_dtype = X.dtype
 
-    def _configure(self, op: str | tuple | None = None) -> None:
+    def _configure(self, op: str | tuple | None = None, pcg_tol: float | None = 1e-10) -> None:
         self.op = op
+        self.pcg_tol = None if pcg_tol is None else check_positive(pcg_tol, "pcg_tol", "HIPGPModel")
+
+    def _context(self) -> contextlib.AbstractContextManager:
+        return _pcg_tolerance(self.model, self.pcg_tol)
 
     def _fit_model(self, X: Tensor, y: Tensor) -> Module:
         return self.model.fit(X, y, **{"learn_hyperparameters": True, **self.fit_options})
 
     def _predict_options(self) -> dict[str, Any]:
         return {"op": self.op}
+
+
+@contextlib.contextmanager
+def _pcg_tolerance(model: Module, tol: float | None) -> Iterator[None]:
+    """``model.pcg_tol`` lowered to ``tol`` for the duration (never raised)."""
+    old = model.pcg_tol
+    if tol is not None and tol < old:
+        model.pcg_tol = tol
+    try:
+        yield
+    finally:
+        model.pcg_tol = old
 
 
 class SparseGAMModel(LatentGPModel):
