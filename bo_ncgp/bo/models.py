@@ -209,7 +209,7 @@ class DualSVGPModel(LatentGPModel):
         """
         self.eval()  # transforms keep the coefficients learned on the training data
         X_tf = self.transform_inputs(X)
-        Y = Y if isinstance(Y, Tensor) else torch.as_tensor(Y)
+        Y = Y if isinstance(Y, Tensor) else torch.as_tensor(Y, device=X_tf.device)
         Y = Y.unsqueeze(-1) if Y.dim() == 1 else Y
         if Y.dim() != 2 or Y.shape[-1] != 1:
             raise InputDataError(
