@@ -19,6 +19,8 @@ Usage::
 
     python benchmarks/ax_branin.py                 # 10 seeds x 20 trials
     python benchmarks/ax_branin.py --quick         # smoke test (2 seeds x 7 trials)
+    python benchmarks/ax_branin.py --seeds 5 --first-seed 5 --out b.json   # a share of the seeds
+    python benchmarks/ax_branin.py --merge a.json b.json                   # tabulated together
 """
 
 from __future__ import annotations
@@ -120,7 +122,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=10, help="seeds (default: 10)")
     parser.add_argument("--trials", type=int, default=20, help="trials per run (default: 20)")
     parser.add_argument("--init", type=int, default=5, help="initial trials (default: 5)")
+    parser.add_argument("--first-seed", type=int, default=0, help="first seed (default: 0)")
     parser.add_argument("--quick", action="store_true", help="2 seeds x 7 trials")
+    parser.add_argument(
+        "--merge", type=Path, nargs="+", help="tabulate the runs of these JSON results together"
+    )
     parser.add_argument("--out", type=Path, default=OUT / "ax_branin.json", help="JSON result")
     args = parser.parse_args(argv)
     if args.quick:
@@ -130,7 +136,16 @@ def main(argv: list[str] | None = None) -> int:
     from bo_ncgp.campaigns.storage import write_json
 
     runs: dict[str, list] = {arm: [] for arm in ARMS}
-    for seed in range(args.seeds):
+    if args.merge:
+        import json
+
+        for path in args.merge:
+            saved = json.loads(path.read_text())
+            for arm in ARMS:
+                runs[arm] += saved["runs"][arm]
+            args.trials, args.init = saved["setting"]["trials"], saved["setting"]["init"]
+        args.seeds = len(runs[ARMS[0]])
+    for seed in range(args.first_seed, args.first_seed + (0 if args.merge else args.seeds)):
         for arm in ARMS:
             runs[arm].append(run_arm(arm, seed, args.trials, args.init))
     summary = summarise(runs, args.init)

@@ -109,3 +109,15 @@ def test_an_outcome_constraint_modelled_by_a_bernoulli_dualsvgp(tmp_path):
     spec = loaded._generation_strategy.nodes_by_name["MBM"].generator_specs[0]
     configs = spec.generator_kwargs["surrogate_spec"].metric_to_model_configs
     assert configs["feasible"][0].likelihood_class is Bernoulli
+
+
+@pytest.mark.slow
+def test_the_branin_benchmark_quick_tabulates_both_surrogates(tmp_path, capsys):
+    from benchmarks.ax_branin import main
+
+    assert main(["--quick", "--out", str(tmp_path / "ax.json")]) == 0
+    out = capsys.readouterr().out
+    assert "| ax-default |" in out and "| dual-svgp |" in out and "paired difference" in out
+    merged = tmp_path / "merged.json"
+    assert main(["--merge", str(tmp_path / "ax.json"), "--out", str(merged)]) == 0
+    assert "2 seeds" in capsys.readouterr().out
