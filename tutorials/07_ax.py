@@ -115,9 +115,14 @@ for name in configs:
 
 # %% [markdown]
 # Best value found so far, mean and standard error over the seeds. Over 10 seeds and 20 trials
-# (`python benchmarks/ax_branin.py`) the two surrogates end within one standard error of each
-# other; Ax rebuilds the surrogate from all data at every trial (and re-standardises the
-# outcomes), so the DualSVGP's streaming update is not used here: each trial is one batch fit.
+# (`python benchmarks/ax_branin.py`) Ax's default reaches a simple regret of 0.076 +- 0.022 and
+# the DualSVGP 0.355 +- 0.142 (paired difference 0.28 +- 0.14): on a smooth 2-D function with
+# 20 points, where both models are exact GPs, the DualSVGP converges more slowly. Its fitted
+# hyperparameters agree with `SingleTaskGP`'s; one difference is the prior mean (fixed at the
+# standardised data's mean, where `SingleTaskGP` learns a constant). Ax rebuilds the surrogate
+# from all data at every trial (and re-standardises the outcomes), so the DualSVGP's streaming
+# update is not used here: each trial is one batch fit. The DualSVGP earns its place where
+# `SingleTaskGP` cannot go: non-Gaussian outcomes (next section) and long streams of data.
 
 # %%
 fig, ax = plt.subplots(figsize=(6, 4))
