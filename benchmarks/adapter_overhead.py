@@ -124,7 +124,7 @@ def _ratio_stats(num: list[float], den: list[float]) -> dict[str, float]:
 
 def posterior_rows(cfg: dict, X, y, dual) -> list[dict]:
     """Adapter vs bare vs SingleTaskGP at the shapes of optimize_acqf."""
-    model = DualSVGPModel(dual)
+    model = DualSVGPModel.from_model(dual)
     peer = SingleTaskGP(X, y.unsqueeze(-1))
     peer.eval()
     torch.manual_seed(0)  # prune_baseline samples
@@ -251,7 +251,7 @@ def kg_rows(cfg: dict) -> list[dict]:
     out = []
     for m in (cfg["m"], cfg["m_large"]):
         _, _, dual = make_problem(cfg["n"], m)
-        kg = qKnowledgeGradient(DualSVGPModel(dual), num_fantasies=nf)
+        kg = qKnowledgeGradient(DualSVGPModel.from_model(dual), num_fantasies=nf)
         Xkg = torch.rand(nc, 1 + nf, 6, generator=torch.Generator().manual_seed(2))
         Xkg = Xkg.to(torch.float64)
         Xg = Xkg.clone().requires_grad_(True)

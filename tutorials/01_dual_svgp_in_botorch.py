@@ -71,9 +71,16 @@ Y0 = f(U0)
 
 # %%
 mu, sd = Y0.mean(), Y0.std()
-dual = DualSVGP(ScaleKernel(MaternKernel(nu=2.5, ard_num_dims=2)), Gaussian(1e-3), U0,
-                max_inducing=32, memory_size=None, num_hyper_steps=30, lr=0.05,
-                num_inner_steps=1)
+dual = DualSVGP(
+    ScaleKernel(MaternKernel(nu=2.5, ard_num_dims=2)),
+    Gaussian(1e-3),
+    U0,
+    max_inducing=32,
+    memory_size=None,
+    num_hyper_steps=30,
+    lr=0.05,
+    num_inner_steps=1,
+)
 dual.update(U0, (Y0 - mu) / sd)
 
 U_dual, Y_dual = U0.clone(), Y0.clone()
@@ -82,7 +89,7 @@ t_dual = t_gp = 0.0
 for _ in range(N_ITER):
     # --- DualSVGP: one optimize_acqf call, then one streaming update
     t0 = time.perf_counter()
-    model = DualSVGPModel(dual)
+    model = DualSVGPModel.from_model(dual)
     acq = LogExpectedImprovement(model, best_f=((Y_dual.max() - mu) / sd))
     x, _ = optimize_acqf(acq, unit, q=1, num_restarts=4, raw_samples=128)
     y = f(x)
@@ -99,8 +106,10 @@ for _ in range(N_ITER):
     t_gp += time.perf_counter() - t0
 
 best_dual, best_gp = Y_dual.max().item(), Y_gp.max().item()
-print(f"best value found: DualSVGP {best_dual:.4f}, SingleTaskGP {best_gp:.4f} "
-      f"(optimum {branin.optimal_value:.4f})")
+print(
+    f"best value found: DualSVGP {best_dual:.4f}, SingleTaskGP {best_gp:.4f} "
+    f"(optimum {branin.optimal_value:.4f})"
+)
 print(f"wall-clock: DualSVGP {t_dual:.1f} s, SingleTaskGP {t_gp:.1f} s")
 print(f"RESULT best_dual={best_dual:.6f}")
 print(f"RESULT best_gp={best_gp:.6f}")

@@ -150,7 +150,7 @@ for b in range(N_BATCHES):
     incumbent = Y[S == 1].max() if (S == 1).any() else Y.max()
     best_f = float((incumbent - mu) / sd)
     batch = build_fantasy_batch(
-        [DualSVGPModel(reward), DualSVGPModel(success)],
+        [DualSVGPModel.from_model(reward), DualSVGPModel.from_model(success)],
         lambda ms, best_f=best_f: ConstrainedLogExpectedImprovement(ms[0], ms[1], best_f=best_f),
         q=Q,
         bounds=unit,
@@ -161,7 +161,7 @@ for b in range(N_BATCHES):
     t_acq += sum(batch.optimize_seconds)
     t_cond += sum(batch.condition_seconds)
     with torch.no_grad():
-        p_succ = ProbabilityOfSuccess(DualSVGPModel(success))(batch.X.unsqueeze(-2))
+        p_succ = ProbabilityOfSuccess(DualSVGPModel.from_model(success))(batch.X.unsqueeze(-2))
     y, s = evaluate(batch.X)
     reward.update(batch.X, (y - mu) / sd)  # the real observations, one streaming update each
     success.update(batch.X, s)

@@ -158,10 +158,10 @@ for c in range(D):
 # `SparseGAMModel` is a BoTorch `Model`: any analytic or MC acquisition function works with
 # it. Here `optimize_acqf` maximises an upper confidence bound of the fitted predictor; the
 # true maximiser is `x_1 = 0.25`, `x_2` at 0 or 1, `x_3 = 1` (any `x_4`).
-# `SparseGAMModel(gam, components=[c])` would expose a single component instead.
+# `SparseGAMModel.from_model(gam, components=[c])` would expose a single component instead.
 
 # %%
-model = SparseGAMModel(gam)
+model = SparseGAMModel.from_model(gam)
 acq = UpperConfidenceBound(model, beta=0.1)
 bounds = torch.stack([torch.zeros(D), torch.ones(D)])
 x_best, _ = optimize_acqf(acq, bounds, q=1, num_restarts=4, raw_samples=256)

@@ -24,6 +24,7 @@ from bo_ncgp._lazy import lazy_attributes
 _ACQ = "bo_ncgp.bo.acquisition"
 _LAZY = {
     "LatentGPModel": "bo_ncgp.bo.base",
+    "LatentGPMarginalLogLikelihood": "bo_ncgp.bo.base",
     "DualSVGPModel": "bo_ncgp.bo.models",
     "IterNCGPModel": "bo_ncgp.bo.models",
     "HIPGPModel": "bo_ncgp.bo.models",

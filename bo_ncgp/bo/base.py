@@ -13,14 +13,18 @@ Algorithm 2).
 
 Per-model subclasses (:mod:`bo_ncgp.bo.models`) change only what differs: extra arguments of
 ``predict_f`` (:meth:`~LatentGPModel._predict_options`) or ``condition``
-(:meth:`~LatentGPModel._condition_options`), or a context every posterior and conditioning
-runs in (:meth:`~LatentGPModel._context`).
+(:meth:`~LatentGPModel._condition_options`), a context every posterior and conditioning
+runs in (:meth:`~LatentGPModel._context`), and how the wrapped model is built from training
+data and trained (BoTorch's ``Model(train_X, train_Y, ...)`` constructors and
+``fit_gpytorch_mll``, through :meth:`~LatentGPModel.custom_fit` and
+:class:`LatentGPMarginalLogLikelihood`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
+import warnings
 from typing import Any
 
 import torch
@@ -28,7 +32,9 @@ from botorch.acquisition.objective import PosteriorTransform
 from botorch.models.model import FantasizeMixin, Model
 from botorch.posteriors.gpytorch import GPyTorchPosterior
 from botorch.sampling import MCSampler
+from botorch.utils.datasets import SupervisedDataset
 from gpytorch.distributions import MultitaskMultivariateNormal, MultivariateNormal
+from gpytorch.mlls import MarginalLogLikelihood
 from linear_operator.operators import (
     BlockDiagLinearOperator,
     CholLinearOperator,
@@ -37,13 +43,13 @@ from linear_operator.operators import (
 from torch import Tensor
 from torch.nn import Module
 
-from bo_ncgp.exceptions import InputDataError, UnsupportedError
+from bo_ncgp.exceptions import InputDataError, InputDataWarning, UnsupportedError
 from bo_ncgp.likelihoods import Gaussian
 from bo_ncgp.likelihoods.settings import soft_targets
 from bo_ncgp.linalg import psd_jitter
-from bo_ncgp.models._checks import check_device
+from bo_ncgp.models._checks import check_device, check_inputs, check_real_tensor
 
-__all__ = ["LatentGPModel"]
+__all__ = ["LatentGPMarginalLogLikelihood", "LatentGPModel", "training_data"]
 
 
 class LatentGPModel(Model, FantasizeMixin):
@@ -83,6 +89,9 @@ class LatentGPModel(Model, FantasizeMixin):
         (torch.Size([4, 3, 1]), torch.Size([4, 3, 3]))
     """
 
+    #: one outcome per adapter: several outcomes are a ``ModelList`` of adapters (read by Ax)
+    _supports_batched_models = False
+
     def __init__(
         self,
         model: Module,
@@ -101,6 +110,158 @@ class LatentGPModel(Model, FantasizeMixin):
             self.input_transform = input_transform
         if outcome_transform is not None:
             self.outcome_transform = outcome_transform
+        #: ``(X, y)`` the wrapped model is trained on by :meth:`custom_fit`, in the transformed
+        #: spaces (``None`` for an adapter built around an existing model)
+        self.train_data: tuple[Tensor, Tensor] | None = None
+        self._empty_warned = False
+
+    # ------------------------------------------------------------- construction
+    @classmethod
+    def from_model(
+        cls,
+        model: Module,
+        *,
+        input_transform: Module | None = None,
+        outcome_transform: Module | None = None,
+        **options: Any,
+    ) -> LatentGPModel:
+        """The adapter around an existing (trained) bo_ncgp model.
+
+        The model lives in the transformed spaces: it must have been trained on
+        ``input_transform(X)`` and ``outcome_transform(Y)``. It is trained by its own methods
+        (``fit``, ``update``), not by ``fit_gpytorch_mll``.
+
+        Args:
+            model: the bo_ncgp model.
+            input_transform, outcome_transform: optional BoTorch transforms (their
+                coefficients already set, e.g. ``Normalize(d, bounds=...)``).
+            **options: the adapter's options (``num_outputs`` of :class:`LatentGPModel`;
+                ``op`` of :class:`~bo_ncgp.bo.models.HIPGPModel`, ...).
+
+        Example:
+            >>> from gpytorch.kernels import RBFKernel
+            >>> from bo_ncgp.likelihoods import Gaussian
+            >>> from bo_ncgp.models import IterNCGP
+            >>> X = torch.rand(10, 2)
+            >>> gp = IterNCGP(RBFKernel(), Gaussian(0.1)).fit(X, X.sum(-1))
+            >>> LatentGPModel.from_model(gp).posterior(X[:3]).mean.shape
+            torch.Size([3, 1])
+        """
+        new = cls.__new__(cls)
+        LatentGPModel.__init__(
+            new, model, input_transform=input_transform, outcome_transform=outcome_transform
+        )
+        new._configure(**options)
+        return new
+
+    def _configure(self, num_outputs: int | None = None) -> None:
+        """Set the adapter's own options (:meth:`from_model`'s ``**options``)."""
+        if num_outputs is not None:
+            self._num_outputs = int(num_outputs)
+
+    @classmethod
+    def construct_inputs(cls, training_data: SupervisedDataset, **options: Any) -> dict[str, Any]:
+        """Keyword arguments of the constructor from a BoTorch ``SupervisedDataset``:
+        ``train_X``, ``train_Y`` (and ``train_Yvar`` when the data set has one) plus
+        ``options`` (the model options of Ax's ``ModelConfig``), passed on unchanged.
+
+        Example:
+            >>> from botorch.utils.datasets import SupervisedDataset
+            >>> data = SupervisedDataset(torch.rand(4, 2), torch.rand(4, 1),
+            ...                          feature_names=["a", "b"], outcome_names=["y"])
+            >>> sorted(LatentGPModel.construct_inputs(data, num_inducing=8))
+            ['num_inducing', 'train_X', 'train_Y']
+        """
+        if not isinstance(training_data, SupervisedDataset):
+            raise InputDataError(
+                f"{cls.__name__}.construct_inputs: training_data must be a BoTorch "
+                f"SupervisedDataset, got {type(training_data).__name__}"
+            )
+        inputs: dict[str, Any] = {"train_X": training_data.X, "train_Y": training_data.Y}
+        if training_data.Yvar is not None:
+            inputs["train_Yvar"] = training_data.Yvar
+        return {**inputs, **options}
+
+    # ------------------------------------------------------------------ training
+    def _fit_model(self, X: Tensor, y: Tensor) -> Module:
+        """The wrapped model trained on transformed ``X (n, d)`` and ``y (n,)`` (by the
+        model's own ``fit``; subclasses with another training override this)."""
+        if not getattr(self.model, "supports_fit", False):
+            raise UnsupportedError(
+                f"{type(self).__name__}: {type(self.model).__name__} has no fit(X, y); train it "
+                "with its own methods"
+            )
+        return self.model.fit(X, y)
+
+    def custom_fit(
+        self,
+        mll: MarginalLogLikelihood | None = None,
+        closure: Any = None,
+        optimizer: Any = None,
+        **kwargs: Any,
+    ) -> MarginalLogLikelihood | None:
+        """Train the wrapped model's hyperparameters on :attr:`train_data` by the model's own
+        training; BoTorch's ``fit_gpytorch_mll(mll)`` calls this for any ``mll`` whose
+        ``model`` is this adapter (e.g. :class:`LatentGPMarginalLogLikelihood`).
+
+        BoTorch's closure and optimizer cannot drive the model's own training: passing either
+        is an :class:`UnsupportedError`; other keywords of ``fit_gpytorch_mll`` are ignored,
+        as BoTorch's fit routines ignore unexpected keywords.
+
+        Returns:
+            ``mll`` in evaluation mode.
+        """
+        who = type(self).__name__
+        if closure is not None or optimizer is not None:
+            raise UnsupportedError(
+                f"{who} is trained by {type(self.model).__name__}'s own training; "
+                "fit_gpytorch_mll's closure and optimizer cannot be used with it"
+            )
+        if self.train_data is None:
+            raise UnsupportedError(
+                f"{who} was built around an existing {type(self.model).__name__} (from_model) "
+                "and holds no training data: train that model itself (fit/update), or build the "
+                f"adapter from data, {who}(train_X, train_Y, ...)"
+            )
+        self.model = self._fit_model(*self.train_data)
+        self.eval()
+        return None if mll is None else mll.eval()
+
+    def transform_inputs(self, X: Tensor, input_transform: Module | None = None) -> Tensor:
+        """BoTorch's ``transform_inputs``, then (for an adapter built from data) a cast to
+        the wrapped model's dtype, announced once at construction."""
+        X = super().transform_inputs(X, input_transform=input_transform)
+        dtype = getattr(self, "_data_dtype", None)
+        return X if dtype is None or X.dtype == dtype else X.to(dtype)
+
+    def _apply(self, fn: Any, *args: Any, **kwargs: Any) -> LatentGPModel:
+        """``Module._apply``; an adapter built from data keeps its floating tensors in the
+        dtype it announced at construction (BoTorch's analytic acquisitions call
+        ``self.to(X)`` with the candidates, which would move a model fitted in float64 to
+        float32 candidates' dtype); devices move as usual."""
+        dtype = getattr(self, "_data_dtype", None)
+        if dtype is None:
+            return super()._apply(fn, *args, **kwargs)
+
+        def keep_dtype(t: Tensor) -> Tensor:
+            out = fn(t)
+            return out.to(t.dtype) if t.is_floating_point() and out.dtype != t.dtype else out
+
+        return super()._apply(keep_dtype, *args, **kwargs)
+
+    def _warn_if_empty(self) -> None:
+        """One warning per adapter when the wrapped model has seen no data: its posterior is
+        the prior, which is almost never what an acquisition should see."""
+        if self._empty_warned or getattr(self.model, "num_data", None) != 0:
+            return
+        self._empty_warned = True
+        warnings.warn(
+            f"{type(self).__name__}: the wrapped {type(self.model).__name__} has seen no data "
+            "(num_data=0), so its posterior is the prior; train it first (update(X, y) or "
+            f"fit), or build the adapter from data: {type(self).__name__}(train_X, train_Y, ...)",
+            UserWarning,
+            stacklevel=3,
+        )
 
     # ---------------------------------------------------------- what subclasses change
     def _context(self) -> contextlib.AbstractContextManager:
@@ -143,6 +304,9 @@ class LatentGPModel(Model, FantasizeMixin):
                 f"{type(self).__name__}: Y must have shape (..., n, 1) (one observation column; "
                 f"class labels for a softmax model), got {tuple(Y.shape)}"
             )
+        dtype = getattr(self, "_data_dtype", None)
+        if dtype is not None and Y.dtype != dtype:  # announced at construction
+            Y = Y.to(dtype)
         with self._context():
             return self.model.condition(X, Y[..., 0], **self._condition_options())
 
@@ -196,6 +360,7 @@ class LatentGPModel(Model, FantasizeMixin):
             A :class:`GPyTorchPosterior` with event shape ``q x m``.
         """
         self.eval()
+        self._warn_if_empty()
         if output_indices is not None:
             output_indices = _output_indices(
                 output_indices, self.num_outputs, f"{type(self).__name__}.posterior"
@@ -341,6 +506,117 @@ class LatentGPModel(Model, FantasizeMixin):
             if name in self._modules:
                 new._modules[name] = copy.deepcopy(self._modules[name])
         return new
+
+
+class LatentGPMarginalLogLikelihood(MarginalLogLikelihood):
+    """The "marginal log likelihood" handed to BoTorch's ``fit_gpytorch_mll`` for an adapter
+    built from data: ``fit_gpytorch_mll(LatentGPMarginalLogLikelihood(model.likelihood,
+    model))`` trains the wrapped model by its own training (:meth:`LatentGPModel.custom_fit`),
+    in place of GPyTorch's ``ExactMarginalLogLikelihood`` of a ``SingleTaskGP`` (which
+    accepts only GPyTorch's Gaussian likelihoods and exact GPs).
+
+    It is a training handle, not an objective: calling it is an :class:`UnsupportedError`.
+
+    Args:
+        likelihood: the adapter's likelihood (``model.likelihood``).
+        model: a :class:`LatentGPModel`.
+
+    Example:
+        >>> from botorch.fit import fit_gpytorch_mll
+        >>> from bo_ncgp.bo import DualSVGPModel
+        >>> X = torch.rand(8, 2, dtype=torch.float64)
+        >>> model = DualSVGPModel(X, X.sum(-1, keepdim=True), num_hyper_steps=5)
+        >>> mll = fit_gpytorch_mll(LatentGPMarginalLogLikelihood(model.likelihood, model))
+        >>> mll.training, model.model.num_data
+        (False, 8)
+    """
+
+    def __init__(self, likelihood: Module | None, model: LatentGPModel) -> None:
+        if not isinstance(model, LatentGPModel):
+            raise InputDataError(
+                "LatentGPMarginalLogLikelihood: model must be a bo_ncgp BoTorch adapter "
+                f"(LatentGPModel, DualSVGPModel, ...), got {type(model).__name__}"
+            )
+        Module.__init__(self)  # GPyTorch's check (an ExactGP or ApproximateGP) does not apply
+        self.likelihood = likelihood
+        self.model = model
+
+    def forward(self, *args: Any, **kwargs: Any) -> Tensor:
+        raise UnsupportedError(
+            "LatentGPMarginalLogLikelihood is a training handle for fit_gpytorch_mll(mll); it "
+            "is not evaluated"
+        )
+
+
+def training_data(
+    who: str,
+    train_X: Tensor,
+    train_Y: Tensor,
+    train_Yvar: Tensor | None = None,
+    input_transform: Module | None = None,
+    outcome_transform: Module | None = None,
+) -> tuple[Tensor, Tensor]:
+    """``(X, y)`` for training a wrapped model, from BoTorch's ``train_X (n, d)`` and
+    ``train_Y (n, 1)`` (or ``(n,)``), as ``SingleTaskGP`` does: ``input_transform`` is applied
+    (learning its coefficients, e.g. ``Normalize``'s bounds, if it learns them) and
+    ``outcome_transform`` is trained on ``train_Y``; ``y`` is the transformed column, ``(n,)``.
+
+    Data is computed in ``float64``: ``float32`` (or integer) data is cast with one
+    :class:`~bo_ncgp.exceptions.InputDataWarning` (the models' Cholesky factorisations and
+    the acquisition optimisers are unreliable in single precision); the adapter then casts
+    later inputs silently and keeps its tensors in ``float64`` when moved (``.to``).
+    ``train_Yvar`` (known observation noise) is an :class:`UnsupportedError`: the likelihood
+    models the noise.
+
+    Example:
+        >>> from botorch.models.transforms import Normalize, Standardize
+        >>> X = 10 * torch.rand(6, 2, dtype=torch.float64)
+        >>> X_tf, y = training_data("Model", X, X[:, :1], None, Normalize(2), Standardize(1))
+        >>> float(X_tf.min()), float(X_tf.max()), y.shape, abs(float(y.mean())) < 1e-12
+        (0.0, 1.0, torch.Size([6]), True)
+    """
+    if train_Yvar is not None:
+        raise UnsupportedError(
+            f"{who}: train_Yvar (known observation noise) is not supported; the likelihood "
+            "models the noise (pass train_X and train_Y only)"
+        )
+    device = train_X.device if isinstance(train_X, Tensor) else None
+    X = check_inputs(train_X, who, name="train_X", matrix=True, allow_empty=False, device=device)
+    Y = check_real_tensor(
+        train_Y if isinstance(train_Y, Tensor) else torch.as_tensor(train_Y, device=X.device),
+        "train_Y",
+        who,
+    )
+    if (Y.dim() == 2 and Y.shape[-1] != 1) or Y.dim() not in (1, 2):
+        raise InputDataError(
+            f"{who}: train_Y must have shape (n, 1) (one outcome; a ModelListGP of adapters "
+            f"models several), got {tuple(Y.shape)}"
+        )
+    if Y.shape[0] != X.shape[0]:
+        raise InputDataError(
+            f"{who}: train_X has {X.shape[0]} points but train_Y has {Y.shape[0]} rows"
+        )
+    check_device(who, X.device, train_Y=Y)
+    Y = Y.reshape(-1, 1)
+    if X.dtype != torch.float64 or Y.dtype != torch.float64:
+        kinds = sorted({str(X.dtype), str(Y.dtype)} - {"torch.float64"})
+        warnings.warn(
+            f"{who}: the training data has dtype {', '.join(kinds)}, the model computes in "
+            "torch.float64 (single precision makes its Cholesky factorisations and BoTorch's "
+            "acquisition optimisation unreliable); the data and every later input are cast to "
+            "torch.float64 (pass float64 data, e.g. train_X.double(), to avoid the cast)",
+            InputDataWarning,
+            stacklevel=3,
+        )
+        X, Y = X.to(torch.float64), Y.to(torch.float64)
+    with torch.no_grad():
+        if input_transform is not None:
+            input_transform.to(X)
+            X = input_transform(X)
+        if outcome_transform is not None:
+            outcome_transform.train()
+            Y, _ = outcome_transform(Y=Y, X=X)
+    return X.detach(), Y[..., 0].detach()
 
 
 def _output_indices(indices: Any, num_outputs: int, who: str) -> list[int]:

@@ -133,7 +133,7 @@ def build_fantasy_batch(
         >>> dual = DualSVGP(RBFKernel(), Gaussian(0.01), X[:8], num_hyper_steps=0)
         >>> _ = dual.update(X, torch.sin(3 * X).sum(-1))
         >>> batch = build_fantasy_batch(
-        ...     DualSVGPModel(dual), lambda ms: UpperConfidenceBound(ms[0], beta=4.0),
+        ...     DualSVGPModel.from_model(dual), lambda ms: UpperConfidenceBound(ms[0], beta=4.0),
         ...     q=3, bounds=torch.tensor([[0.0, 0.0], [1.0, 1.0]]), num_restarts=2,
         ...     raw_samples=64)
         >>> batch.X.shape, len(batch.condition_seconds)

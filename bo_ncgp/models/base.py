@@ -144,6 +144,23 @@ def check_kernel_and_likelihood(
         )
 
 
+_ADAPTERS = {"DualSVGP": "DualSVGPModel", "IterNCGP": "IterNCGPModel", "HIPGP": "HIPGPModel",
+             "SparseGAM": "SparseGAMModel"}  # fmt: skip
+
+
+def _not_a_botorch_model(model: object) -> UnsupportedError:
+    """The error of a bo_ncgp model handed to BoTorch: it names the model's adapter."""
+    name = type(model).__name__
+    adapter = _ADAPTERS.get(name, "LatentGPModel")
+    built = (
+        f" (or build it from data: {adapter}(train_X, train_Y, ...))" if name in _ADAPTERS else ""
+    )
+    return UnsupportedError(
+        f"{name} is a bo_ncgp model, not a BoTorch Model: wrap it for BoTorch with "
+        f"bo_ncgp.bo.{adapter}.from_model(model){built}"
+    )
+
+
 class LatentGP(ABC):
     """Abstract base of every bo_ncgp model (mix into a ``torch.nn.Module``).
 
@@ -166,6 +183,28 @@ class LatentGP(ABC):
     def num_latents(self) -> int:
         """Number of latent functions ``C`` (the likelihood's, by default)."""
         return int(getattr(self.likelihood, "num_latents", 1))
+
+    @property
+    def num_outputs(self) -> int:
+        """Not defined: a bo_ncgp model is not a BoTorch ``Model``; BoTorch, which reads
+        ``num_outputs`` and calls ``posterior``, needs the model's adapter
+        (:mod:`bo_ncgp.bo`). The error names it.
+
+        Example:
+            >>> from bo_ncgp.likelihoods import Gaussian
+            >>> from bo_ncgp.models import DualSVGP
+            >>> from gpytorch.kernels import RBFKernel
+            >>> DualSVGP(RBFKernel(), Gaussian(), torch.rand(3, 1)).num_outputs
+            Traceback (most recent call last):
+            ...
+            bo_ncgp.exceptions.UnsupportedError: DualSVGP is a bo_ncgp model, not a BoTorch ...
+        """
+        raise _not_a_botorch_model(self)
+
+    @property
+    def posterior(self) -> Any:
+        """Not defined (see :attr:`num_outputs`)."""
+        raise _not_a_botorch_model(self)
 
     @property
     def batch_shape(self) -> torch.Size:

@@ -45,7 +45,7 @@ def gam():
 
 
 def test_is_latent_gp_model_and_matches_predict_f(gam):
-    model = SparseGAMModel(gam)
+    model = SparseGAMModel.from_model(gam)
     assert isinstance(model, LatentGPModel)
     assert model.num_outputs == 1 and model.batch_shape == torch.Size()
     check_posterior(model, torch.rand(4, 3, 2), noise=gam.likelihood.noise.detach())
@@ -54,19 +54,19 @@ def test_is_latent_gp_model_and_matches_predict_f(gam):
 
 def test_component_posterior(gam):
     X = torch.rand(5, 2)
-    post = SparseGAMModel(gam, components=[2]).posterior(X)
+    post = SparseGAMModel.from_model(gam, components=[2]).posterior(X)
     cm, cv = gam.predict_components(X)
     torch.testing.assert_close(post.mean[..., 0], cm[..., 2])
     torch.testing.assert_close(post.variance[..., 0], cv[..., 2])
     with pytest.raises(ValueError, match="components"):
-        SparseGAMModel(gam, components=[5])
+        SparseGAMModel.from_model(gam, components=[5])
 
 
 def test_transforms(gam):
     lo, hi = torch.tensor([-2.0, 10.0]), torch.tensor([2.0, 30.0])
     tf = Normalize(d=2, bounds=torch.stack([lo, hi]))
     tf.eval()
-    model = SparseGAMModel(gam, input_transform=tf)
+    model = SparseGAMModel.from_model(gam, input_transform=tf)
     U = torch.rand(6, 2)
     X = lo + (hi - lo) * U
     post = model.posterior(X)
@@ -77,13 +77,13 @@ def test_transforms(gam):
     st = Standardize(m=1)
     st(torch.tensor([[1.0], [5.0], [3.0]]))  # mean 3, std 2
     st.eval()
-    post = SparseGAMModel(gam, outcome_transform=st).posterior(U)
+    post = SparseGAMModel.from_model(gam, outcome_transform=st).posterior(U)
     torch.testing.assert_close(post.mean[..., 0], 3.0 + 2.0 * mean)
     torch.testing.assert_close(post.variance[..., 0], 4.0 * var)
 
 
 def test_acquisition_optimisation_and_gradients(gam):
-    model = SparseGAMModel(gam)
+    model = SparseGAMModel.from_model(gam)
     X = torch.rand(5, 1, 2, requires_grad=True)
     val = LogExpectedImprovement(model, best_f=0.5)(X)
     val.sum().backward()
@@ -99,7 +99,7 @@ def test_acquisition_optimisation_and_gradients(gam):
 def test_bernoulli_latent_posterior_and_no_noise():
     torch.manual_seed(1)
     gam = make_gam(Bernoulli(), "mean_field")
-    model = SparseGAMModel(gam)
+    model = SparseGAMModel.from_model(gam)
     X = torch.rand(3, 2)
     post = model.posterior(X)
     noisy = model.posterior(X, observation_noise=True)  # no Gaussian noise to add
@@ -107,7 +107,7 @@ def test_bernoulli_latent_posterior_and_no_noise():
 
 
 def test_conditioning_not_supported(gam):
-    model = SparseGAMModel(gam)
+    model = SparseGAMModel.from_model(gam)
     with pytest.raises(UnsupportedError, match="does not support conditioning"):
         model.condition_on_observations(torch.rand(2, 2), torch.rand(2, 1))
 
@@ -130,7 +130,7 @@ def test_closed_bo_loop_with_log_ei_and_refit():
         Yt = st(Y.unsqueeze(-1))[0][:, 0]
         st.eval()
         gam.fit(X, Yt, num_steps=15, lr=0.05)  # q(U) and hyperparameters warm-started
-        model = SparseGAMModel(gam, outcome_transform=st)
+        model = SparseGAMModel.from_model(gam, outcome_transform=st)
         acq = LogExpectedImprovement(model, best_f=Y.max())
         cand, value = optimize_acqf(acq, bounds, q=1, num_restarts=2, raw_samples=32)
         assert cand.shape == (1, 2) and ((cand >= 0) & (cand <= 1)).all()

@@ -30,18 +30,18 @@ def hip():
 
 
 def test_posterior_matches_predict_f_shapes_and_noise(hip):
-    model = HIPGPModel(hip)
+    model = HIPGPModel.from_model(hip)
     X = torch.rand(4, 3, 2)
     check_posterior(model, X, noise=0.01)
     # a transformed-domain posterior: the derivative along x_0
-    d = HIPGPModel(hip, op=("derivative", 0)).posterior(X[0])
+    d = HIPGPModel.from_model(hip, op=("derivative", 0)).posterior(X[0])
     dm, dv = hip.predict_f(X[0], op=("derivative", 0))
     torch.testing.assert_close(d.mean[..., 0], dm)
     torch.testing.assert_close(d.variance[..., 0], dv)
 
 
 def test_acquisition_optimisation_runs_and_gradients_flow(hip):
-    model = HIPGPModel(hip)
+    model = HIPGPModel.from_model(hip)
     X = torch.rand(5, 1, 2, requires_grad=True)
     ei = ExpectedImprovement(model, best_f=0.5)
     val = ei(X)
@@ -59,3 +59,73 @@ def test_acquisition_optimisation_runs_and_gradients_flow(hip):
     )
     assert cand.shape == (2, 2) and bool(torch.isfinite(acq))
     assert bool(((cand >= 0) & (cand <= 1)).all())
+
+
+def fitted_1d(**options):
+    torch.manual_seed(0)
+    k = gpytorch.kernels.MaternKernel(nu=2.5)
+    k.lengthscale = 0.2
+    hip = HIPGP(k, Grid([0.0], [1.0], (32,)), **options)
+    X = torch.rand(20, 1)
+    return hip.fit(X, torch.sin(6 * X[:, 0]), learn_hyperparameters=True, num_epochs=2)
+
+
+@pytest.mark.parametrize("x0", [0.37, 0.61])
+def test_posterior_gradients_in_x_match_finite_differences(x0):
+    model = HIPGPModel.from_model(fitted_1d())  # training's PCG tolerance: 1e-6
+
+    def moments(x):
+        post = model.posterior(x)
+        return post.mean.sum(), post.variance.sum()
+
+    grads = []
+    for i in range(2):
+        x = torch.tensor([[x0]], requires_grad=True)
+        grads.append(torch.autograd.grad(moments(x)[i], x)[0].item())
+    h = 1e-5
+    up, down = moments(torch.tensor([[x0 + h]])), moments(torch.tensor([[x0 - h]]))
+    fds = [((a - b) / (2 * h)).item() for a, b in zip(up, down, strict=True)]
+    assert grads == pytest.approx(fds, rel=1e-5)
+
+
+def test_the_adapter_and_a_trained_hipgp_deep_copy():
+    import copy
+
+    model = HIPGPModel.from_model(fitted_1d())
+    X = torch.rand(4, 1, requires_grad=True)
+    model.posterior(X).mean.sum().backward()  # caches a whitener with an autograd graph
+    twin = copy.deepcopy(model)
+    U = torch.rand(5, 1)
+    torch.testing.assert_close(twin.posterior(U).mean, model.posterior(U).mean)
+    assert twin.model.kernel is not model.model.kernel
+
+
+def test_float32_data_under_a_float64_default_is_cast_and_fits():
+    torch.manual_seed(0)
+    X = torch.rand(20, 1)
+    y = torch.sin(6 * X[:, 0])
+    k = gpytorch.kernels.MaternKernel(nu=2.5)
+    hip = HIPGP(k, Grid([0.0], [1.0], (32,)))
+    torch.manual_seed(1)
+    with pytest.warns(UserWarning, match="float32"):
+        hip.fit(X.float(), y.float(), learn_hyperparameters=True)
+    ref = HIPGP(gpytorch.kernels.MaternKernel(nu=2.5), Grid([0.0], [1.0], (32,)))
+    torch.manual_seed(1)
+    ref.fit(X.float().double(), y.float().double(), learn_hyperparameters=True)
+    torch.testing.assert_close(hip.predict_f(X)[0], ref.predict_f(X)[0])
+
+
+def test_hipgp_adapter_is_built_from_data_and_fitted_by_fit_gpytorch_mll():
+    from botorch.fit import fit_gpytorch_mll
+
+    from bo_ncgp.bo import LatentGPMarginalLogLikelihood
+
+    torch.manual_seed(0)
+    X = torch.rand(20, 1)
+    k = gpytorch.kernels.MaternKernel(nu=2.5)
+    k.lengthscale = 0.2  # well inside the grid's domain: no circulant clamping
+    model = HIPGPModel(X, torch.sin(6 * X), k, Grid([0.0], [1.0], (32,)))
+    before = k.lengthscale.detach().clone()
+    fit_gpytorch_mll(LatentGPMarginalLogLikelihood(model.likelihood, model))
+    assert not torch.equal(k.lengthscale, before)  # hyperparameters learned
+    assert model.posterior(X[:3]).mean.shape == (3, 1)

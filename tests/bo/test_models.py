@@ -39,7 +39,7 @@ def data(n=30):
 def regression():
     X, f = data()
     dual = DualSVGP(kernel(), Gaussian(0.01), X[:15], memory_size=None, num_hyper_steps=0)
-    return DualSVGPModel(dual.update(X, f)), X, f
+    return DualSVGPModel.from_model(dual.update(X, f)), X, f
 
 
 def classifier():
@@ -53,7 +53,7 @@ def classifier():
         rho=0.5,
         num_inner_steps=20,
     )
-    return DualSVGPModel(dual.update(X, (f > 0.3).double())), X
+    return DualSVGPModel.from_model(dual.update(X, (f > 0.3).double())), X
 
 
 @pytest.mark.parametrize("shape", [(2,), (5, 2), (3, 4, 2)])
@@ -78,7 +78,7 @@ def test_softmax_multi_output_shapes():
         rho=0.5,
         num_inner_steps=10,
     )
-    model = DualSVGPModel(dual.update(X, y))
+    model = DualSVGPModel.from_model(dual.update(X, y))
     assert model.num_outputs == 3
     post = model.posterior(torch.rand(4, 5, 2))
     assert post.mean.shape == (4, 5, 3)
@@ -167,7 +167,7 @@ def iterncgp(lik_name, n=30, condition_iters=3):
     model = IterNCGP(
         kernel(), lik, policy="cg", max_solver_iters_per_step=4, max_newton_steps=6, backend="dense"
     ).fit(X, y)
-    return IterNCGPModel(model, condition_iters=condition_iters), X, y
+    return IterNCGPModel.from_model(model, condition_iters=condition_iters), X, y
 
 
 @pytest.mark.parametrize("lik_name", ["bernoulli", "poisson"])

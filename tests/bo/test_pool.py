@@ -136,7 +136,7 @@ def test_predictive_quantile_fantasies_are_quantiles_of_the_predictive():
 
 def test_pool_fantasies_of_a_model_and_of_its_adapter_agree(binomial_model):
     pool = torch.rand(40, 2)
-    fant = fantasies_of(DualSVGPModel(binomial_model), pool)
+    fant = fantasies_of(DualSVGPModel.from_model(binomial_model), pool)
     assert isinstance(fant, PoolFantasies)
     idx = torch.tensor([0, 5, 17, 39])
     Y = torch.tensor([[0.0, 3, 9, 20], [1, 2, 3, 4], [5, 5, 6, 19], [0, 0, 1, 2]])
@@ -178,7 +178,9 @@ def test_gaussian_limit_is_the_exact_gp_posterior_with_the_new_point():
 def test_scores_equal_the_brute_force_entropy_reduction(binomial_model):
     model = binomial_model
     pool = torch.rand(30, 2)
-    acq = ThresholdEntropyReduction(DualSVGPModel(model), pool, threshold=0.2, num_fantasies=6)
+    acq = ThresholdEntropyReduction(
+        DualSVGPModel.from_model(model), pool, threshold=0.2, num_fantasies=6
+    )
     (mean, var), (mean_ref, var_ref) = brute_force_after(model, pool)
     H0 = exceedance_entropy(mean, var, LEVEL).sum()
     ref = H0 - exceedance_entropy(mean_ref, var_ref, LEVEL).sum(-1).mean(-1)
@@ -308,7 +310,7 @@ def test_discrete_botorch_optimisation_picks_the_best_pool_point(binomial_model)
     from botorch.optim import optimize_acqf_discrete
 
     pool = torch.rand(25, 2)
-    acq = ThresholdEntropyReduction(DualSVGPModel(binomial_model), pool, threshold=0.2)
+    acq = ThresholdEntropyReduction(DualSVGPModel.from_model(binomial_model), pool, threshold=0.2)
     x, _ = optimize_acqf_discrete(acq, q=1, choices=pool)
     best = int(acq.score_pool().argmax())
     assert torch.equal(x[0], pool[best])

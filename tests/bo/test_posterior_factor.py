@@ -50,7 +50,7 @@ def _dual(n=40, m=12, d=2):
     y = torch.sin(5 * X[:, 0]) + X[:, 1] + 0.05 * torch.randn(n, generator=g)
     k = gpytorch.kernels.ScaleKernel(gpytorch.kernels.MaternKernel(nu=2.5))
     dual = DualSVGP(k, Gaussian(0.01), X[:m], memory_size=None, num_hyper_steps=0)
-    return DualSVGPModel(dual.update(X, y)), X, y
+    return DualSVGPModel.from_model(dual.update(X, y)), X, y
 
 
 def _models():

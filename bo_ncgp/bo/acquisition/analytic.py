@@ -26,7 +26,7 @@ Example:
     >>> from bo_ncgp.models import DualSVGP
     >>> X = torch.rand(20, 2)
     >>> clf = DualSVGP(RBFKernel(), Bernoulli(), X[:8], num_hyper_steps=0)
-    >>> clf = DualSVGPModel(clf.update(X, (X.sum(-1) > 1.0).to(X)))  # success: x1 + x2 > 1
+    >>> clf = DualSVGPModel.from_model(clf.update(X, (X.sum(-1) > 1.0).to(X)))  # x1 + x2 > 1
     >>> ProbabilityOfSuccess(clf)(torch.rand(5, 1, 2)).shape  # 5 candidates x (q=1) x d
     torch.Size([5])
 """

@@ -513,7 +513,7 @@ class ThresholdEntropyReduction(AcquisitionFunction):
         >>> from bo_ncgp.models import DualSVGP
         >>> X = torch.rand(10, 1)
         >>> dual = DualSVGP(RBFKernel(), Bernoulli(), X[:4], num_hyper_steps=0)
-        >>> model = DualSVGPModel(dual.update(X, (X[:, 0] > 0.5).to(X)))
+        >>> model = DualSVGPModel.from_model(dual.update(X, (X[:, 0] > 0.5).to(X)))
         >>> acq = ThresholdEntropyReduction(model, torch.rand(9, 1), 0.5, num_fantasies=4)
         >>> acq(torch.rand(5, 1, 1)).shape  # any 5 candidates, (q=1) x d each
         torch.Size([5])

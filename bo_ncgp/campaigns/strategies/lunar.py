@@ -140,7 +140,7 @@ class StreamingDualReward:
         """The model as a BoTorch model."""
         from bo_ncgp.bo import DualSVGPModel
 
-        return DualSVGPModel(self.model)
+        return DualSVGPModel.from_model(self.model)
 
 
 class ExactGPReward:
@@ -198,7 +198,7 @@ class DualFantasyBatch:
         from bo_ncgp.bo import DualSVGPModel, build_fantasy_batch
 
         return build_fantasy_batch(
-            [reward, DualSVGPModel(classifier)],
+            [reward, DualSVGPModel.from_model(classifier)],
             acquisition_factory,
             q=q,
             bounds=bounds,

@@ -108,8 +108,8 @@ class DualSVGP(InducingState, ResizableModule, LatentGP):
             the hyperparameter objective.
         likelihood: a :class:`bo_ncgp.likelihoods.Likelihood` (its priors are added too).
             ``Binomial`` must have a scalar ``num_trials``.
-        inducing_points: ``(m, d)`` initial inducing inputs; exact duplicates are dropped
-            with a warning.
+        inducing_points: ``(m, d)`` initial inducing inputs (a tensor, or an array built on
+            the default device); exact duplicates are dropped with a warning.
         config: a :class:`DualSVGPConfig`; keyword ``settings`` replace its fields.
         generator: ``torch.Generator`` for memory sampling (global RNG when ``None``).
         **settings: fields of :class:`DualSVGPConfig` (``memory_size``, ``rho``,
@@ -177,6 +177,9 @@ class DualSVGP(InducingState, ResizableModule, LatentGP):
         trials = getattr(likelihood, "num_trials", None)
         if isinstance(trials, Tensor) and trials.numel() > 1:
             raise InputDataError("DualSVGP: Binomial likelihood needs a scalar num_trials")
+        if not isinstance(inducing_points, Tensor):  # lists, numpy arrays: as update's data
+            inducing_points = check_inputs(inducing_points, "DualSVGP", name="inducing_points",
+                                           device=torch.get_default_device())  # fmt: skip
         Z = check_inducing_points(inducing_points).detach().clone()
         m, d = Z.shape
         self.kernel = kernel

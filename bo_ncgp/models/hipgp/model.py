@@ -151,6 +151,15 @@ class HIPGP(torch.nn.Module, LatentGP):
         #: ELBO estimates of the last :meth:`fit` (one per minibatch with learned hyperparameters)
         self.history: list[float] = []
 
+    def __getstate__(self) -> dict:
+        """Copies (``copy.deepcopy``) and pickles leave out the caches (grid points, whitener,
+        last PCG solution): they follow from the grid and the hyperparameters, are rebuilt on
+        demand, and a whitener built with gradients holds an autograd graph, which
+        ``deepcopy`` refuses."""
+        state = dict(super().__getstate__())
+        state.update(_Z=None, _whitener_cache=None, _last_pcg_solution=None)
+        return state
+
     def _apply(self, fn, *args, **kwargs):
         """``.to()``, ``.double()``, ... also move the grid (a copy) and drop the caches."""
         out = super()._apply(fn, *args, **kwargs)
