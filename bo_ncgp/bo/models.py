@@ -6,8 +6,9 @@ differs for one model:
 
 * :class:`DualSVGPModel` -- posteriors and conditioning inside
   :func:`~bo_ncgp.models.dual.fixed_hyperparameters` (dual conditioning, Chang et al.
-  2023, Sec. 3.3: the new sites are added at the current posterior with ``rho = 1``;
-  O(n m^2 + n^3) per batch element, vectorised over fantasies);
+  2023, Sec. 3.3: the new sites are added at the current posterior with ``rho = 1`` and
+  condition it on ``f(X)`` in function space; O(n m^2 + n^3) per batch element, vectorised
+  over fantasies);
 * :class:`IterNCGPModel` -- the number of recycled solver iterations of each conditioning;
 * :class:`HIPGPModel` -- the observation operator of the posterior (value, derivative, line
   integral; Wu et al. 2022);
