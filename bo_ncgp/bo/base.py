@@ -304,6 +304,8 @@ class LatentGPModel(Model, FantasizeMixin):
             Y: ``batch_shape' x n' x m`` observations (original outcome space), e.g. the
                 ``num_fantasies x batch x n' x m`` samples produced by ``fantasize``.
         """
+        if any(t.training for t in self._transforms()):
+            self.eval()  # transforms in eval mode: applied, never refitted to the fantasies
         X_tf = self.transform_inputs(X)
         Yvar = kwargs.pop("noise", None)
         if hasattr(self, "outcome_transform"):
@@ -330,16 +332,20 @@ class LatentGPModel(Model, FantasizeMixin):
         with soft_targets():
             return self.condition_on_observations(X, Y.detach())
 
+    def _transforms(self) -> list[Module]:
+        """The input and outcome transforms this adapter holds."""
+        names = ("input_transform", "outcome_transform")
+        return [self._modules[n] for n in names if self._modules.get(n) is not None]
+
     def _rewrap(self, new_model: Module) -> LatentGPModel:
-        """Shallow copy of this adapter around ``new_model`` (transforms copied)."""
+        """Shallow copy of this adapter around ``new_model``: the transforms are shared (in
+        eval mode they are applied, never changed, by posteriors and conditioning), so a
+        conditioned adapter costs no more than the wrapped model's conditioning."""
         new = copy.copy(self)
         new._modules = dict(self._modules)
         new._parameters = dict(self._parameters)
         new._buffers = dict(self._buffers)
         new._modules["model"] = new_model
-        for name in ("input_transform", "outcome_transform"):
-            if name in self._modules:
-                new._modules[name] = copy.deepcopy(self._modules[name])
         return new
 
 
