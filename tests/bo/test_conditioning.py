@@ -52,3 +52,70 @@ def test_qnipv_ranks_candidates_as_with_an_exact_gp(num_inducing):
     assert _spearman(ours, ref) > 0.8
     spread, spread_ref = (float((v.max() - v.min()) / v.abs().mean()) for v in (ours, ref))
     assert 0.5 * spread_ref < spread < 2 * spread_ref
+
+
+def _multimodal_model(noise: float = 1e-3):
+    """A DualSVGP (8 inducing points, half the design) on a 2-D function with four optima."""
+    from botorch.utils.sampling import draw_sobol_samples
+
+    unit = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=torch.float64)
+    X = draw_sobol_samples(unit, n=16, q=1, seed=0)[:, 0]
+    y = torch.sin(2 * torch.pi * X[:, 0]) * torch.sin(2 * torch.pi * X[:, 1])
+    y = y.abs() + 0.3 * X[:, 0]
+    k = gpytorch.kernels.ScaleKernel(gpytorch.kernels.MaternKernel(nu=2.5))
+    k.base_kernel.lengthscale = 0.2
+    dual = DualSVGP(
+        k, Gaussian(noise), X[:8], memory_size=None, num_hyper_steps=0, inducing_update="fixed",
+        mean_constant=float(y.mean()),
+    ).update(X, y)  # fmt: skip
+    return DualSVGPModel(dual), y, unit
+
+
+@pytest.mark.parametrize("fantasy", ["mean", "sample"])
+def test_fantasy_batches_on_a_multimodal_acquisition_have_no_near_duplicates(fantasy):
+    """LogEI on a fitted DualSVGP of a function with four optima: a batch of 4 built by
+    fantasising (posterior-mean fantasies raising the incumbent, or sampled fantasies) holds no
+    two points closer than 0.05 in the unit square."""
+    from botorch.acquisition import LogExpectedImprovement
+
+    from bo_ncgp.bo import build_fantasy_batch
+
+    model, y, unit = _multimodal_model()
+    seen = []
+
+    def logei(models, best):
+        seen.append(float(best))
+        return LogExpectedImprovement(models[0], best_f=best)
+
+    torch.manual_seed(0)
+    batch = build_fantasy_batch(
+        model, logei, q=4, bounds=unit, fantasy=fantasy, num_restarts=4, raw_samples=128,
+        generator=torch.Generator().manual_seed(0), best_f=y.max(),
+    )  # fmt: skip
+    assert torch.pdist(batch.X).min() > 0.05
+    assert seen[0] == float(y.max()) and seen == sorted(seen)  # the incumbent never drops
+
+
+def test_the_incumbent_rises_to_a_fantasised_value_above_it():
+    """A fantasy above the incumbent becomes the incumbent of the next step; the Kriging
+    believer passes ``best_f`` on, and a bad incumbent is refused."""
+    from botorch.acquisition import UpperConfidenceBound
+
+    from bo_ncgp.bo import kriging_believer_batch
+    from bo_ncgp.exceptions import InputDataError
+
+    model, y, unit = _multimodal_model()
+    seen = []
+
+    def ucb(models, best):
+        seen.append(float(best))
+        return UpperConfidenceBound(models[0], beta=0.0)  # the maximiser of the mean
+
+    batch = kriging_believer_batch(
+        model, ucb, q=2, bounds=unit, num_restarts=2, raw_samples=64, best_f=y.min()
+    )
+    with torch.no_grad():
+        first = float(model.posterior(batch.X[:1]).mean)
+    assert seen == [float(y.min()), pytest.approx(first)]
+    with pytest.raises(InputDataError, match="best_f must be one finite number"):
+        kriging_believer_batch(model, ucb, q=1, bounds=unit, best_f=float("nan"))
