@@ -252,6 +252,22 @@ class LatentGPModel(Model, FantasizeMixin):
             posterior = posterior_transform(posterior, X=X)
         return posterior
 
+    def forward(self, X: Tensor) -> MultivariateNormal:
+        """The posterior distribution of the latent function(s) at ``X`` (original space),
+        ``self.posterior(X).distribution``: what ``model(X)`` gives for a GPyTorch model in
+        eval mode, read by BoTorch's GIBBON (``qLowerBoundMaxValueEntropy``) for ``q > 1``.
+
+        Example:
+            >>> from gpytorch.kernels import RBFKernel
+            >>> from bo_ncgp.likelihoods import Gaussian
+            >>> from bo_ncgp.models import IterNCGP
+            >>> X = torch.rand(10, 2)
+            >>> model = LatentGPModel(IterNCGP(RBFKernel(), Gaussian(0.1)).fit(X, X.sum(-1)))
+            >>> model(torch.rand(4, 3, 2)).lazy_covariance_matrix.shape
+            torch.Size([4, 3, 3])
+        """
+        return self.posterior(X).distribution
+
     @staticmethod
     def _distribution(mean: Tensor, L: Tensor, independent: bool, m: int):
         """The Gaussian of ``mean`` whose covariance is given by its lower Cholesky factor

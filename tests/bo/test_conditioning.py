@@ -119,3 +119,38 @@ def test_the_incumbent_rises_to_a_fantasised_value_above_it():
     assert seen == [float(y.min()), pytest.approx(first)]
     with pytest.raises(InputDataError, match="best_f must be one finite number"):
         kriging_believer_batch(model, ucb, q=1, bounds=unit, best_f=float("nan"))
+
+
+def test_gibbon_with_pending_points_runs_on_the_adapter_as_on_an_exact_gp():
+    """qLowerBoundMaxValueEntropy with X_pending evaluates ``model(X)``: with Z = the data the
+    adapter's values equal SingleTaskGP's (same kernel, noise, max-value samples), and a
+    sequential q = 2 optimisation runs."""
+    from botorch.acquisition.max_value_entropy_search import qLowerBoundMaxValueEntropy
+    from botorch.optim import optimize_acqf
+
+    g = torch.Generator().manual_seed(1)
+    X = torch.rand(20, 2, generator=g, dtype=torch.float64)
+    y = torch.sin(6 * X[:, 0]) + torch.cos(4 * X[:, 1])
+    k, noise = _rbf(0.3), 1e-2
+    dual = DualSVGP(
+        k, Gaussian(noise), X, memory_size=None, num_hyper_steps=0, inducing_update="fixed"
+    ).update(X, y)
+    gp = SingleTaskGP(X, y[:, None], covar_module=k, outcome_transform=None)
+    gp.likelihood.noise = noise
+    gp.mean_module.constant.data.fill_(0.0)
+    gp.eval()
+    cands = torch.rand(200, 2, generator=g, dtype=torch.float64)
+    pending = torch.rand(2, 2, generator=g, dtype=torch.float64)
+    Xq = torch.rand(6, 1, 2, generator=g, dtype=torch.float64)
+    vals = []
+    for model in (DualSVGPModel(dual), gp):
+        torch.manual_seed(0)
+        acq = qLowerBoundMaxValueEntropy(model, candidate_set=cands, X_pending=pending)
+        with torch.no_grad():
+            vals.append(acq(Xq))
+    torch.testing.assert_close(vals[0], vals[1], rtol=1e-2, atol=1e-5)
+    torch.manual_seed(0)
+    acq = qLowerBoundMaxValueEntropy(DualSVGPModel(dual), candidate_set=cands)
+    unit = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=torch.float64)
+    batch, _ = optimize_acqf(acq, unit, q=2, num_restarts=2, raw_samples=32, sequential=True)
+    assert batch.shape == (2, 2) and torch.pdist(batch).min() > 1e-3
