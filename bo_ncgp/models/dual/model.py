@@ -500,8 +500,8 @@ class DualSVGP(InducingState, ResizableModule, LatentGP):
     def condition(self, X: Tensor, Y: Tensor) -> ConditionedDualSVGP:
         """A new model with the sites of ``(X, Y)`` added at the current posterior (``rho = 1``,
         hyperparameters fixed) on ``f(X)`` itself: the Eq. 10 posterior conditioned in
-        function space, equal to extending ``Z`` by ``X``
-        (:mod:`~bo_ncgp.models.dual.posterior`); ``self`` is left untouched.
+        function space, as if it were moved unchanged to the inducing set ``Z + X`` and the
+        sites added there (:mod:`~bo_ncgp.models.dual.posterior`); ``self`` is left untouched.
 
         Args:
             X: ``(n, d)`` or ``(*b, n, d)`` inputs.

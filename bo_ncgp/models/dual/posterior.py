@@ -21,9 +21,10 @@ With ``B = diag(beta)``, ``mu_c = mu(X_c)`` and ``Sigma_cc = Sigma(X_c, X_c)`` t
     mean'(x) = mu(x) + Sigma_xc (I + B Sigma_cc)^{-1} (eta - B mu_c)
     cov'(x, x') = Sigma(x, x') - Sigma_xc (I + B Sigma_cc)^{-1} B Sigma_cx'
 
-(the Gaussian conditioning of Eqs. 10-12 with the sites placed on ``f(X_c)`` itself), the
-posterior of the same model with the inducing set extended to ``Z + X_c``. Where ``X_c`` lies
-in ``Z`` it equals adding ``k_zc beta k_cz`` to ``B_u`` (Eq. 11). Computed with
+(the Gaussian conditioning of Eqs. 10-12 with the sites placed on ``f(X_c)`` itself): the
+current posterior moved unchanged to the inducing set ``Z + X_c`` (``q(u, f_c) = q(u)
+p(f_c | u)``, Eq. 27 with ``Z`` kept) and the sites added there by Eq. 11. Where ``X_c`` lies
+in ``Z`` it equals adding ``k_zc beta k_cz`` to ``B_u``. Computed with
 ``D = diag(sqrt(beta))`` and ``L_M = chol(I + D Sigma_cc D)``, finite at ``beta = 0``:
 
     (I + B Sigma_cc)^{-1} B = D L_M^{-T} L_M^{-1} D,
