@@ -21,7 +21,9 @@ with a backward pass; q = 4 on 8 restarts; qLogNEI on 8 restarts of ``X_baseline
 points, with the baseline BoTorch keeps after pruning and with all n points
 (``prune_baseline=False``: one joint (n + 4) x (n + 4) covariance per restart); and a fantasy
 model (qKG's inner problem): ``condition`` on 64 fantasies x 2 candidates, then the posterior at
-each fantasy model's candidate.
+each fantasy model's candidate; and ``condition_on_observations`` alone against
+``DualSVGP.condition`` (1 x 1 and fantasies x candidates, without transforms and with
+``Normalize`` + ``Standardize``), the peer's column there one exact fantasy update.
 
 qKG rows: BoTorch's ``qKnowledgeGradient`` (``num_fantasies = 64``, 2 candidates of q = 1:
 64 x 2 = 128 fantasy models) on the adapter, at m = 100 and m = 500, forward and forward +
@@ -151,6 +153,7 @@ def posterior_rows(cfg: dict, X, y, dual) -> list[dict]:
         base = base if q > 1 else None
         rows.append(_posterior_case(name, Xq, grad, base, model, dual, peer, cfg["reps"]))
     rows.append(_fantasy_case(cfg, model, dual, peer, rand))
+    rows += _condition_cases(cfg, dual, peer, rand)
     return rows
 
 
@@ -225,6 +228,56 @@ def _fantasy_case(cfg, model, dual, peer, rand) -> dict:
         )
     name = f"fantasy model: condition {nf} x {nc} + posterior, q=1"
     return _row(name, tuple(Xq.shape), t, diff)
+
+
+def _condition_cases(cfg, dual, peer, rand) -> list[dict]:
+    """``condition_on_observations`` alone against ``DualSVGP.condition`` (the adapter's
+    share of a fantasy model), without transforms and with ``Normalize`` + ``Standardize``."""
+    from botorch.models.transforms import Normalize, Standardize
+
+    nf, nc = cfg["num_fantasies"], cfg["candidates"]
+    g = torch.Generator().manual_seed(3)
+    standardize = Standardize(m=1)
+    standardize(torch.randn(20, 1, generator=g, dtype=torch.float64))
+    bounds = torch.stack([torch.zeros(6), torch.ones(6)]).to(torch.float64)
+    transformed = DualSVGPModel(
+        dual, input_transform=Normalize(d=6, bounds=bounds), outcome_transform=standardize.eval()
+    )
+    transformed.eval()
+    rows = []
+    for F, C, model, label in [
+        (1, 1, DualSVGPModel.from_model(dual), ""),
+        (nf, nc, DualSVGPModel.from_model(dual), ""),
+        (nf, nc, transformed, ", Normalize + Standardize"),
+    ]:
+        Xc = rand(C, 1, 6)
+        Yf = torch.randn(F, C, 1, 1, generator=g, dtype=torch.float64)
+        Yt = transformed.outcome_transform(Yf)[0] if label else Yf
+
+        def bare(Xc=Xc, Yt=Yt):
+            with fixed_hyperparameters():
+                return dual.condition(Xc, Yt[..., 0])
+
+        def adapter(model=model, Xc=Xc, Yf=Yf):
+            return model.condition_on_observations(Xc, Yf)
+
+        def single_task(Xc=Xc, Yf=Yf, F=F, C=C):
+            return peer.condition_on_observations(Xc.expand(F, C, 1, 6), Yf)
+
+        t = _interleaved({"bare": bare, "adapter": adapter}, cfg["reps"])
+        t["SingleTaskGP"] = _interleaved({"SingleTaskGP": single_task}, 1)["SingleTaskGP"] * len(
+            t["bare"]
+        )
+        Xq = rand(F, C, 3, 6)
+        with torch.no_grad(), fixed_hyperparameters():
+            mean, cov = bare().predict_f(Xq, full_cov=True)
+            post = model.eval().condition_on_observations(Xc, Yf)._latent_mean_cov(Xq)
+            diff = max(
+                float((post[0][..., 0] - mean).abs().max()), float((post[1] - cov).abs().max())
+            )
+        name = f"condition_on_observations only, {F} x {C} fantasies x candidates{label}"
+        rows.append(_row(name, tuple(Xc.shape), t, diff))
+    return rows
 
 
 def _row(name: str, shape: tuple, t: dict[str, list[float]], diff: float) -> dict:

@@ -13,8 +13,9 @@ def test_fantasy_batch_quick_dual_conditioning_selects_the_refit_points(tmp_path
     res = json.loads(out.read_text())
     rows = {r["method"]: r for r in res["rows"]}
     assert set(rows) == {"dual", "refit-dual"} and res["n"] == 120
-    # posterior-mean fantasies: conditioning and refitting give the same posterior, same points
-    assert rows["refit-dual"]["max_point_diff_vs_dual"] < 1e-5
+    # posterior-mean fantasies: conditioning and a refit with the fantasy inputs in Z give
+    # nearly the same posterior (the refit also re-projects the old data), nearly the same points
+    assert rows["refit-dual"]["max_point_diff_vs_dual"] < 1e-2
     assert all(r["update_s"] > 0 and r["total_s"] >= r["update_s"] for r in rows.values())
 
 

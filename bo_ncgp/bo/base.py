@@ -417,6 +417,22 @@ class LatentGPModel(Model, FantasizeMixin):
             posterior = posterior_transform(posterior, X=X)
         return posterior
 
+    def forward(self, X: Tensor) -> MultivariateNormal:
+        """The posterior distribution of the latent function(s) at ``X`` (original space),
+        ``self.posterior(X).distribution``: what ``model(X)`` gives for a GPyTorch model in
+        eval mode, read by BoTorch's GIBBON (``qLowerBoundMaxValueEntropy``) for ``q > 1``.
+
+        Example:
+            >>> from gpytorch.kernels import RBFKernel
+            >>> from bo_ncgp.likelihoods import Gaussian
+            >>> from bo_ncgp.models import IterNCGP
+            >>> X = torch.rand(10, 2)
+            >>> model = LatentGPModel(IterNCGP(RBFKernel(), Gaussian(0.1)).fit(X, X.sum(-1)))
+            >>> model(torch.rand(4, 3, 2)).lazy_covariance_matrix.shape
+            torch.Size([4, 3, 3])
+        """
+        return self.posterior(X).distribution
+
     @staticmethod
     def _distribution(mean: Tensor, L: Tensor, independent: bool, m: int):
         """The Gaussian of ``mean`` whose covariance is given by its lower Cholesky factor
@@ -469,6 +485,8 @@ class LatentGPModel(Model, FantasizeMixin):
             Y: ``batch_shape' x n' x m`` observations (original outcome space), e.g. the
                 ``num_fantasies x batch x n' x m`` samples produced by ``fantasize``.
         """
+        if any(t.training for t in self._transforms()):
+            self.eval()  # transforms in eval mode: applied, never refitted to the fantasies
         X_tf = self.transform_inputs(X)
         Yvar = kwargs.pop("noise", None)
         if hasattr(self, "outcome_transform"):
@@ -495,16 +513,20 @@ class LatentGPModel(Model, FantasizeMixin):
         with soft_targets():
             return self.condition_on_observations(X, Y.detach())
 
+    def _transforms(self) -> list[Module]:
+        """The input and outcome transforms this adapter holds."""
+        names = ("input_transform", "outcome_transform")
+        return [self._modules[n] for n in names if self._modules.get(n) is not None]
+
     def _rewrap(self, new_model: Module) -> LatentGPModel:
-        """Shallow copy of this adapter around ``new_model`` (transforms copied)."""
+        """Shallow copy of this adapter around ``new_model``: the transforms are shared (in
+        eval mode they are applied, never changed, by posteriors and conditioning), so a
+        conditioned adapter costs no more than the wrapped model's conditioning."""
         new = copy.copy(self)
         new._modules = dict(self._modules)
         new._parameters = dict(self._parameters)
         new._buffers = dict(self._buffers)
         new._modules["model"] = new_model
-        for name in ("input_transform", "outcome_transform"):
-            if name in self._modules:
-                new._modules[name] = copy.deepcopy(self._modules[name])
         return new
 
 

@@ -3,10 +3,12 @@
 Repeat ``q`` times: maximise the acquisition built from the current models (``optimize_acqf``
 over ``bounds`` or ``optimize_acqf_discrete`` over a pool of ``choices``), fantasise the
 observation at the maximiser from every model (regression: posterior mean -- the Kriging
-believer -- or a sample; classifiers: the predictive probability as a soft label, or a
-sampled label), condition every model on its fantasy with its own cheap conditioning (dual
-conditioning for :class:`~bo_ncgp.bo.models.DualSVGPModel`, exact GP updates for BoTorch's
-``SingleTaskGP``), and rebuild the acquisition.
+believer -- or a sample, as in Alg. 2; classifiers: the predictive probability as a soft
+label, or a sampled label), condition every model on its fantasy with its own cheap
+conditioning (dual conditioning for :class:`~bo_ncgp.bo.models.DualSVGPModel`, exact GP
+updates for BoTorch's ``SingleTaskGP``), raise the incumbent ``best_f`` to the fantasised
+objective value where that is higher (an improvement-based acquisition then stops rewarding
+the point it has already "observed"), and rebuild the acquisition.
 
 :func:`kriging_believer_batch` is the baseline of Sec. 4.1: the same loop where models that
 cannot be conditioned (e.g. a classifier of another library) stay unchanged within the batch.
@@ -32,7 +34,7 @@ from bo_ncgp.likelihoods.settings import soft_targets
 
 __all__ = ["FantasyBatch", "build_fantasy_batch", "fantasy_observation", "kriging_believer_batch"]
 
-AcquisitionFactory = Callable[[list[Model]], AcquisitionFunction]
+AcquisitionFactory = Callable[..., AcquisitionFunction]
 
 
 @dataclass
@@ -103,6 +105,7 @@ def build_fantasy_batch(
     raw_samples: int = 256,
     options: dict | None = None,
     generator: torch.Generator | None = None,
+    best_f: float | Tensor | None = None,
 ) -> FantasyBatch:
     """Build a batch of ``q`` points by fantasising (Chang et al. 2023, Algorithm 2).
 
@@ -110,7 +113,8 @@ def build_fantasy_batch(
         models: the models the acquisition is built from (e.g. a reward regression model
             and a success classifier).
         acquisition_factory: ``models -> AcquisitionFunction`` (rebuilt at every step from the
-            conditioned models).
+            conditioned models), or ``(models, best_f) -> AcquisitionFunction`` when
+            ``best_f`` is given.
         q: batch size.
         bounds: ``2 x d`` box for ``optimize_acqf`` (continuous search), or
         choices: ``N x d`` candidate pool for ``optimize_acqf_discrete``; chosen entries are
@@ -119,6 +123,11 @@ def build_fantasy_batch(
         condition: per model, whether to condition it on its fantasies (default all).
         num_restarts, raw_samples, options: passed to ``optimize_acqf``.
         generator: torch generator for ``fantasy="sample"``.
+        best_f: the incumbent (best observed objective value, maximisation) of an
+            acquisition that uses one. After each step it is raised to the fantasised value
+            of the first model (the objective) where that is higher, and the factory gets
+            the current incumbent as its second argument. ``None``: the factory is called
+            with the models only.
 
     Returns:
         :class:`FantasyBatch` with the points, their acquisition values and timings.
@@ -139,6 +148,11 @@ def build_fantasy_batch(
         >>> batch.X.shape, len(batch.condition_seconds)
         (torch.Size([3, 2]), 3)
 
+        An improvement-based acquisition takes the incumbent, raised inside the batch::
+
+            build_fantasy_batch(model, lambda ms, best: LogExpectedImprovement(ms[0], best),
+                                q=4, bounds=bounds, best_f=train_Y.max())
+
         For a reward model and a success classifier (the lunar-lander acquisition)::
 
             build_fantasy_batch(
@@ -157,6 +171,15 @@ def build_fantasy_batch(
         raise InputDataError(
             f"build_fantasy_batch: fantasy must be 'mean' or 'sample', got {fantasy!r}"
         )
+    if best_f is not None:
+        if not isinstance(best_f, Tensor):
+            best_f = torch.tensor(float(best_f), dtype=torch.float64)
+        best_f = best_f.detach()
+        if best_f.numel() != 1 or not bool(torch.isfinite(best_f)):
+            raise InputDataError(
+                f"build_fantasy_batch: best_f must be one finite number, got {best_f.tolist()}"
+            )
+        best_f = best_f.reshape(())
     condition = [True] * len(models) if condition is None else list(condition)
     if len(condition) != len(models):
         raise InputDataError("build_fantasy_batch: one condition flag per model")
@@ -164,7 +187,7 @@ def build_fantasy_batch(
     xs, vals, idxs, t_opt, t_cond = [], [], [], [], []
     for _ in range(q):
         t0 = time.perf_counter()
-        acq = acquisition_factory(models)
+        acq = acquisition_factory(models) if best_f is None else acquisition_factory(models, best_f)
         if choices is None:
             x, v = optimize_acqf(
                 acq,
@@ -184,12 +207,17 @@ def build_fantasy_batch(
         vals.append(torch.as_tensor(v, device=x.device).detach().reshape(()))
         t0 = time.perf_counter()
         new_models = []  # the returned models are conditioned on the whole batch
-        for model, cond in zip(models, condition, strict=True):
-            if not cond:
+        for i, (model, cond) in enumerate(zip(models, condition, strict=True)):
+            if not cond and not (i == 0 and best_f is not None):
                 new_models.append(model)
                 continue
             with torch.no_grad():
                 Y = fantasy_observation(model, x, fantasy, generator).detach()
+            if i == 0 and best_f is not None:  # the incumbent includes the fantasy
+                best_f = torch.maximum(best_f.to(Y), Y.max())
+            if not cond:
+                new_models.append(model)
+                continue
             soft = fantasy == "mean" and _is_soft(model)
             with soft_targets() if soft else contextlib.nullcontext():
                 new_models.append(model.condition_on_observations(x, Y))
@@ -214,7 +242,8 @@ def kriging_believer_batch(
 ) -> FantasyBatch:
     """Kriging-believer batch (Ginsbourger et al. 2010): :func:`build_fantasy_batch` with
     posterior-mean fantasies; models flagged not ``conditionable`` (e.g. a classifier without
-    cheap conditioning) are left unchanged within the batch.
+    cheap conditioning) are left unchanged within the batch; ``best_f`` (see
+    :func:`build_fantasy_batch`) is raised by the believed values.
 
     Example:
         >>> from botorch.acquisition import LogExpectedImprovement

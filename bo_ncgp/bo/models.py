@@ -9,8 +9,9 @@ model, ``Adapter.from_model(model, **options)``. They change only what differs f
 
 * :class:`DualSVGPModel` -- posteriors and conditioning inside
   :func:`~bo_ncgp.models.dual.fixed_hyperparameters` (dual conditioning, Chang et al.
-  2023, Sec. 3.3: the new sites are added at the current posterior with ``rho = 1``;
-  O(n m^2 + n^3) per batch element, vectorised over fantasies); the streaming
+  2023, Sec. 3.3: the new sites are added at the current posterior with ``rho = 1`` and
+  condition it on ``f(X)`` in function space; O(n m^2 + n^3) per batch element, vectorised
+  over fantasies); the streaming
   :meth:`DualSVGPModel.update`;
 * :class:`IterNCGPModel` -- the number of recycled solver iterations of each conditioning;
 * :class:`HIPGPModel` -- the observation operator of the posterior (value, derivative, line

@@ -13,7 +13,8 @@
   conditioning for active learning;
 * :mod:`~bo_ncgp.models.dual.memory`      -- the memory and Bayesian leverage scores (Eq. 31);
 * :mod:`~bo_ncgp.models.dual.posterior`   -- Eq. 10 predictions from the dual pair, in
-  Cholesky form, plus the Woodbury "site block" used by cheap conditioning;
+  Cholesky form, plus the "site block" of cheap conditioning (the Eq. 10 process conditioned
+  on new sites in function space);
 * :mod:`~bo_ncgp.models.dual.sites`       -- per-point sites from the likelihood's
   expectations (Eqs. 7-9, 12) and the damped natural-parameter update (Eqs. 23-24, 54);
 * :mod:`~bo_ncgp.models.dual.objective`   -- the hyperparameter objectives Eq. 26 (with the

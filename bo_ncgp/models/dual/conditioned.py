@@ -5,9 +5,13 @@
 <bo_ncgp.models.dual.DualSVGP.condition>` returns: the unconditioned model (its dual pair,
 memory, ``Z`` and hyperparameters, shared and fixed) plus the sites ``(eta_i, beta_i)`` of the
 conditioned points, computed at the posterior they were added to with ``rho = 1`` (Eqs. 7-8,
-12). They enter Eq. 10 as a Woodbury block (:func:`~bo_ncgp.models.dual.posterior.site_block`)
-on top of the cached base factorisation, vectorised over leading batch dimensions (fantasies x
-candidates): O(n m^2 + n^3) per batch element.
+12). The sites condition the unconditioned model's posterior process ``GP(mu, Sigma)`` of
+Eq. 10 (Nystrom residual included) on ``f(X_c)`` by Gaussian conditioning in function space
+(:func:`~bo_ncgp.models.dual.posterior.site_block`): the posterior of the inducing set
+extended by the conditioned inputs, so a fantasy at a new point removes the variance there
+that an exact update of that posterior removes. Built on the cached base factorisation,
+vectorised over leading batch dimensions (fantasies x candidates): O(n m^2 + n^3) per batch
+element.
 
 Example:
     >>> import torch
@@ -32,6 +36,7 @@ import torch
 from torch import Tensor
 
 from bo_ncgp.exceptions import InputDataError, UnsupportedError
+from bo_ncgp.linalg import latent_block
 from bo_ncgp.models._alias import Alias
 from bo_ncgp.models.base import Callback, LatentGP
 from bo_ncgp.models.dual._state import hyperparameters_fixed, same_key, tensor_places
@@ -49,7 +54,8 @@ __all__ = ["ConditionedDualSVGP"]
 
 class ConditionedDualSVGP(torch.nn.Module, LatentGP):
     """A :class:`~bo_ncgp.models.dual.DualSVGP` conditioned on observations by dual
-    conditioning (sites added at ``rho = 1``, ``Z`` and hyperparameters fixed).
+    conditioning (sites added at ``rho = 1`` on ``f(X_c)``, hyperparameters fixed; module
+    docstring).
 
     Built by :meth:`DualSVGP.condition <bo_ncgp.models.dual.DualSVGP.condition>` (or
     :meth:`from_model`); :meth:`condition` on it conditions further (the sites are
@@ -182,30 +188,43 @@ class ConditionedDualSVGP(torch.nn.Module, LatentGP):
             return False
         return not self._sites_require_grad()
 
+    def _block(self, f: DualFactors) -> SiteBlock:
+        base = self.base
+        return site_block(f, base._Kzx(self._X), base._kxx(self._X, True), self._eta, self._beta)
+
     def _factors(self) -> tuple[DualFactors, SiteBlock]:
-        """The base model's factors (Eq. 10) and the Woodbury block of the conditioned sites,
-        cached when allowed."""
+        """The base model's factors (Eq. 10) and the block of the conditioned sites (the
+        conditioned process of :mod:`~bo_ncgp.models.dual.posterior`), cached when allowed."""
         base = self.base
         fixed = hyperparameters_fixed()
         cache = fixed or self._caching_allowed()
         f = base._factors()
         if fixed and self._sites_require_grad():
             # fantasies built inside an acquisition keep their gradient in X: no caching
-            return f, site_block(f, base._Kzx(self._X), self._eta, self._beta)
+            return f, self._block(f)
         key = (f, self._X, self._eta, self._beta)
         if cache and self._block_cache is not None and same_key(self._block_cache[0], key):
             return f, self._block_cache[1]
         with torch.no_grad() if fixed else contextlib.nullcontext():
-            block = site_block(f, base._Kzx(self._X), self._eta, self._beta)
+            block = self._block(f)
         if cache:
             self._block_cache = (key, block)
         return f, block
+
+    def _Kcx(self, X: Tensor) -> Tensor:
+        """``K(X_c, X)`` ``(*, L', n_c, n)``, batch dimensions of ``X_c`` and ``X``
+        broadcast."""
+        Xc = self._X
+        batch = torch.broadcast_shapes(Xc.shape[:-2], X.shape[:-2])
+        Xc, X = Xc.expand(*batch, *Xc.shape[-2:]), X.expand(*batch, *X.shape[-2:])
+        return latent_block(self.base.kernel, Xc, X)
 
     def _marginals(self, X: Tensor, full_cov: bool = False) -> tuple[Tensor, Tensor]:
         """Latent-major ``mean (*, L, n)`` and ``var (*, L, n)`` / ``cov (*, L, n, n)``."""
         base = self.base
         f, block = self._factors()
-        mean, var = dual_predict(f, base._Kzx(X), base._kxx(X, full_cov), full_cov, block)
+        Kzx, kxx = base._Kzx(X), base._kxx(X, full_cov)
+        mean, var = dual_predict(f, Kzx, kxx, full_cov, block, self._Kcx(X))
         return mean + base._mean_constant, (var if full_cov else var.clamp_min(0))
 
     def predict_f(self, X: Tensor, full_cov: bool = False) -> tuple[Tensor, Tensor]:

@@ -27,9 +27,10 @@ One call of :meth:`DualSVGP.update` is one step of Algorithm 1
    random); the sites of the others are folded into ``(lam_rest, B_rest)``.
 
 :meth:`DualSVGP.condition` adds the sites of new points at the current posterior with
-``rho = 1`` (``Z`` and hyperparameters fixed), vectorised over leading batch dimensions of the
-targets (fantasies) through a Woodbury block, O(n m^2 + n^3) per batch element; the result is
-a :class:`~bo_ncgp.models.dual.conditioned.ConditionedDualSVGP`.
+``rho = 1`` (hyperparameters fixed) and conditions the Eq. 10 process on them in function
+space, as if ``Z`` were extended by the new inputs, vectorised over leading batch dimensions
+of the targets (fantasies), O(n m^2 + n^3) per batch element; the result is a
+:class:`~bo_ncgp.models.dual.conditioned.ConditionedDualSVGP`.
 
 Deviation from the paper's notation: Eqs. 23-24 / 59-60 are applied to the natural
 parameters, i.e. to the sites ``(eta_i = beta_i y_hat_i, beta_i)``, so that a Gaussian
@@ -501,7 +502,9 @@ class DualSVGP(InducingState, ResizableModule, LatentGP):
     # ------------------------------------------------------------ conditioning
     def condition(self, X: Tensor, Y: Tensor) -> ConditionedDualSVGP:
         """A new model with the sites of ``(X, Y)`` added at the current posterior (``rho = 1``,
-        ``Z`` and hyperparameters fixed); ``self`` is left untouched.
+        hyperparameters fixed) on ``f(X)`` itself: the Eq. 10 posterior conditioned in
+        function space, as if it were moved unchanged to the inducing set ``Z + X`` and the
+        sites added there (:mod:`~bo_ncgp.models.dual.posterior`); ``self`` is left untouched.
 
         Args:
             X: ``(n, d)`` or ``(*b, n, d)`` inputs.

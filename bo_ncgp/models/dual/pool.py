@@ -1,21 +1,20 @@
 """Pool marginals after one dual-conditioned observation, by a rank-one update (Chang et al.
 2023, Sec. 3.3 and Sec. 4.1).
 
-Dual conditioning on one site at ``x*`` with ``rho = 1`` adds the Gaussian pseudo-observation
-of Eq. 12 -- ``y_hat = alpha_hat / beta_hat + mu(x*)`` with noise ``1 / beta_hat`` on
-``a_*^T u`` (``a_* = K_zz^{-1} k_z*``), with ``(alpha_hat, beta_hat)`` of Eqs. 7-8 computed
-under the current marginal of ``f(x*)`` -- so ``q(u)`` gets a rank-one Gaussian update. With
-the current posterior cross-covariance of the inducing part,
+Dual conditioning on one site at ``x*`` with ``rho = 1`` multiplies the current posterior
+process ``q(f) = GP(mu, Sigma)`` (Eq. 10) by the Gaussian site of Eq. 12 on ``f(x*)``, with
+``(alpha_hat, beta_hat)`` of Eqs. 7-8 computed under the current marginal of ``f(x*)``
+(:mod:`bo_ncgp.models.dual.posterior`). With the posterior covariance
 
-    c(x, x*) = a_x^T V_u a_* = k_zx^T (K_zz + B_u)^{-1} k_z*   (Eq. 10 / Eq. 24),
+    c(x, x*) = Sigma(x, x*) = k(x, x*) - k_zx^T K_zz^{-1} k_z* + k_zx^T (K_zz + B_u)^{-1} k_z*
 
-the conditioned marginals at every pool point are
+(Eq. 10, Nystrom residual included), the conditioned marginals at every pool point are
 
     mu'(x)  = mu(x) + c(x, x*) alpha_hat / (1 + beta_hat s_*),
     var'(x) = var(x) - beta_hat c(x, x*)^2 / (1 + beta_hat s_*),     s_* = c(x*, x*),
 
 which is what :meth:`DualSVGP.condition <bo_ncgp.models.dual.DualSVGP.condition>` followed by
-``predict_f`` returns. ``c`` between the pool and all candidates costs O(P^2 m) once; each
+``predict_f`` returns. ``c`` between ``n`` candidates and the pool costs O(n m P); each
 (candidate, fantasy) pair then costs O(P).
 
 Example:
@@ -42,7 +41,7 @@ import torch
 from torch import Tensor
 
 from bo_ncgp.exceptions import UnsupportedError
-from bo_ncgp.linalg import solve_lower, stable_cholesky
+from bo_ncgp.linalg import latent_block, solve_lower
 from bo_ncgp.models.base import PoolFantasies
 from bo_ncgp.models.dual.sites import site_targets
 
@@ -64,9 +63,9 @@ class DualPoolFantasies(PoolFantasies):
 
     Attributes:
         X: the pool; mean, var: ``(P,)`` latent marginals (Eq. 10).
-        G: ``(m, P)`` ``L_A^{-1} K_zP`` with ``L_A = chol(K_zz + B_u)``, so that
-            ``c(x, x') = G[:, x]^T G[:, x']`` (the inducing part of the posterior covariance).
-        L_A: ``(m, m)``.
+        H, G: ``(m, P)`` ``L_K^{-1} K_zP`` and ``L_A^{-1} K_zP`` with ``L_K = chol(K_zz)``,
+            ``L_A = chol(K_zz + B_u)``, so that ``c(x, x') = k(x, x') - H[:, x]^T H[:, x'] +
+            G[:, x]^T G[:, x']`` (the posterior covariance of Eq. 10).
 
     Example:
         >>> import torch
@@ -101,21 +100,26 @@ class DualPoolFantasies(PoolFantasies):
             )
         super().__init__(model, X_pool)
         with torch.no_grad():
-            _, B = model.dual_parameters()  # Eq. 11
-            Kzz = model._Kzz()[0]
-            self.L_A = stable_cholesky(Kzz + B[0], name="K_zz + B_u")
-            self.G = self.cross(X_pool.to(Kzz))
+            f = model._factors()  # Eq. 10 factors of the unconditioned model
+            self._L_K, self._L_A = f.L_K[0], f.L_A[0]
+            self.H, self.G = self._factors(X_pool.to(f.L_K))
+
+    def _factors(self, X: Tensor) -> tuple[Tensor, Tensor]:
+        K = self.model._Kzx(X)[0]
+        return solve_lower(self._L_K, K), solve_lower(self._L_A, K)
 
     def cross(self, X: Tensor) -> Tensor:
-        """``(m, n)`` ``L_A^{-1} K_zX`` of points ``X (n, d)`` (candidates outside the pool).
+        """``(n, P)`` posterior covariance ``c(x, x')`` (Eq. 10) between points ``X (n, d)``
+        (candidates inside or outside the pool) and the pool.
 
         Example:
             >>> fant.cross(fant.X[:3]).shape  # doctest: +SKIP
-            torch.Size([m, 3])
+            torch.Size([3, P])
         """
         with torch.no_grad():
-            K = self.model._Kzx(X)[0]
-            return solve_lower(self.L_A, K)
+            H, G = self._factors(X)
+            k = latent_block(self.model.kernel, X, self.X.to(X))[0]
+            return k - H.mT @ self.H + G.mT @ self.G
 
     def sites(self, Y: Tensor, mean_c: Tensor, var_c: Tensor) -> tuple[Tensor, Tensor]:
         """``(alpha_hat, beta_hat)`` ``(n, J)`` of fantasies ``Y (n, J)`` at candidates with
@@ -128,15 +132,14 @@ class DualPoolFantasies(PoolFantasies):
         return eta - beta * mean_c.unsqueeze(-1), beta  # alpha = eta - beta * mean (Eq. 12)
 
     def conditioned_at(
-        self, G_c: Tensor, mean_c: Tensor, var_c: Tensor, Y: Tensor
+        self, C: Tensor, mean_c: Tensor, var_c: Tensor, Y: Tensor
     ) -> tuple[Tensor, Tensor]:
         """Pool marginals after dual conditioning on ``(x*_i, Y[i, j])`` for candidates given
-        by their factors: ``G_c (m, n)`` (:meth:`cross`) and marginals ``mean_c``, ``var_c``
-        ``(n,)``; ``Y (n, J)``. Returns ``mean (n, J, P)`` and ``var (n, J, P)``."""
+        by their covariance with the pool ``C (n, P)`` (:meth:`cross`) and their marginals
+        ``mean_c``, ``var_c`` ``(n,)``; ``Y (n, J)``. Returns ``mean (n, J, P)`` and
+        ``var (n, J, P)``."""
         alpha, beta = self.sites(Y, mean_c, var_c)
-        s_c = G_c.square().sum(0).unsqueeze(-1)  # (n, 1)
-        denom = 1 + beta * s_c
-        C = G_c.mT @ self.G  # (n, P): c(x*, x)
+        denom = 1 + beta * var_c.clamp_min(0).unsqueeze(-1)  # s_* = c(x*, x*)
         mean = self.mean + C.unsqueeze(-2) * (alpha / denom).unsqueeze(-1)
         var = self.var - C.square().unsqueeze(-2) * (beta / denom).unsqueeze(-1)
         return mean, var.clamp_min(0)
@@ -154,4 +157,6 @@ class DualPoolFantasies(PoolFantasies):
         """
         idx = torch.as_tensor(index, dtype=torch.long, device=self.G.device)
         with torch.no_grad():
-            return self.conditioned_at(self.G[:, idx], self.mean[idx], self.var[idx], Y)
+            k = latent_block(self.model.kernel, self.X[idx], self.X)[0]
+            C = k - self.H[:, idx].mT @ self.H + self.G[:, idx].mT @ self.G  # (n, P)
+            return self.conditioned_at(C, self.mean[idx], self.var[idx], Y)

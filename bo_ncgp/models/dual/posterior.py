@@ -9,14 +9,33 @@ y_hat_i``, Eq. 7 in k-space) the posterior of Eq. 10 / Eq. 42 is
 computed through the Cholesky factors ``L_K`` of ``K_zz`` and ``L_A`` of ``A`` (never an
 explicit inverse). ``alpha_u = K_zz A^{-1} lam`` is the posterior mean of ``u = f(Z)``.
 
-Cheap conditioning adds ``n`` sites ``(eta_j, beta_j)`` at inputs ``X_c`` (possibly with
-leading batch dimensions, e.g. fantasies) without refactorising ``A``: with
-``W = L_A^{-1} K_zc diag(sqrt(beta))`` and ``M = I + W^T W`` (n x n),
+Conditioning on ``n`` new sites ``(eta_j, beta_j)`` at inputs ``X_c`` (Sec. 3.3, the sites of
+Eq. 12 at the posterior they are added to) multiplies the current approximate posterior
+``q(f) = GP(mu, Sigma)`` -- the Eq. 10 process, whose covariance
 
-    (A + K_zc diag(beta) K_cz)^{-1} = L_A^{-T} (I - W M^{-1} W^T) L_A^{-1}      (Woodbury)
+    Sigma(x, x') = k(x, x') - k_zx^T K_zz^{-1} k_zx' + k_zx^T A^{-1} k_zx'
 
-so a conditioned model costs O(m^2 n + n^3) per batch element to build and never stores an
-m x m matrix per batch element. For one new point (n = 1) this is the rank-one update.
+keeps the Nystrom residual ``k - Q`` -- by the Gaussian sites on ``f(X_c)`` in function space.
+With ``B = diag(beta)``, ``mu_c = mu(X_c)`` and ``Sigma_cc = Sigma(X_c, X_c)`` this is
+
+    mean'(x) = mu(x) + Sigma_xc (I + B Sigma_cc)^{-1} (eta - B mu_c)
+    cov'(x, x') = Sigma(x, x') - Sigma_xc (I + B Sigma_cc)^{-1} B Sigma_cx'
+
+(the Gaussian conditioning of Eqs. 10-12 with the sites placed on ``f(X_c)`` itself): the
+current posterior moved unchanged to the inducing set ``Z + X_c`` (``q(u, f_c) = q(u)
+p(f_c | u)``, Eq. 27 with ``Z`` kept) and the sites added there by Eq. 11. Where ``X_c`` lies
+in ``Z`` it equals adding ``k_zc beta k_cz`` to ``B_u``. Computed with
+``D = diag(sqrt(beta))`` and ``L_M = chol(I + D Sigma_cc D)``, finite at ``beta = 0``:
+
+    (I + B Sigma_cc)^{-1} B = D L_M^{-T} L_M^{-1} D,
+
+and for the mean ``eta - B mu_c = D e + r_0`` with ``e = (eta - beta mu_c) / sqrt(beta)`` on
+the sites with ``beta > 0`` and ``r_0`` on the others (a site with ``beta = 0`` shifts the mean
+only), ``(I + B Sigma_cc)^{-1} (D e + r_0) = D M^{-1} (e - D Sigma_cc r_0) + r_0``, so that the
+mean is not the difference of two terms of order ``beta``. A conditioned model costs
+O(m^2 n + n^3) per batch element to build and O(m n) per test point, never stores an m x m
+matrix per batch element and never refactorises ``A``. For one new point (n = 1) it is the
+rank-one update of the marginals.
 
 Shapes: latents ``L`` sit just before the matrix dimensions, ``(..., L, m, m)``.
 """
@@ -28,6 +47,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
+from bo_ncgp.exceptions import InputDataError
 from bo_ncgp.linalg import solve_lower, stable_cholesky
 
 __all__ = ["DualFactors", "SiteBlock", "dual_factors", "dual_predict", "site_block"]
@@ -49,28 +69,6 @@ class DualFactors(NamedTuple):
     L_K: Tensor
     L_A: Tensor
     w: Tensor
-
-
-class SiteBlock(NamedTuple):
-    """Woodbury factors of sites added on top of :class:`DualFactors` (see module docstring):
-    ``W`` ``(*b, L, m, n)``, ``L_M = chol(I + W^T W)`` ``(*b, L, n, n)``,
-    ``w = L_A^{-1}(lam + K_zc eta)`` ``(*b, L, m)`` and ``r = L_M^{-1} W^T w`` ``(*b, L, n)``.
-
-    Example:
-        >>> Kzz, Kzc = torch.eye(3).expand(1, 3, 3), torch.rand(1, 3, 2)  # m = 3, n = 2 sites
-        >>> base = dual_factors(Kzz, torch.zeros_like(Kzz), torch.zeros(1, 3))
-        >>> eta = torch.randn(5, 1, 2)  # 5 fantasies (b = (5,)) sharing the precisions beta
-        >>> blk = site_block(base, Kzc, eta, torch.ones(1, 2))
-        >>> blk.W.shape, blk.L_M.shape  # beta unbatched: W and L_M are shared
-        (torch.Size([1, 3, 2]), torch.Size([1, 2, 2]))
-        >>> blk.w.shape, blk.r.shape
-        (torch.Size([5, 1, 3]), torch.Size([5, 1, 2]))
-    """
-
-    W: Tensor
-    L_M: Tensor
-    w: Tensor
-    r: Tensor
 
 
 def dual_factors(Kzz: Tensor, B: Tensor, lam: Tensor, L_K: Tensor | None = None) -> DualFactors:
@@ -96,35 +94,84 @@ def dual_factors(Kzz: Tensor, B: Tensor, lam: Tensor, L_K: Tensor | None = None)
     return DualFactors(L_K, L_A, w)
 
 
-def site_block(factors: DualFactors, Kzc: Tensor, eta: Tensor, beta: Tensor) -> SiteBlock:
-    """Woodbury factors for adding sites ``(eta, beta)`` at inputs with ``K_zc`` (conditioning).
+class SiteBlock(NamedTuple):
+    """Sites ``(eta, beta)`` at inputs ``X_c`` conditioned on in function space on top of
+    :class:`DualFactors` (see module docstring), ``n`` sites per batch element:
+    ``H = L_K^{-1} K_zc`` and ``G = L_A^{-1} K_zc`` ``(*bx, L, m, n)``, ``d = sqrt(beta)``
+    ``(*b, L, n)``, ``L_M = chol(I + D Sigma_cc D)`` ``(*b, L, n, n)``,
+    ``s = L_M^{-1} (e - D Sigma_cc r_0)`` and ``r0`` ``(*b, L, n)``.
+
+    Example:
+        >>> Kzz, Kzc = torch.eye(3).expand(1, 3, 3), torch.rand(1, 3, 2)  # m = 3, n = 2 sites
+        >>> base = dual_factors(Kzz, torch.zeros_like(Kzz), torch.zeros(1, 3))
+        >>> eta = torch.randn(5, 1, 2)  # 5 fantasies (b = (5,)) sharing the precisions beta
+        >>> blk = site_block(base, Kzc, torch.eye(2)[None], eta, torch.ones(1, 2))
+        >>> blk.G.shape, blk.L_M.shape  # beta unbatched: L_M is shared
+        (torch.Size([1, 3, 2]), torch.Size([1, 2, 2]))
+        >>> blk.s.shape
+        torch.Size([5, 1, 2])
+    """
+
+    H: Tensor
+    G: Tensor
+    d: Tensor
+    L_M: Tensor
+    s: Tensor
+    r0: Tensor
+
+
+def site_block(
+    factors: DualFactors, Kzc: Tensor, kcc: Tensor, eta: Tensor, beta: Tensor
+) -> SiteBlock:
+    """Factors of the base posterior conditioned on sites ``(eta, beta)`` at inputs ``X_c``
+    (module docstring: Gaussian conditioning of the Eq. 10 process on the Eq. 12 sites).
 
     Args:
         factors: base posterior factors.
         Kzc: ``(*bx, L, m, n)`` cross-covariance between ``Z`` and the new inputs.
+        kcc: ``(*bx, L, n, n)`` prior covariance of the new inputs (``(*bx, L, n)`` variances
+            are enough for ``n = 1``).
         eta: ``(*b, L, n)`` first site parameters ``beta_j * y_hat_j`` (Eq. 12).
         beta: ``(*b, L, n)`` site precisions (non-negative).
 
     Example:
         >>> k = lambda A, B: torch.exp(-2 * torch.cdist(A, B) ** 2).unsqueeze(0)  # L = 1
         >>> Z, C = torch.linspace(0, 1, 4).unsqueeze(-1), torch.tensor([[0.2], [0.7]])
+        >>> ZC = torch.cat([Z, C])  # inducing set extended by the conditioned inputs
         >>> eta, beta = torch.tensor([[1.0, -1.0]]), torch.tensor([[2.0, 3.0]])
         >>> prior = dual_factors(k(Z, Z), torch.zeros(1, 4, 4), torch.zeros(1, 4))
-        >>> blk = site_block(prior, k(Z, C), eta, beta)
-        >>> m1, v1 = dual_predict(prior, k(Z, C), torch.ones(1, 2), block=blk)
-        >>> B, lam = (k(Z, C) * beta) @ k(Z, C).mT, (k(Z, C) @ eta.mT)[..., 0]  # Eq. 11
-        >>> m2, v2 = dual_predict(dual_factors(k(Z, Z), B, lam), k(Z, C), torch.ones(1, 2))
-        >>> torch.allclose(m1, m2, atol=1e-6), torch.allclose(v1, v2, atol=1e-6)  # no refactoring
+        >>> blk = site_block(prior, k(Z, C), k(C, C), eta, beta)
+        >>> Xs = torch.rand(3, 1)
+        >>> m1, v1 = dual_predict(prior, k(Z, Xs), torch.ones(1, 3), block=blk, Kcx=k(C, Xs))
+        >>> B, lam = (k(ZC, C) * beta) @ k(ZC, C).mT, (k(ZC, C) @ eta.mT)[..., 0]  # Eq. 11
+        >>> m2, v2 = dual_predict(dual_factors(k(ZC, ZC), B, lam), k(ZC, Xs), torch.ones(1, 3))
+        >>> torch.allclose(m1, m2, atol=1e-4), torch.allclose(v1, v2, atol=1e-4)  # Z + X_c
         (True, True)
     """
-    U = solve_lower(factors.L_A, Kzc)  # (*bx, L, m, n)
-    W = U * beta.clamp_min(0).sqrt().unsqueeze(-2)
-    w = factors.w + (U @ eta.unsqueeze(-1)).squeeze(-1)
-    n = W.shape[-1]
-    eye = torch.eye(n, dtype=W.dtype, device=W.device)
-    L_M = stable_cholesky(eye + W.mT @ W, name="I + W^T W (conditioning)")
-    r = solve_lower(L_M, W.mT @ w.unsqueeze(-1)).squeeze(-1)
-    return SiteBlock(W, L_M, w, r)
+    H = solve_lower(factors.L_K, Kzc)  # (*bx, L, m, n)
+    G = solve_lower(factors.L_A, Kzc)
+    mu = (factors.w.unsqueeze(-2) @ G).squeeze(-2)  # base mean of g at X_c
+    n = Kzc.shape[-1]
+    if kcc.dim() == Kzc.dim() - 1:  # variances of single points
+        if n != 1:
+            raise InputDataError(
+                f"site_block: kcc must be (..., n, n) for n = {n} sites, got {tuple(kcc.shape)}"
+            )
+        kcc = kcc.unsqueeze(-1)
+    Scc = kcc - H.mT @ H + G.mT @ G  # Sigma(X_c, X_c) (*bx, L, n, n)
+    Scc = 0.5 * (Scc + Scc.mT)
+    beta = beta.clamp_min(0)
+    d = beta.sqrt()
+    r = eta - beta * mu
+    pos = d > 0
+    e = torch.where(pos, r / torch.where(pos, d, torch.ones_like(d)), torch.zeros_like(r))
+    r0 = torch.where(pos, torch.zeros_like(r), r)
+    eye = torch.eye(n, dtype=G.dtype, device=G.device)
+    M = eye + d.unsqueeze(-1) * Scc * d.unsqueeze(-2)
+    L_M = stable_cholesky(M, name="I + D Sigma_cc D (conditioning)")
+    rhs = e - d * (Scc @ r0.unsqueeze(-1)).squeeze(-1)
+    s = solve_lower(L_M, rhs.unsqueeze(-1)).squeeze(-1)
+    return SiteBlock(H, G, d, L_M, s, r0)
 
 
 def dual_predict(
@@ -133,8 +180,10 @@ def dual_predict(
     kxx: Tensor,
     full_cov: bool = False,
     block: SiteBlock | None = None,
+    Kcx: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
-    """Posterior mean and (co)variance of ``f(X)`` (Eq. 10), optionally with a site block.
+    """Posterior mean and (co)variance of ``f(X)`` (Eq. 10), optionally conditioned on a
+    site block (module docstring).
 
     Args:
         factors: base posterior factors.
@@ -142,6 +191,8 @@ def dual_predict(
         kxx: prior ``(*bx, L, n)`` variances, or ``(*bx, L, n, n)`` covariance if ``full_cov``.
         full_cov: return the joint covariance instead of marginal variances.
         block: conditioning sites added on top of the base posterior.
+        Kcx: ``(*, L, n_c, n)`` prior cross-covariance ``K(X_c, X)`` of the block's inputs
+            and ``X`` (required with ``block``).
 
     Returns:
         ``mean (*, L, n)`` and ``var (*, L, n)`` or ``cov (*, L, n, n)``, batch dimensions
@@ -158,19 +209,22 @@ def dual_predict(
     """
     H = solve_lower(factors.L_K, Kzx)  # L_K^{-1} k
     G = solve_lower(factors.L_A, Kzx)  # L_A^{-1} k
-    if block is None:
-        mean = (factors.w.unsqueeze(-2) @ G).squeeze(-2)
-        S = None
-    else:
-        mean = (block.w.unsqueeze(-2) @ G).squeeze(-2)
-        S = solve_lower(block.L_M, block.W.mT @ G)  # (*, L, n_c, n)
-        mean = mean - (block.r.unsqueeze(-2) @ S).squeeze(-2)
+    mean = (factors.w.unsqueeze(-2) @ G).squeeze(-2)
     if full_cov:
         cov = kxx - H.mT @ H + G.mT @ G
-        if S is not None:
+    else:
+        var = kxx - H.square().sum(-2) + G.square().sum(-2)
+    if block is not None:
+        if Kcx is None:
+            raise InputDataError("dual_predict: a site block needs Kcx = K(X_c, X), got None")
+        Scx = Kcx - block.H.mT @ H + block.G.mT @ G  # Sigma(X_c, X) (*, L, n_c, n)
+        S = solve_lower(block.L_M, block.d.unsqueeze(-1) * Scx)  # L_M^{-1} D Sigma_cx
+        mean = mean + (block.s.unsqueeze(-2) @ S).squeeze(-2)
+        mean = mean + (block.r0.unsqueeze(-2) @ Scx).squeeze(-2)
+        if full_cov:
             cov = cov - S.mT @ S
+        else:
+            var = var - S.square().sum(-2)
+    if full_cov:
         return mean, 0.5 * (cov + cov.mT)
-    var = kxx - H.square().sum(-2) + G.square().sum(-2)
-    if S is not None:
-        var = var - S.square().sum(-2)
     return mean, var

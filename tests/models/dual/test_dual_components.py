@@ -61,27 +61,75 @@ def test_dual_predict_matches_eq_10_written_out():
     assert torch.allclose(cov[0], c_ref, atol=1e-10)
 
 
-def test_site_block_woodbury_equals_refactorisation():
-    """Adding sites through the Woodbury block equals refactorising K_zz + B + K diag(b) K^T,
-    for batched sites and batched inputs."""
+def _sigma(k, Z, Kzz, B, A_rows, A_cols):
+    """Eq. 10 covariance written out: k - K_az K_zz^-1 K_zb + K_az (K_zz + B)^-1 K_zb."""
+    Kaz, Kzb = k(A_rows, Z).to_dense(), k(Z, A_cols).to_dense()
+    return (
+        k(A_rows, A_cols).to_dense()
+        - Kaz @ torch.linalg.solve(Kzz[0], Kzb)
+        + Kaz @ torch.linalg.solve(Kzz[0] + B[0], Kzb)
+    )
+
+
+def test_site_block_is_gaussian_conditioning_of_the_eq_10_process():
+    """Sites (eta, beta) at X_c, batched over sites and inputs: the conditioned mean and
+    covariance are mu + S_xc (I + B S_cc)^-1 (eta - B mu_c) and S - S_xc (I + B S_cc)^-1 B S_cx
+    with S the Eq. 10 covariance (Nystrom residual included), written out with dense solves;
+    one site has beta = 0 and eta != 0 (a pure mean shift)."""
     k, Z, _, Kzz, _, lam, B = _setup()
     f = dual_factors(Kzz, B, lam)
     Xc = torch.rand(3, 2, 1) * 3  # (bx=3, n=2)
     eta_c = torch.randn(4, 3, 1, 2)  # (b=4, 3, L=1, n=2)
-    beta_c = torch.rand(4, 3, 1, 2)
+    beta_c = torch.rand(4, 3, 1, 2) * 5
+    beta_c[0, 0, 0, 1] = 0.0
     Kzc = k(Z, Xc).to_dense().unsqueeze(-3)  # (3, 1, m, 2)
-    block = site_block(f, Kzc, eta_c, beta_c)
+    block = site_block(f, Kzc, k(Xc).to_dense().unsqueeze(-3), eta_c, beta_c)
     Xs = torch.rand(5, 1) * 3
-    Kzs, kss = k(Z, Xs).to_dense()[None], k(Xs, diag=True)[None]
-    mean, var = dual_predict(f, Kzs, kss, block=block)
-    assert mean.shape == (4, 3, 1, 5)
+    Kzs, kss = k(Z, Xs).to_dense()[None], k(Xs).to_dense()[None]
+    Kcs = k(Xc, Xs.expand(3, 5, 1)).to_dense().unsqueeze(-3)
+    mean, cov = dual_predict(f, Kzs, kss, True, block=block, Kcx=Kcs)
+    _, var = dual_predict(f, Kzs, kss.diagonal(0, -2, -1), block=block, Kcx=Kcs)
+    assert mean.shape == (4, 3, 1, 5) and cov.shape == (4, 3, 1, 5, 5)
+    torch.testing.assert_close(var, cov.diagonal(0, -2, -1), rtol=0, atol=1e-10)
+
+    def mu(X):
+        return k(X, Z).to_dense() @ torch.linalg.solve(Kzz[0] + B[0], lam[0])
+
     for i in range(4):
         for j in range(3):
-            dl, dB = site_contributions(Kzc[j], eta_c[i, j], beta_c[i, j])
-            ref = dual_factors(Kzz, B + dB, lam + dl)
-            m_ref, v_ref = dual_predict(ref, Kzs, kss)
-            assert torch.allclose(mean[i, j], m_ref, atol=1e-10)
-            assert torch.allclose(var[i, j], v_ref, atol=1e-10)
+            C, b = Xc[j], torch.diag(beta_c[i, j, 0])
+            S_sc, S_cc = _sigma(k, Z, Kzz, B, Xs, C), _sigma(k, Z, Kzz, B, C, C)
+            Minv = torch.linalg.inv(torch.eye(2) + b @ S_cc)
+            m_ref = mu(Xs) + S_sc @ Minv @ (eta_c[i, j, 0] - b @ mu(C))
+            c_ref = _sigma(k, Z, Kzz, B, Xs, Xs) - S_sc @ Minv @ b @ S_sc.T
+            torch.testing.assert_close(mean[i, j, 0], m_ref, rtol=0, atol=1e-9)
+            torch.testing.assert_close(cov[i, j, 0], c_ref, rtol=0, atol=1e-9)
+
+
+def test_site_block_equals_the_inducing_set_extended_by_the_conditioned_inputs():
+    """Base sites at inputs in Z, new sites at X_c outside Z: conditioning equals the Eq. 10
+    posterior refactorised with Z + X_c and all sites (Eq. 11)."""
+    k, Z, _, Kzz, _, _, _ = _setup()
+    Xd = Z[::2]  # data inside Z
+    eta_d, beta_d = torch.randn(1, 3), torch.rand(1, 3) + 0.5
+    lam, B = site_contributions(k(Z, Xd).to_dense()[None], eta_d, beta_d)
+    f = dual_factors(Kzz, B, lam)
+    C = torch.tensor([[0.4], [1.3]])
+    eta_c, beta_c = torch.randn(1, 2), torch.rand(1, 2) + 0.5
+    block = site_block(f, k(Z, C).to_dense()[None], k(C).to_dense()[None], eta_c, beta_c)
+    Xs = torch.rand(6, 1) * 3
+    mean, cov = dual_predict(
+        f, k(Z, Xs).to_dense()[None], k(Xs).to_dense()[None], True, block, k(C, Xs).to_dense()[None]
+    )
+    Z2 = torch.cat([Z, C])
+    lam2, B2 = site_contributions(
+        k(Z2, torch.cat([Xd, C])).to_dense()[None], torch.cat([eta_d, eta_c], -1),
+        torch.cat([beta_d, beta_c], -1),
+    )  # fmt: skip
+    ref = dual_factors(k(Z2).to_dense()[None], B2, lam2)
+    m_ref, c_ref = dual_predict(ref, k(Z2, Xs).to_dense()[None], k(Xs).to_dense()[None], True)
+    torch.testing.assert_close(mean, m_ref, rtol=0, atol=1e-8)
+    torch.testing.assert_close(cov, c_ref, rtol=0, atol=1e-8)
 
 
 def test_site_targets_gaussian_are_exact_and_softmax_uses_the_diagonal():
@@ -189,15 +237,17 @@ def test_dual_predict_on_fantasy_batches_equals_the_broadcast_solves(monkeypatch
     eta, beta = torch.randn(4, 5, 1, 1), torch.rand(1, 1) + 0.1  # 4 fantasies
     Xq = torch.rand(4, 5, 3, 1) * 3  # q = 3 points per fantasy model
     Kzq, kqq = k(Z, Xq).to_dense().unsqueeze(-3), k(Xq).to_dense().unsqueeze(-3)
-    block = site_block(f, Kzc, eta, beta)
-    mean, cov = dual_predict(f, Kzq, kqq, True, block)
+    kcc = k(Xc).to_dense().unsqueeze(-3)
+    Kcq = k(Xc.expand(4, 5, 1, 1), Xq).to_dense().unsqueeze(-3)
+    block = site_block(f, Kzc, kcc, eta, beta)
+    mean, cov = dual_predict(f, Kzq, kqq, True, block, Kcq)
     monkeypatch.setattr(
         posterior,
         "solve_lower",
         lambda L, R: torch.linalg.solve_triangular(L, R, upper=False),
     )
-    ref_block = site_block(f, Kzc, eta, beta)
-    m_ref, c_ref = dual_predict(f, Kzq, kqq, True, ref_block)
+    ref_block = site_block(f, Kzc, kcc, eta, beta)
+    m_ref, c_ref = dual_predict(f, Kzq, kqq, True, ref_block, Kcq)
     assert mean.shape == (4, 5, 1, 3) and cov.shape == (4, 5, 1, 3, 3)
     torch.testing.assert_close(mean, m_ref, rtol=0, atol=1e-12)
     torch.testing.assert_close(cov, c_ref, rtol=0, atol=1e-12)

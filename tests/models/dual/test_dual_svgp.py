@@ -241,8 +241,10 @@ def test_projection_onto_superset_leaves_predictions_unchanged():
 
 
 def test_condition_equals_update_gaussian_and_leaves_self_untouched():
+    """Conditioned inputs inside Z: conditioning equals ``update`` with Z and hyperparameters
+    frozen (the sites enter Eq. 11 through k_zi exactly)."""
     X, y = reg_data(30)
-    model = fixed_model(rbf(), Gaussian(0.1), X[::3], memory_size=3)
+    model = fixed_model(rbf(), Gaussian(0.1), torch.cat([X[:20:3], X[20:]]), memory_size=3)
     model.update(X[:20], y[:20])
     Xs = torch.rand(9, 1) * 5
     before = model.predict_f(Xs, full_cov=True)
@@ -257,6 +259,74 @@ def test_condition_equals_update_gaussian_and_leaves_self_untouched():
     two = model.condition(X[20:25], y[20:25]).condition(X[25:], y[25:])
     for a, b in zip(two.predict_f(Xs, True), cond.predict_f(Xs, True), strict=True):
         assert torch.allclose(a, b, atol=1e-8)
+
+
+def _exact_gp_data(n: int = 12):
+    g = torch.Generator().manual_seed(4)
+    X = torch.rand(n, 1, generator=g) * 5
+    return X, torch.sin(2 * X[:, 0]) + 0.1 * torch.randn(n, generator=g)
+
+
+@pytest.mark.parametrize("where", [[[2.61]], [[0.37], [4.2]]])
+def test_condition_at_new_points_equals_the_exact_gp_update(where):
+    """Z = X (the exact-GP limit), conditioned at points outside Z: the posterior equals the
+    exact GP on X plus the new points (mean and covariance everywhere), and the variance
+    removed at a new point is the exact update's ``v^2 / (v + s2)``."""
+    X, y = _exact_gp_data()
+    noise = 0.05
+    model = fixed_model(rbf(0.7), Gaussian(noise), X).update(X, y)
+    xn = torch.tensor(where)
+    yn = torch.cos(xn[:, 0])
+    cond = model.condition(xn, yn)
+    Xs = torch.cat([torch.linspace(0, 5, 9)[:, None], xn])
+    mean, cov = cond.predict_f(Xs, full_cov=True)
+    m_ref, c_ref = exact_posterior(model.kernel, noise, torch.cat([X, xn]), torch.cat([y, yn]), Xs)
+    torch.testing.assert_close(mean, m_ref, rtol=0, atol=1e-6)
+    torch.testing.assert_close(cov, c_ref, rtol=0, atol=1e-6)
+    v0 = model.predict_f(xn[:1])[1]
+    removed = 1 - cond.predict_f(xn[:1])[1] / v0
+    if len(xn) == 1:
+        torch.testing.assert_close(removed, v0 / (v0 + noise), rtol=0.05, atol=0)
+
+
+def test_gaussian_fantasy_removes_the_variance_of_the_exact_update_of_q():
+    """Z smaller than the data (a sparse posterior q with a Nystrom residual): a fantasy at a
+    new point removes ``v / (v + s2)`` of the variance there, the exact Gaussian update of q
+    with the same hyperparameters (within 5 %), and conditioning further is sequential
+    Gaussian conditioning."""
+    torch.manual_seed(0)
+    X = torch.rand(60, 2)
+    y = torch.sin(6 * X[:, 0]) + torch.cos(4 * X[:, 1])
+    noise = 0.01
+    model = fixed_model(rbf(0.25), Gaussian(noise), X[:20]).update(X, y)
+    xn = torch.tensor([[0.93, 0.07], [0.5, 0.52]])
+    mu, v0 = model.predict_f(xn)
+    cond = model.condition(xn[:1], mu[:1])
+    v1 = cond.predict_f(xn[:1])[1]
+    torch.testing.assert_close(1 - v1 / v0[:1], v0[:1] / (v0[:1] + noise), rtol=0.05, atol=0)
+    both = cond.condition(xn[1:], mu[1:])
+    joint = model.condition(xn, mu)
+    for a, b in zip(both.predict_f(X[:5], True), joint.predict_f(X[:5], True), strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-8)
+
+
+def test_gaussian_condition_gradients_in_the_fantasy_inputs_match_finite_differences():
+    from bo_ncgp.models.dual import fixed_hyperparameters
+
+    X, y = reg_data(20)
+    model = fixed_model(rbf(), Gaussian(0.05), X[::4]).update(X, y)
+    x = torch.tensor([[1.13], [3.71]], requires_grad=True)
+    Xs = torch.rand(4, 1) * 5
+
+    def post(x_):
+        mean, var = model.condition(x_, torch.tensor([0.3, -0.2])).predict_f(Xs)
+        return torch.cat([mean, var])
+
+    torch.autograd.gradcheck(post, (x,))
+    with fixed_hyperparameters():  # the adapter's context: the same gradients
+        g_fixed = torch.autograd.grad(post(x).sum(), x)[0]
+    torch.testing.assert_close(g_fixed, torch.autograd.grad(post(x).sum(), x)[0])
+    assert g_fixed.abs().sum() > 0
 
 
 def _bernoulli_model():

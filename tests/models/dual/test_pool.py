@@ -55,9 +55,9 @@ def test_rank_one_pool_fantasies_equal_the_generic_path(kernel):
     torch.testing.assert_close(mean, ref_mean, atol=1e-10, rtol=0)
     torch.testing.assert_close(var, ref_var, atol=1e-10, rtol=0)
     outside = torch.rand(4, 2, dtype=DT)
-    G_c = fast.cross(outside)
+    C = fast.cross(outside)
     m_c, v_c = model.predict_f(outside)
-    mean_o, _ = fast.conditioned_at(G_c, m_c, v_c, Y[:1].expand(4, 3))
+    mean_o, _ = fast.conditioned_at(C, m_c, v_c, Y[:1].expand(4, 3))
     ref, _ = model.condition(outside[1:2], Y[0, 2:3]).predict_f(pool)
     torch.testing.assert_close(mean_o[1, 2], ref.detach(), atol=1e-10, rtol=0)
 
