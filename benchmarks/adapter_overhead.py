@@ -240,7 +240,7 @@ def _condition_cases(cfg, dual, peer, rand) -> list[dict]:
     standardize = Standardize(m=1)
     standardize(torch.randn(20, 1, generator=g, dtype=torch.float64))
     bounds = torch.stack([torch.zeros(6), torch.ones(6)]).to(torch.float64)
-    transformed = DualSVGPModel(
+    transformed = DualSVGPModel.from_model(
         dual, input_transform=Normalize(d=6, bounds=bounds), outcome_transform=standardize.eval()
     )
     transformed.eval()

@@ -102,7 +102,8 @@ def _batch(kind: str, gp, dual, y, bounds, seed: int, before: bool) -> torch.Ten
         return kriging_believer_batch(gp, factory, **kw).X
     fantasy = "sample" if kind == "dual sample" else "mean"
     gen = torch.Generator().manual_seed(seed)
-    return build_fantasy_batch(DualSVGPModel.from_model(dual), factory, fantasy=fantasy, generator=gen, **kw).X
+    model = DualSVGPModel.from_model(dual)
+    return build_fantasy_batch(model, factory, fantasy=fantasy, generator=gen, **kw).X
 
 
 def run(problems: list[str], seeds: int, before: bool) -> dict:
