@@ -242,19 +242,21 @@ print(f"dual conditioning for the fantasies: "
 # %% [markdown]
 # ## Best reward so far against the number of evaluations
 # Left, solid: the best reward of a controller that *landed*; dashed: the best reward
-# regardless of landing (mean ± one standard error over the seeds; the landed curve averages
-# the seeds where something has landed by then). The dotted vertical lines separate the
-# initial design and the batches. Right: how many of the evaluated controllers landed. The
-# dash-dotted line is gymnasium's hand-tuned controller. The summary above says which
-# differences are larger than the noise between seeds; comparisons at the scale of the paper
-# are in the lunar-lander section of `experiments/chang2023/RESULTS.md`.
+# regardless of landing (mean ± one standard error over the seeds; the landed curve starts at
+# the evaluation by which a controller has landed in every seed). The dotted vertical lines
+# separate the initial design and the batches; the dash-dotted line is gymnasium's hand-tuned
+# controller. Right: how many of the evaluated controllers landed. The summary above says
+# which differences are larger than the noise between seeds; comparisons at the scale of the
+# paper are in the lunar-lander section of `experiments/chang2023/RESULTS.md`.
 
 # %%
 n = np.arange(1, N_INIT + Q * N_BATCHES + 1)
 fig, axes = plt.subplots(1, 2, figsize=(12, 4))
 for c, (k, v) in zip(["C0", "C1"], runs.items(), strict=True):
     for landed, ls, lw in [(True, "-", 1.5), (False, "--", 1.0)]:
-        m, se, _ = mean_se_curve([best_so_far(r["Y"], r["S"] if landed else None) for r in v])
+        curves = [best_so_far(r["Y"], r["S"] if landed else None) for r in v]
+        m, se, count = mean_se_curve(curves)
+        m[count < len(v)] = np.nan  # drawn from the evaluation where every seed has a value
         axes[0].plot(n, m, color=c, ls=ls, lw=lw, label=f"{k}, {'landed' if landed else 'any'}")
         axes[0].fill_between(n, m - se, m + se, color=c, alpha=0.15 if landed else 0.07)
     m, se, _ = mean_se_curve([np.cumsum(r["S"].numpy()) for r in v])

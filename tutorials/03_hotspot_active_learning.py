@@ -69,7 +69,7 @@ OUT = (Path(__file__).parent if "__file__" in globals() else Path.cwd()) / "outp
 OUT.mkdir(exist_ok=True)
 
 data = load_hotspots("civ")
-print(f"{data.X.shape[0]} villages from {data.path}; hotspot threshold {data.threshold}")
+print(f"{data.X.shape[0]} villages from {data.path.name}; hotspot threshold {data.threshold}")
 
 # %% [markdown]
 # ## The pool
