@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -246,6 +247,8 @@ def test_tutorial_runs_as_a_notebook(path, tmp_path, monkeypatch):
         if o.output_type == "stream" and o.name == "stderr"
     ]
     assert not stderr, f"{path.name} shows warnings or errors to the reader: {stderr}"
+    shown = "".join(o.get("text", "") for c in cells for o in c.get("outputs", []))
+    assert not re.search(r"^RESULT \w+=", shown, re.MULTILINE), f"{path.name} prints test lines"
     if check is None:
         return
     check(results)
