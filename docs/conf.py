@@ -4,7 +4,9 @@ The tutorials (``tutorials/NN_*.py``, jupytext percent format) are converted to 
 ``docs/tutorials/`` when the build starts and executed by myst-nb (cached in
 ``docs/_build/.jupyter_cache``: a tutorial runs again only when its source changed). A cell that
 fails, or writes to stderr (a warning), is a build warning, and ``make docs`` turns warnings into
-errors.
+errors. ``BO_NCGP_DOCS_EXECUTE`` picks myst-nb's execution mode: ``cache`` (default), ``force``
+(run every tutorial again, e.g. after ``BO_NCGP_TUTORIAL_QUICK`` changed, which the cache does not
+see) or ``off``.
 """
 
 from __future__ import annotations
