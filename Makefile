@@ -10,7 +10,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.bo_ncgp-installed
 PYTEST_ARGS ?=
 
-.PHONY: setup demo test test-all test-gpu bench lint check-install clean
+.PHONY: setup demo test test-all test-gpu bench lint docs check-install clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,18 @@ test-gpu: $(STAMP)
 # every speed ratio against its peer (benchmarks/speed.py; BENCH_ARGS=--quick for small presets)
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.speed $(BENCH_ARGS)
+
+# The documentation site (Sphinx, docs/conf.py) into docs/_build/html; every warning is an
+# error. The tutorials are executed as notebooks (cached in docs/_build/.jupyter_cache: only a
+# changed tutorial runs again); BO_NCGP_DOCS_EXECUTE=off builds without running them.
+DOCS_STAMP := $(VENV)/.bo_ncgp-docs-installed
+$(DOCS_STAMP): $(STAMP)
+	$(BIN)/pip install --quiet -c constraints.txt -e ".[docs]"
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
+	$(BIN)/sphinx-build -W --keep-going -q -b html docs docs/_build/html
+	@echo "docs: open docs/_build/html/index.html"
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -58,6 +58,12 @@ class InlineExecutor(Executor):
     """
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future:
+        """Call ``fn(*args, **kwargs)`` now; return a done future holding its result or error.
+
+        Example:
+            >>> InlineExecutor().submit(divmod, 7, 2).result()
+            (3, 1)
+        """
         fut: Future = Future()
         try:
             fut.set_result(fn(*args, **kwargs))

@@ -47,7 +47,7 @@ def _synthetic(seed: int = 0, **options: Any) -> Problem:
     return TestFunction(**options)
 
 
-#: problem name -> factory(seed, **options)
+#: problem name -> ``factory(seed, **options)``
 PROBLEMS: dict[str, Callable[..., Problem]] = {
     "hotspots": _hotspots,
     "lunar-lander": _lunar_lander,

@@ -20,7 +20,7 @@ respect to the old prior, ``a = L_a w`` with ``L_a = chol K_aa(theta_old)``:
 cancels in the log ratio. Under ``q``, ``w = P v + L_a^{-1} eps`` with
 ``P = L_a^{-1} K_ab(theta) L_b^{-T}`` and ``eps ~ N(0, K_aa - K_ab K_bb^{-1} K_ba)`` (all under
 ``theta``), hence ``q(w) = N(P mu, C - P P^T + P S P^T)`` with
-``C = L_a^{-1} K_aa(theta) L_a^{-T}``, and
+``C = L_a^{-1} K_aa(theta) L_a^{-T}``, and::
 
     E_q[log q_old(w) - log p_old(w)] = -½ [ log|S_o| + tr(S_o^{-1} Σ_w) + r^T r
                                             - tr(Σ_w) - |P mu|^2 ],   r = L_o^{-1}(P mu - mu_o).

@@ -2,7 +2,7 @@
 
 The "offline" gold standard of Chang et al. (2023), Tables 1 and 3: an SVGP (Hensman et al.
 2013; the ELBO of Eq. 3) with the same kernel and number of inducing points as the streaming
-models, trained with access to all data by minibatch Adam on
+models, trained with access to all data by minibatch Adam on::
 
     L = (N / |B|) sum_{i in B} E_q[log p(y_i | f_i)] - KL[q(u) || p_theta(u)]
 

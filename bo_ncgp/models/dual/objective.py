@@ -122,11 +122,12 @@ def sequential_elbo(
 ) -> Tensor:
     """Eq. 21: ``Σ_i w_i E_q[log p(y_i|f_i)] - KL[q(u) || p_theta(u) T_rest(u) / Z_rest]``.
 
+    The arguments not listed below are as in :func:`dual_objective` (``weights`` are 1 in
+    Eq. 21; ``m_u`` is the mean of ``g(Z)`` when ``mean_offset`` is non-zero).
+
     Args:
         m_u, L_V: ``(L, m)`` mean and ``(L, m, m)`` Cholesky factor of the covariance of the
             fixed ``q(u)`` (in u-space, independent of ``theta``).
-        Other arguments as in :func:`dual_objective` (``weights`` are 1 in Eq. 21; ``m_u`` is
-        the mean of ``g(Z)`` when ``mean_offset`` is non-zero).
 
     Example:
         >>> from bo_ncgp.likelihoods import Gaussian
