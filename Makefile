@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -c constraints.txt torch==2.13.0
-	$(BIN)/pip install --quiet -c constraints.txt -e ".[dev,keops,envs,distributed]"
+	$(BIN)/pip install --quiet -c constraints.txt -e ".[dev,keops,envs,distributed,ax]"
 	touch $(STAMP)
 
 setup: $(STAMP)
