@@ -146,10 +146,10 @@ def make_models(U0, Y0, S0, rng):
 # from (conditioned) models; it returns the batch, the acquisition value of each point when
 # it was chosen and the timings. The incumbent for EI is the best *successful* reward so far
 # (the best reward if nothing has landed yet); inside a batch it rises to a fantasised reward
-# that beats it, so the next point is not drawn to the same optimum. Random search gets the same initial design
-# and the same number of evaluations. For every batch we also record the smallest distance
-# between two of its points (in the unit cube): a batch whose points nearly coincide spends
-# several evaluations on one controller.
+# that beats it, so the next point is not drawn to the same optimum. Random search gets the
+# same initial design and the same number of evaluations. For every batch we also record the
+# smallest distance between two of its points (in the unit cube): a batch whose points nearly
+# coincide spends several evaluations on one controller.
 
 
 # %%
