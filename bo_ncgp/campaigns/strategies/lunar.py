@@ -24,7 +24,10 @@ the same, meant for batches of one; ``kriging-believer`` = exact GP x Kriging be
 
 Inputs are scaled from the problem's box to the unit cube; rewards are standardised with the
 mean and standard deviation of the initial design (fixed afterwards, so that the streaming
-model's targets keep one scale). Failed evaluations (NaN reward) are ignored by both models.
+model's targets keep one scale). Failed evaluations (NaN reward) are ignored by the reward
+model; the classifier learns from every evaluation with a success label (a problem with
+unknown feasibility labels the points where it returns no value as failures). Until a value
+is observed, points are drawn uniformly at random.
 """
 
 from __future__ import annotations
@@ -298,7 +301,8 @@ class ConstrainedBO(Strategy):
         vals = np.array([e.value for e in evaluations], dtype=float)
         y = self._standardise(vals)
         self.reward_model.observe(U, y, torch.as_tensor(np.isfinite(vals)))
-        ok = [i for i, e in enumerate(evaluations) if e.ok]
+        # every labelled evaluation trains the classifier, failed ones too (no value there)
+        ok = [i for i, e in enumerate(evaluations) if e.success is not None]
         if not ok:
             return
         labels = torch.tensor([float(bool(evaluations[i].success)) for i in ok], dtype=DTYPE)
@@ -309,6 +313,8 @@ class ConstrainedBO(Strategy):
     def ask(self, history: History, q: int, rng: np.random.Generator) -> np.ndarray:
         from bo_ncgp.bo.acquisition import ConstrainedLogExpectedImprovement
 
+        if not history.ok.any() or self.classifier is None:  # no value to model yet
+            return self._from_unit(torch.as_tensor(rng.random((q, self.problem.dim)), dtype=DTYPE))
         reward = self.reward_model.botorch_model()
         best = self._incumbent(history)
         d = self.problem.dim

@@ -1,0 +1,661 @@
+"""The strategy benchmark (``bo-ncgp bench``): problems x strategies x seeds, each run a
+crash-safe campaign (:class:`~bo_ncgp.campaigns.runner.Campaign`) under
+``OUT/<problem>/<strategy>/seed_<k>``, then a summary with paired differences, plots and a
+markdown table.
+
+Problems are the names of :data:`bo_ncgp.problems.registry.PROBLEMS`; strategies the names
+registered for the problem's family in :data:`bo_ncgp.campaigns.strategies.registry.STRATEGIES`
+(the family is the problem's ``strategy_family`` attribute -- ``"continuous"``,
+``"constrained"``, ``"counts"``, ``"lunar-lander"`` -- or else its registry name). Runs go
+through any executor of :func:`~bo_ncgp.campaigns.executors.make_executor` (processes or a
+dask cluster), one run per task; running the same command again skips finished runs and
+resumes interrupted ones.
+
+**The metric.** After every evaluation ``n``: the *best value so far* -- the value of the best
+observed point among the first ``n`` (its noise-free ``extra["true_value"]`` where the problem
+logs one) -- or, where the problem knows its optimum (``optimal_value``), the *simple regret*
+``optimal_value - best value so far`` (smaller is better). Before the first finite value
+(e.g. no feasible point yet) the metric is ``nan`` and that seed is left out there.
+
+**Paired differences.** For every strategy and every budget, over the seeds that both the
+strategy and the baseline reached: the mean +- standard error of ``lead = baseline regret -
+strategy regret`` (for best values ``strategy best - baseline best``): positive means the
+strategy is ahead of the baseline.
+
+**Timings.** Per acquisition step (the initial design excluded): ``fit`` (the model update
+after a batch plus any refit inside the acquisition step, logged as ``fit_seconds``),
+``acquisition`` (the rest of proposing a batch), ``evaluation`` (evaluating it) and their sum
+``iteration``; each the mean over a run's steps, then mean +- s.e. over seeds. ``seconds`` of
+a curve is the cumulative run time after each evaluation, averaged over seeds.
+
+**``summary.json``** (strict JSON, ``NaN`` written as ``null``)::
+
+    {"format": "bo-ncgp-bench/1",
+     "baseline": str,                       # the strategy the paired differences refer to
+     "settings": {"evaluations", "batch_size", "initial", "seeds": [int, ...]},
+     "problems": {PROBLEM: {
+         "metric": "regret" | "best_value",
+         "optimal_value": float | null,
+         "budgets": [int, ...],             # evaluations at which the tables are given
+         "strategies": {STRATEGY: {
+             "seeds": [int, ...],           # seeds with a run
+             "finished": int,               # runs that reached the budget
+             "config": {...},               # the strategy's configuration
+             "curve": {"evaluations": [1..N], "mean": [...], "se": [...], "n": [...],
+                       "seconds": [...]},   # metric after every evaluation
+             "per_seed": {SEED: [...]},     # the metric of every run, every evaluation
+             "final": {"mean", "se", "n"},  # at the last evaluation
+             "at": {BUDGET: {"mean", "se", "n"}},
+             "paired": {"final" | BUDGET: {"mean", "se", "n"}},   # lead over the baseline
+             "seconds": {"fit" | "acquisition" | "evaluation" | "iteration":
+                         {"mean", "se", "n"}}}}}}}
+
+``summary.md`` holds the table that :func:`markdown_table` prints, and ``PROBLEM.png`` the
+metric against evaluations and against wall-clock seconds (mean +- s.e. over seeds).
+
+A problem or strategy of your own is a registry entry (in the process that runs the bench;
+process pools on Linux inherit it):
+
+Example:
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from bo_ncgp.campaigns.strategies.base import RandomSearch
+    >>> from bo_ncgp.campaigns.strategies.registry import STRATEGIES, StrategySpec
+    >>> from bo_ncgp.problems.registry import PROBLEMS
+    >>> from bo_ncgp.problems.benchmarks import UnitCubeFunction
+    >>> PROBLEMS["my-rosenbrock"] = lambda seed=0: UnitCubeFunction("rosenbrock", dim=3)
+    >>> STRATEGIES[("continuous", "my-random")] = StrategySpec(
+    ...     "continuous", "my-random", "random search, mine", (), RandomSearch)
+    >>> out = Path(tempfile.mkdtemp())
+    >>> s = run_bench(["my-rosenbrock"], ["my-random", "sobol"], [0, 1], out,
+    ...               evaluations=10, batch_size=2, baseline="sobol", progress=None)
+    >>> sorted(s["problems"]["my-rosenbrock"]["strategies"]), (out / "summary.md").is_file()
+    (['my-random', 'sobol'], True)
+    >>> del PROBLEMS["my-rosenbrock"], STRATEGIES[("continuous", "my-random")]
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import traceback
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import as_completed
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bo_ncgp.campaigns.executors import DASK_TIMEOUT, InlineExecutor, make_executor
+from bo_ncgp.campaigns.stats import mean_se_curve, mean_se_dict
+from bo_ncgp.campaigns.storage import read_json, write_json
+from bo_ncgp.exceptions import InputDataError
+
+__all__ = [
+    "FORMAT",
+    "SUITES",
+    "bench_job",
+    "markdown_table",
+    "metric_curve",
+    "paired_lead",
+    "plot_bench",
+    "run_bench",
+    "strategy_family",
+    "summarise_bench",
+    "timings",
+]
+
+FORMAT = "bo-ncgp-bench/1"
+STATE = "state.json"
+_UNCONSTRAINED = ("branin", "hartmann6", "ackley5", "levy4")
+#: named benchmark suites: the problems, strategies, baseline and run settings of each
+SUITES: dict[str, dict[str, Any]] = {
+    "unconstrained": {
+        "problems": _UNCONSTRAINED,
+        "strategies": ("random", "botorch", "dual"),
+        "baseline": "botorch",
+        "evaluations": 50,
+        "batch_size": 1,
+    },
+    "q4": {
+        "problems": _UNCONSTRAINED,
+        "strategies": ("botorch", "botorch-believer", "dual", "dual-fantasy", "dual-fantasy-mean"),
+        "baseline": "botorch",
+        "evaluations": 62,
+        "batch_size": 4,
+    },
+    "constrained": {
+        "problems": ("branin-halfplane", "branin-disc", "hartmann6-ring", "levy4-corner"),
+        "strategies": ("random", "botorch-labels", "dual"),
+        "baseline": "botorch-labels",
+        "evaluations": 50,
+        "batch_size": 1,
+    },
+    "counts": {
+        "problems": ("branin-poisson",),
+        "strategies": ("random", "botorch", "dual"),
+        "baseline": "botorch",
+        "evaluations": 40,
+        "batch_size": 1,
+    },
+    "long": {
+        "problems": ("hartmann6-noisy",),
+        "strategies": ("random", "botorch", "dual"),
+        "baseline": "botorch",
+        "evaluations": 1000,
+        "batch_size": 25,
+    },
+    "lunar": {
+        "problems": ("lunar-lander-wind",),
+        "strategies": ("random", "fantasy-batch", "kriging-believer"),
+        "baseline": "random",
+        "evaluations": 90,
+        "batch_size": 3,
+        "initial": 24,
+    },
+}
+
+
+def strategy_family(name: str, problem: Any) -> str:
+    """The strategy family of the registered problem ``name`` (module docstring).
+
+    Example:
+        >>> from bo_ncgp.problems.registry import make_problem
+        >>> strategy_family("branin-disc", make_problem("branin-disc"))
+        'constrained'
+    """
+    return getattr(problem, "strategy_family", None) or name
+
+
+def _settings_match(state: dict, evaluations: int, batch_size: int, initial: int) -> bool:
+    want = {"budget": evaluations, "batch_size": batch_size, "num_initial": initial}
+    return all(state.get(k) == v for k, v in want.items())
+
+
+def bench_job(
+    problem: str,
+    strategy: str,
+    seed: int,
+    out_root: str | Path,
+    *,
+    evaluations: int,
+    batch_size: int,
+    initial: int | None = None,
+    threads: int | None = 1,
+) -> dict[str, Any]:
+    """Run (or resume) one campaign of the bench, ``out_root/<problem>/<strategy>/seed_<k>``;
+    a finished run with the same settings is not run again. Picklable (a task for process
+    pools and dask).
+
+    Returns:
+        ``{"problem", "strategy", "seed", "seconds", "skipped", "final"}`` (``final``: the
+        metric at the last evaluation).
+
+    Example:
+        >>> import tempfile
+        >>> out = tempfile.mkdtemp()
+        >>> r = bench_job("branin", "random", 0, out, evaluations=6, batch_size=2)
+        >>> r["skipped"], bench_job("branin", "random", 0, out, evaluations=6,
+        ...                         batch_size=2)["skipped"]
+        (False, True)
+    """
+    from bo_ncgp.campaigns.runner import run_seeds
+    from bo_ncgp.campaigns.strategies.registry import build_strategy
+    from bo_ncgp.problems.registry import make_problem
+
+    if threads is not None:
+        import torch
+
+        torch.set_num_threads(int(threads))
+    instance = make_problem(problem, seed=seed)
+    family = strategy_family(problem, instance)
+    n0 = min(initial if initial is not None else 2 * instance.dim + 2, evaluations)
+    folder = Path(out_root) / problem / strategy
+    path = folder / f"seed_{seed}" / STATE
+    t0 = time.perf_counter()
+    skipped = False
+    state = None
+    if path.is_file():
+        saved = read_json(path)
+        if saved.get("finished") and _settings_match(saved, evaluations, batch_size, n0):
+            state, skipped = saved, True
+    if state is None:
+        (state,) = run_seeds(
+            lambda: instance,
+            lambda: build_strategy(family, strategy),
+            [seed],
+            folder,
+            budget=evaluations,
+            batch_size=batch_size,
+            num_initial=n0,
+            progress=False,
+        )
+    curve = metric_curve(state, getattr(instance, "optimal_value", None))
+    return {
+        "problem": problem,
+        "strategy": strategy,
+        "seed": seed,
+        "seconds": time.perf_counter() - t0,
+        "skipped": skipped,
+        "final": float(curve[-1]) if curve.size else float("nan"),
+    }
+
+
+def metric_curve(state: dict, optimal_value: float | None = None) -> np.ndarray:
+    """The best value so far after every evaluation of a campaign state, or the simple
+    regret ``optimal_value - best`` (module docstring); ``nan`` before the first finite
+    value.
+
+    Example:
+        >>> evs = [{"value": v, "extra": {}} for v in (float("nan"), 1.0, 0.5, 3.0)]
+        >>> metric_curve({"evaluations": evs}).tolist()
+        [nan, 1.0, 1.0, 3.0]
+        >>> metric_curve({"evaluations": evs}, optimal_value=4.0).tolist()
+        [nan, 3.0, 3.0, 1.0]
+        >>> noisy = [{"value": 2.0, "extra": {"true_value": 1.5}},
+        ...          {"value": 1.0, "extra": {"true_value": 1.8}}]
+        >>> metric_curve({"evaluations": noisy}).tolist()  # the best *observed* point's truth
+        [1.5, 1.5]
+    """
+    out = np.full(len(state["evaluations"]), np.nan)
+    best, best_true = -math.inf, math.nan
+    for i, ev in enumerate(state["evaluations"]):
+        v = ev["value"]
+        if v is not None and math.isfinite(v) and v > best:
+            best = v
+            best_true = float((ev.get("extra") or {}).get("true_value", v))
+        out[i] = best_true
+    if optimal_value is not None:
+        out = optimal_value - out
+    return out
+
+
+def timings(state: dict) -> dict[str, float]:
+    """Mean seconds per acquisition step of a campaign state: ``fit``, ``acquisition``,
+    ``evaluation`` and ``iteration`` (module docstring).
+
+    Example:
+        >>> its = [{"acquisition_seconds": 0.0, "update_seconds": 1.0,
+        ...         "evaluation_seconds": 0.5, "metrics": {}},
+        ...        {"acquisition_seconds": 2.0, "update_seconds": 0.5,
+        ...         "evaluation_seconds": 0.25, "metrics": {"fit_seconds": 1.5}}]
+        >>> timings({"iterations": its})
+        {'fit': 2.0, 'acquisition': 0.5, 'evaluation': 0.25, 'iteration': 2.75}
+    """
+    rows = []
+    for it in state["iterations"][1:]:
+        inner = float(it.get("metrics", {}).get("fit_seconds", 0.0))
+        fit = float(it["update_seconds"]) + inner
+        acq = float(it["acquisition_seconds"]) - inner
+        ev = float(it["evaluation_seconds"])
+        rows.append((fit, acq, ev, fit + acq + ev))
+    if not rows:
+        return dict.fromkeys(("fit", "acquisition", "evaluation", "iteration"), math.nan)
+    m = np.mean(np.array(rows), axis=0)
+    return dict(zip(("fit", "acquisition", "evaluation", "iteration"), map(float, m), strict=True))
+
+
+def _seconds_curve(state: dict) -> np.ndarray:
+    """Cumulative run seconds after every evaluation (at the end of its iteration)."""
+    out = np.full(len(state["evaluations"]), np.nan)
+    total = 0.0
+    for it, ids in zip(state["iterations"], state["batches"], strict=False):
+        total += sum(float(it[k]) for k in ("acquisition_seconds", "update_seconds"))
+        total += float(it["evaluation_seconds"])
+        out[np.asarray(ids, dtype=int)] = total
+    return out
+
+
+def paired_lead(
+    strategy: dict[int, float], baseline: dict[int, float], regret: bool = True
+) -> dict[str, float | int]:
+    """Mean +- s.e. over the shared seeds of the strategy's lead over the baseline:
+    ``baseline - strategy`` for regrets, ``strategy - baseline`` for best values
+    (positive: the strategy is ahead). Seeds where either is not finite are left out.
+
+    Example:
+        >>> paired_lead({0: 0.1, 1: 0.2, 2: 0.6}, {0: 0.5, 1: 0.4, 2: 0.9, 3: 1.0})
+        {'mean': 0.3, 'se': 0.05773502691896257, 'n': 3}
+    """
+    seeds = sorted(set(strategy) & set(baseline))
+    d = np.array([baseline[s] - strategy[s] for s in seeds], dtype=float)
+    if not regret:
+        d = -d
+    out = mean_se_dict(d)
+    if np.isfinite(out["mean"]):
+        out["mean"] = round(out["mean"], 12)
+    return out
+
+
+def _budgets(evaluations: int, initial: int) -> list[int]:
+    marks = {max(initial, round(evaluations * f)) for f in (0.25, 0.5, 0.75)}
+    return sorted(n for n in marks | {evaluations} if 1 <= n <= evaluations)
+
+
+def _clean(values: Iterable[float]) -> list[float | None]:
+    return [round(float(v), 9) if math.isfinite(v) else None for v in values]
+
+
+def summarise_bench(
+    out: str | Path,
+    baseline: str,
+    problems: Sequence[str] | None = None,
+    strategies: Sequence[str] | None = None,
+    *,
+    settings: dict[str, Any] | None = None,
+    budgets: Sequence[int] | None = None,
+    plot: bool = True,
+) -> dict[str, Any]:
+    """Summarise the runs under ``out`` (module docstring) into ``out/summary.json``,
+    ``out/summary.md`` and one plot per problem.
+
+    Args:
+        out: the bench folder (``out/<problem>/<strategy>/seed_<k>/state.json``).
+        baseline: the strategy of the paired differences.
+        problems, strategies: restrict to these (default: every folder found).
+        settings: stored as ``summary["settings"]``.
+        budgets: evaluations at which the tables are given (default: a quarter, a half,
+            three quarters and all of the runs' budget).
+        plot: draw ``out/<problem>.png``.
+    """
+    from bo_ncgp.problems.registry import make_problem
+
+    out = Path(out)
+    problems = list(problems) if problems else sorted(p.name for p in out.iterdir() if p.is_dir())
+    summary: dict[str, Any] = {
+        "format": FORMAT,
+        "baseline": baseline,
+        "settings": settings or {},
+        "problems": {},
+    }
+    for prob in problems:
+        folder = out / prob
+        names = list(strategies) if strategies else sorted(p.name for p in folder.iterdir())
+        instance = make_problem(prob)
+        opt = getattr(instance, "optimal_value", None)
+        entry: dict[str, Any] = {
+            "metric": "regret" if opt is not None else "best_value",
+            "optimal_value": opt,
+            "budgets": [],
+            "strategies": {},
+        }
+        per: dict[str, dict[int, np.ndarray]] = {}
+        states: dict[str, list[dict]] = {}
+        for name in names:
+            runs = sorted((folder / name).glob(f"seed_*/{STATE}"))
+            states[name] = [read_json(p) for p in runs]
+            per[name] = {st["seed"]: metric_curve(st, opt) for st in states[name]}
+        lengths = [len(c) for cs in per.values() for c in cs.values()]
+        if not lengths:
+            continue
+        n_max = max(lengths)
+        initial = min(int(st["num_initial"]) for sts in states.values() for st in sts)
+        marks = list(budgets) if budgets else _budgets(n_max, initial)
+        entry["budgets"] = marks
+        for name in names:
+            if not states[name]:
+                continue
+            curves = per[name]
+            A = np.full((len(curves), n_max), np.nan)
+            secs = np.full((len(curves), n_max), np.nan)
+            for row, (seed, c) in enumerate(sorted(curves.items())):
+                A[row, : len(c)] = c
+                st = next(s for s in states[name] if s["seed"] == seed)
+                sc = _seconds_curve(st)
+                secs[row, : len(sc)] = sc
+            mean, se, n = mean_se_curve(A)
+            sec_mean = mean_se_curve(secs)[0]
+
+            def at(k: int, curves=curves) -> dict[int, float]:
+                return {s: float(c[k - 1]) if len(c) >= k else math.nan for s, c in curves.items()}
+
+            base = per.get(baseline, {})
+
+            def base_at(k: int, base=base) -> dict[int, float]:
+                return {s: float(c[k - 1]) if len(c) >= k else math.nan for s, c in base.items()}
+
+            regret = opt is not None
+            final = {s: float(c[-1]) if len(c) == n_max else math.nan for s, c in curves.items()}
+            base_final = {s: float(c[-1]) if len(c) == n_max else math.nan for s, c in base.items()}
+            tm = [timings(st) for st in states[name]]
+            entry["strategies"][name] = {
+                "seeds": sorted(curves),
+                "finished": sum(bool(st.get("finished")) for st in states[name]),
+                "config": states[name][0]["strategy"],
+                "curve": {
+                    "evaluations": list(range(1, n_max + 1)),
+                    "mean": _clean(mean),
+                    "se": _clean(se),
+                    "n": [int(v) for v in n],
+                    "seconds": _clean(sec_mean),
+                },
+                "per_seed": {str(s): _clean(c) for s, c in sorted(curves.items())},
+                "final": mean_se_dict(list(final.values())),
+                "at": {str(k): mean_se_dict(list(at(k).values())) for k in marks},
+                "paired": {
+                    "final": paired_lead(final, base_final, regret),
+                    **{str(k): paired_lead(at(k), base_at(k), regret) for k in marks},
+                },
+                "seconds": {
+                    key: mean_se_dict([t[key] for t in tm])
+                    for key in ("fit", "acquisition", "evaluation", "iteration")
+                },
+            }
+        summary["problems"][prob] = entry
+        if plot:
+            plot_bench(entry, out / f"{prob}.png", title=prob)
+    write_json(out / "summary.json", summary)
+    (out / "summary.md").write_text(markdown_table(summary) + "\n")
+    return summary
+
+
+def _fmt(v: float | None, digits: int = 3) -> str:
+    return "nan" if v is None or not math.isfinite(v) else f"{v:.{digits}g}"
+
+
+def _pm(d: dict[str, Any], sign: bool = False) -> str:
+    mean, se = d["mean"], d["se"]
+    if mean is None or not math.isfinite(mean):
+        return "n/a"
+    m = f"{mean:+.3g}" if sign else f"{mean:.3g}"
+    return f"{m} ± {_fmt(se, 2)} (n={d['n']})"
+
+
+def markdown_table(summary: dict[str, Any]) -> str:
+    """The markdown table of a bench summary: per problem and strategy the final metric,
+    the paired lead over the baseline at the final evaluation and at the middle budget,
+    and the seconds per iteration (fit / acquisition / evaluation).
+
+    Example:
+        >>> s = {"baseline": "b", "problems": {"p": {"metric": "regret", "budgets": [5],
+        ...      "strategies": {"a": {"final": {"mean": 0.1, "se": 0.01, "n": 2},
+        ...      "paired": {"final": {"mean": 0.2, "se": 0.1, "n": 2},
+        ...                 "5": {"mean": 0.3, "se": 0.1, "n": 2}},
+        ...      "seconds": {k: {"mean": 0.5, "se": 0.1, "n": 2}
+        ...                  for k in ("fit", "acquisition", "evaluation", "iteration")}}}}}}
+        >>> markdown_table(s).splitlines()[2].split(" | ")[2:5]
+        ['0.1 ± 0.01 (n=2)', '+0.2 ± 0.1 (n=2)', '+0.3 ± 0.1 (n=2) @5']
+    """
+    base = summary["baseline"]
+    lines = [
+        f"| problem (metric) | strategy | final, mean ± s.e. | lead over {base}, final "
+        f"(paired) | lead over {base} @ mid budget | s / iteration: fit / acq. / eval. |",
+        "|---|---|---|---|---|---|",
+    ]
+    for prob, entry in summary["problems"].items():
+        marks = entry["budgets"]
+        mid = str(marks[(len(marks) - 1) // 2])
+        for name, st in entry["strategies"].items():
+            sec = st["seconds"]
+            times = " / ".join(
+                _fmt(sec[k]["mean"], 2) for k in ("fit", "acquisition", "evaluation")
+            )
+            lines.append(
+                f"| {prob} ({entry['metric']}) | {name} | {_pm(st['final'])} "
+                f"| {_pm(st['paired']['final'], sign=True)} "
+                f"| {_pm(st['paired'][mid], sign=True)} @{mid} | {times} |"
+            )
+    return "\n".join(lines)
+
+
+def plot_bench(entry: dict[str, Any], path: str | Path, title: str = "") -> Path:
+    """Two panels for one problem of a summary: the metric against the number of
+    evaluations and against mean wall-clock seconds (mean +- s.e. over seeds, one line per
+    strategy; a log axis for regrets).
+
+    Example:
+        >>> import tempfile
+        >>> e = {"metric": "regret", "strategies": {"a": {"seeds": [0, 1], "curve": {
+        ...      "evaluations": [1, 2], "mean": [1.0, 0.5], "se": [0.1, None],
+        ...      "seconds": [0.1, 0.2]}}}}
+        >>> plot_bench(e, Path(tempfile.mkdtemp()) / "p.png").suffix
+        '.png'
+    """
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(10, 4))
+    axes = fig.subplots(1, 2)
+    regret = entry["metric"] == "regret"
+    for name, st in sorted(entry["strategies"].items()):
+        c = st["curve"]
+        mean = np.array([np.nan if v is None else v for v in c["mean"]], dtype=float)
+        se = np.array([np.nan if v is None else v for v in c["se"]], dtype=float)
+        secs = np.array([np.nan if v is None else v for v in c["seconds"]], dtype=float)
+        label = f"{name} ({len(st['seeds'])} seeds)"
+        for ax, x in zip(axes, (np.asarray(c["evaluations"]), secs), strict=True):
+            (line,) = ax.plot(x, mean, label=label)
+            band = np.isfinite(se)
+            ax.fill_between(x, mean - se, mean + se, where=band, alpha=0.2, color=line.get_color())
+    ylabel = "simple regret" if regret else "best value so far"
+    for ax, xlabel in zip(
+        axes, ("evaluations", "wall-clock seconds (mean over seeds)"), strict=True
+    ):
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        if regret:
+            ax.set_yscale("symlog", linthresh=1e-3)
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    return path
+
+
+def _line(r: dict[str, Any], done: int, total: int) -> str:
+    head = f"[{done}/{total}] {r['problem']} / {r['strategy']} seed {r['seed']}:"
+    if "error" in r:
+        return f"{head} FAILED {r['error']}"
+    what = "skipped (finished)" if r.get("skipped") else f"{r['seconds']:.1f} s"
+    return f"{head} final {_fmt(r['final'], 4)} ({what})"
+
+
+def _guarded(job: dict[str, Any]) -> dict[str, Any]:
+    """:func:`bench_job` that reports an exception instead of raising it."""
+    try:
+        return bench_job(**job)
+    except Exception as err:  # one failed run does not stop the bench
+        msg = "".join(traceback.format_exception_only(type(err), err)).strip()
+        keys = ("problem", "strategy", "seed")
+        return {**{k: job[k] for k in keys}, "error": msg, "seconds": math.nan}
+
+
+def run_bench(
+    problems: Sequence[str],
+    strategies: Sequence[str],
+    seeds: Iterable[int],
+    out: str | Path,
+    *,
+    evaluations: int,
+    batch_size: int = 1,
+    initial: int | None = None,
+    baseline: str | None = None,
+    budgets: Sequence[int] | None = None,
+    workers: int = 1,
+    dask_scheduler: str | None = None,
+    dask_security: Any = None,
+    dask_timeout: float = DASK_TIMEOUT,
+    threads: int | None = 1,
+    progress: Callable[[str], Any] | None = print,
+    plot: bool = True,
+) -> dict[str, Any]:
+    """Run every (problem, strategy, seed) campaign under ``out`` and summarise them
+    (:func:`summarise_bench`); see the module docstring for the folder and the summary.
+
+    Args:
+        problems: names in :data:`~bo_ncgp.problems.registry.PROBLEMS`.
+        strategies: names registered for every problem's family.
+        seeds: campaign seeds.
+        out: the bench folder.
+        evaluations, batch_size: budget and batch size of every run.
+        initial: size of the random initial design (default ``2 d + 2``).
+        baseline: the strategy of the paired differences (default: the first strategy).
+        budgets: evaluations of the tables (default: see :func:`summarise_bench`).
+        workers, dask_scheduler, dask_security, dask_timeout: where runs execute
+            (:func:`~bo_ncgp.campaigns.executors.make_executor`; one run per task).
+        threads: torch threads of each run.
+        progress: called with one line per finished run (``None``: silent).
+        plot: draw the plots.
+
+    Raises:
+        InputDataError: an unknown problem or strategy, or a baseline not among the
+            strategies, before anything runs.
+    """
+    from bo_ncgp.campaigns.strategies.registry import get_strategy_spec
+    from bo_ncgp.problems.registry import make_problem
+
+    problems, strategies, seeds = list(problems), list(strategies), [int(s) for s in seeds]
+    if not (problems and strategies and seeds):
+        raise InputDataError("run_bench: give at least one problem, strategy and seed")
+    baseline = strategies[0] if baseline is None else baseline
+    if baseline not in strategies:
+        raise InputDataError(f"baseline {baseline!r} is not among the strategies {strategies}")
+    if evaluations < 1 or batch_size < 1 or (initial is not None and initial < 1):
+        raise InputDataError(
+            f"run_bench: evaluations, batch_size and initial must be >= 1, got {evaluations}, "
+            f"{batch_size}, {initial}"
+        )
+    for prob in problems:
+        family = strategy_family(prob, make_problem(prob))
+        for name in strategies:
+            get_strategy_spec(family, name)  # an unknown name fails here, before any run
+    jobs = [
+        dict(
+            problem=p,
+            strategy=s,
+            seed=seed,
+            out_root=str(out),
+            evaluations=evaluations,
+            batch_size=batch_size,
+            initial=initial,
+            threads=threads,
+        )
+        for seed in seeds
+        for p in problems
+        for s in strategies
+    ]
+    say = progress or (lambda line: None)
+    done = 0
+    with make_executor(
+        workers, dask_scheduler, dask_security=dask_security, dask_timeout=dask_timeout
+    ) as ex:
+        if isinstance(ex, InlineExecutor):
+            for job in jobs:
+                done += 1
+                say(_line(_guarded(job), done, len(jobs)))
+        else:
+            for fut in as_completed([ex.submit(_guarded, job) for job in jobs]):
+                done += 1
+                say(_line(fut.result(), done, len(jobs)))
+    settings = {
+        "evaluations": evaluations,
+        "batch_size": batch_size,
+        "initial": initial,
+        "seeds": seeds,
+    }
+    return summarise_bench(
+        out, baseline, problems, strategies, settings=settings, budgets=budgets, plot=plot
+    )
