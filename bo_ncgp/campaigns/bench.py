@@ -6,7 +6,8 @@ markdown table.
 Problems are the names of :data:`bo_ncgp.problems.registry.PROBLEMS`; strategies the names
 registered for the problem's family in :data:`bo_ncgp.campaigns.strategies.registry.STRATEGIES`
 (the family is the problem's ``strategy_family`` attribute -- ``"continuous"``,
-``"constrained"``, ``"counts"``, ``"lunar-lander"`` -- or else its registry name). Runs go
+``"constrained"``, ``"counts"``, ``"lunar-lander"`` --, else its registry name where
+strategies are registered under it, else ``"continuous"`` for a problem with bounds). Runs go
 through any executor of :func:`~bo_ncgp.campaigns.executors.make_executor` (processes or a
 dask cluster), one run per task; running the same command again skips finished runs and
 resumes interrupted ones.
@@ -49,6 +50,8 @@ a curve is the cumulative run time after each evaluation, averaged over seeds.
              "paired": {"final" | BUDGET: {"mean", "se", "n"}},   # lead over the baseline
              "seconds": {"fit" | "acquisition" | "evaluation" | "iteration":
                          {"mean", "se", "n"}}}}}}}
+
+:data:`SUMMARY_SCHEMA` is the same as a JSON Schema (draft 2020-12), for validators.
 
 ``summary.md`` holds the table that :func:`markdown_table` prints, and ``PROBLEM.png`` the
 metric against evaluations and against wall-clock seconds (mean +- s.e. over seeds).
@@ -94,6 +97,7 @@ from bo_ncgp.exceptions import InputDataError
 __all__ = [
     "FORMAT",
     "SUITES",
+    "SUMMARY_SCHEMA",
     "bench_job",
     "markdown_table",
     "metric_curve",
@@ -107,6 +111,67 @@ __all__ = [
 
 FORMAT = "bo-ncgp-bench/1"
 STATE = "state.json"
+_NUM = {"type": ["number", "null"]}
+_MEAN_SE = {
+    "type": "object",
+    "required": ["mean", "se", "n"],
+    "properties": {"mean": _NUM, "se": _NUM, "n": {"type": "integer", "minimum": 0}},
+    "additionalProperties": False,
+}
+_SERIES = {"type": "array", "items": _NUM}
+_STRATEGY = {
+    "type": "object",
+    "required": "seeds finished config curve per_seed final at paired seconds".split(),
+    "properties": {
+        "seeds": {"type": "array", "items": {"type": "integer"}},
+        "finished": {"type": "integer", "minimum": 0},
+        "config": {"type": "object", "required": ["name"]},
+        "curve": {
+            "type": "object",
+            "required": ["evaluations", "mean", "se", "n", "seconds"],
+            "properties": {
+                "evaluations": {"type": "array", "items": {"type": "integer", "minimum": 1}},
+                "mean": _SERIES,
+                "se": _SERIES,
+                "n": {"type": "array", "items": {"type": "integer", "minimum": 0}},
+                "seconds": _SERIES,
+            },
+        },
+        "per_seed": {"type": "object", "additionalProperties": _SERIES},
+        "final": _MEAN_SE,
+        "at": {"type": "object", "additionalProperties": _MEAN_SE},
+        "paired": {"type": "object", "required": ["final"], "additionalProperties": _MEAN_SE},
+        "seconds": {
+            "type": "object",
+            "required": ["fit", "acquisition", "evaluation", "iteration"],
+            "additionalProperties": _MEAN_SE,
+        },
+    },
+}
+#: ``summary.json`` as a JSON Schema (module docstring)
+SUMMARY_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "required": ["format", "baseline", "settings", "problems"],
+    "properties": {
+        "format": {"const": "bo-ncgp-bench/1"},
+        "baseline": {"type": "string"},
+        "settings": {"type": "object"},
+        "problems": {
+            "type": "object",
+            "additionalProperties": {
+                "type": "object",
+                "required": ["metric", "optimal_value", "budgets", "strategies"],
+                "properties": {
+                    "metric": {"enum": ["regret", "best_value"]},
+                    "optimal_value": _NUM,
+                    "budgets": {"type": "array", "items": {"type": "integer", "minimum": 1}},
+                    "strategies": {"type": "object", "additionalProperties": _STRATEGY},
+                },
+            },
+        },
+    },
+}
 _UNCONSTRAINED = ("branin", "hartmann6", "ackley5", "levy4")
 #: named benchmark suites: the problems, strategies, baseline and run settings of each
 SUITES: dict[str, dict[str, Any]] = {
@@ -163,8 +228,17 @@ def strategy_family(name: str, problem: Any) -> str:
         >>> from bo_ncgp.problems.registry import make_problem
         >>> strategy_family("branin-disc", make_problem("branin-disc"))
         'constrained'
+        >>> strategy_family("synthetic", make_problem("synthetic"))  # registered by name
+        'synthetic'
     """
-    return getattr(problem, "strategy_family", None) or name
+    from bo_ncgp.campaigns.strategies.registry import strategy_names
+
+    family = getattr(problem, "strategy_family", None)
+    if family:
+        return family
+    if strategy_names(name) or getattr(problem, "bounds", None) is None:
+        return name
+    return "continuous"
 
 
 def _settings_match(state: dict, evaluations: int, batch_size: int, initial: int) -> bool:
