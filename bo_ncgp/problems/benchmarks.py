@@ -37,7 +37,7 @@ Example:
     >>> u = np.array([(np.pi + 5) / 15, 2.275 / 15])  # a minimiser of Branin
     >>> round(p.optimal_value - p.evaluate(u).value, 6)  # no regret there
     0.0
-    >>> FeasibleFunction("branin", "halfplane").evaluate(np.array([0.1, 0.2])).success
+    >>> FeasibleFunction("branin", region="halfplane").evaluate(np.array([0.1, 0.2])).success
     False
 """
 
@@ -105,8 +105,8 @@ class UnitCubeFunction(Problem):
 
     Example:
         >>> p = UnitCubeFunction("ackley", dim=5)
-        >>> p.name, p.dim, p.optimal_value, p.evaluate(np.full(5, 0.5)).value
-        ('ackley5', 5, 0.0, -0.0)
+        >>> p.name, p.dim, p.optimal_value, abs(p.evaluate(np.full(5, 0.5)).value) < 1e-12
+        ('ackley5', 5, 0.0, True)
     """
 
     function: str = "branin"
@@ -115,6 +115,8 @@ class UnitCubeFunction(Problem):
     strategy_family: str = field(default="continuous", init=False)
 
     def __post_init__(self) -> None:
+        if self.dim is not None and (isinstance(self.dim, bool) or not isinstance(self.dim, int)):
+            raise InputDataError(f"dim must be an int or None, got {self.dim!r}")
         if not (np.isfinite(self.noise_std) and self.noise_std >= 0):
             raise InputDataError(f"noise_std must be finite and >= 0, got {self.noise_std}")
         f = _test_function(self.function, self.dim)
@@ -124,7 +126,7 @@ class UnitCubeFunction(Problem):
         self.hi = f.bounds[1].double().numpy()
         self.bounds = np.stack([np.zeros(self.dim), np.ones(self.dim)])
         opt = getattr(f, "_optimal_value", None)
-        self.optimal_value = None if opt is None else -float(opt)
+        self.optimal_value = None if opt is None else 0.0 - float(opt)  # no -0.0
         self.name = f"{self.function.lower()}{self.dim}" + ("-noisy" * bool(self.noise_std))
 
     def __getstate__(self) -> dict[str, Any]:  # the BoTorch module is rebuilt, not pickled
@@ -211,7 +213,7 @@ class FeasibleFunction(UnitCubeFunction):
         region: a name in :data:`REGIONS`.
 
     Example:
-        >>> p = FeasibleFunction("branin", "disc")
+        >>> p = FeasibleFunction("branin", region="disc")
         >>> p.name, p.evaluate(np.array([0.5, 0.5])).success
         ('branin2-disc', True)
     """
