@@ -198,7 +198,7 @@ SUITES: dict[str, dict[str, Any]] = {
     },
     "counts": {
         "problems": ("branin-poisson",),
-        "strategies": ("random", "botorch", "dual"),
+        "strategies": ("random", "botorch", "dual", "dual-poisson"),
         "baseline": "botorch",
         "evaluations": 40,
         "batch_size": 1,

@@ -189,7 +189,7 @@ def test_ours_takes_a_step_and_logs_its_fit_time(tmp_path):
         for s in ("botorch", "dual", "dual-fantasy", "dual-fantasy-mean", "botorch-believer")
     ]
     + [("branin-disc", s) for s in ("dual", "botorch-labels")]
-    + [("branin-poisson", "dual")],
+    + [("branin-poisson", s) for s in ("dual", "dual-poisson")],
 )
 def test_every_model_strategy_takes_a_batch_step(tmp_path, problem, strategy):
     r = B.bench_job(problem, strategy, 0, tmp_path, evaluations=8, batch_size=2, initial=6)

@@ -20,6 +20,9 @@ Batch rules (:class:`BatchRule`, ``BatchConfig`` settings of ``optimize_acqf``):
 
 :class:`SobolSearch` draws the points of one scrambled Sobol sequence per seed.
 
+Count-valued problems can also use :class:`CountDualBO` (ours, non-conjugate): a streaming
+DualSVGP with the ``Poisson`` likelihood of the raw counts, LogEI on the latent log rate.
+
 Constrained problems (``success`` labels, no value where infeasible) use
 :class:`~bo_ncgp.campaigns.strategies.lunar.ConstrainedBO` (ours: DualSVGP regression +
 DualSVGP Bernoulli classifier + constrained log EI) or :class:`LabelGPConstrainedBO` (an exact
@@ -53,11 +56,20 @@ from bo_ncgp.campaigns.strategies.lunar import (
     DualModelConfig,
     ExactGPReward,
     StreamingDualReward,
+    _dual,
 )
 from bo_ncgp.exceptions import InputDataError
 from bo_ncgp.problems.base import Evaluation
 
-__all__ = ["RULES", "BatchRule", "LabelGPConstrainedBO", "ObjectiveBO", "SobolSearch"]
+__all__ = [
+    "RULES",
+    "BatchRule",
+    "CountDualBO",
+    "LabelGPConstrainedBO",
+    "ObjectiveBO",
+    "SobolSearch",
+    "min_distance",
+]
 
 #: the batch rules of :class:`BatchRule`
 RULES = ("joint", "fantasy", "fantasy-mean", "believer")
@@ -298,3 +310,56 @@ class LabelGPConstrainedBO(ObjectiveBO):
                 [objective, labels], acquisition, q=q, bounds=bounds, fantasy="mean", **opts
             ).X
         return self._from_unit(X.detach())
+
+
+class CountDualBO(_UnitCube):
+    """Ours for counts: a streaming DualSVGP of the log rate with the ``Poisson``
+    likelihood, updated with the raw counts after every batch; the batch rule maximises
+    (log) EI of the latent log rate over the largest posterior mean at the observed points.
+
+    Example:
+        >>> s = CountDualBO("dual-poisson", DualModelConfig(), BatchRule("joint", BatchConfig()))
+        >>> s.config()["num_inducing"], s.config()["rule"]
+        (48, 'joint')
+    """
+
+    def __init__(self, name: str, model: DualModelConfig, rule: BatchRule) -> None:
+        self.name, self.model_config, self.rule = name, model, rule
+
+    def config(self) -> dict[str, Any]:
+        """``{"name", "rule", **model config, **batch config}``."""
+        return {
+            "name": self.name,
+            "rule": self.rule.rule,
+            **asdict(self.model_config),
+            **asdict(self.rule.config),
+        }
+
+    def setup(self, problem, seed) -> None:
+        super().setup(problem, seed)
+        self.model = None
+        self.U = torch.zeros(0, problem.dim, dtype=DTYPE)
+
+    def observe(self, X: np.ndarray, evaluations: list[Evaluation], history: History) -> None:
+        from bo_ncgp.likelihoods import Poisson
+
+        U = self._unit(X)
+        vals = np.array([e.value for e in evaluations], dtype=float)
+        ok = torch.as_tensor(np.isfinite(vals))
+        if not ok.any():
+            return
+        y = torch.as_tensor(vals, dtype=DTYPE)[ok]
+        if self.model is None:
+            self.model = _dual(self.model_config, Poisson(), U[ok])
+        self.model.update(U[ok], y)
+        self.U = torch.cat([self.U, U[ok]])
+
+    def ask(self, history: History, q: int, rng: np.random.Generator) -> np.ndarray:
+        from bo_ncgp.bo import DualSVGPModel
+
+        if self.model is None:
+            return self._from_unit(torch.as_tensor(rng.random((q, self.problem.dim)), dtype=DTYPE))
+        model = DualSVGPModel(self.model)
+        with torch.no_grad():
+            best = float(model.posterior(self.U).mean.max())
+        return self._from_unit(self.rule.select(model, self.U, best, q))

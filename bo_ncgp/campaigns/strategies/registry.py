@@ -199,6 +199,15 @@ STRATEGIES: dict[tuple[str, str], StrategySpec] = {
         StrategySpec("synthetic", "random", "uniformly random points", (), RandomSearch),
         *_blackbox("continuous"),
         *_blackbox("counts"),
+        StrategySpec(
+            "counts",
+            "dual-poisson",
+            "streaming Poisson DualSVGP of the log rate x LogEI (q = 1) / qLogNEI (ours)",
+            (ll.DualModelConfig, ll.BatchConfig),
+            lambda model, batch: bb.CountDualBO(
+                "dual-poisson", model, bb.BatchRule("joint", batch)
+            ),
+        ),
         StrategySpec("constrained", "random", "uniformly random points", (), RandomSearch),
         _lunar("dual", _DUAL_REWARD, _DUAL_BATCH, " (ours)", family="constrained"),
         StrategySpec(
