@@ -36,7 +36,7 @@ distance between two points of the batch, in the unit cube).
 Example:
     >>> from bo_ncgp.campaigns.strategies.registry import build_strategy
     >>> s = build_strategy("continuous", "dual", hyper_steps=5)
-    >>> s.config()["rule"], s.config()["hyper_steps"]
+    >>> s.rule.rule, s.config()["hyper_steps"]
     ('joint', 5)
 """
 
@@ -210,8 +210,8 @@ class ObjectiveBO(_UnitCube):
     Example:
         >>> s = ObjectiveBO("botorch", DualModelConfig(), ExactGPReward(),
         ...                 BatchRule("joint", BatchConfig(num_restarts=2)))
-        >>> s.config()["num_restarts"], s.config()["rule"]
-        (2, 'joint')
+        >>> s.config()["num_restarts"], "num_inducing" in s.config()  # no DualSVGP settings
+        (2, False)
     """
 
     def __init__(
@@ -224,9 +224,10 @@ class ObjectiveBO(_UnitCube):
         self.name, self.model_config, self.surrogate, self.rule = name, model, surrogate, rule
 
     def config(self) -> dict[str, Any]:
-        """``{"name", "rule", **model config (streaming surrogates), **batch config}``."""
+        """``{"name", **model config (streaming surrogates), **batch config}`` (the name
+        stands for the surrogate and the batch rule)."""
         model = asdict(self.model_config) if isinstance(self.surrogate, StreamingDualReward) else {}
-        return {"name": self.name, "rule": self.rule.rule, **model, **asdict(self.rule.config)}
+        return {"name": self.name, **model, **asdict(self.rule.config)}
 
     def setup(self, problem, seed) -> None:
         super().setup(problem, seed)
@@ -260,7 +261,7 @@ class LabelGPConstrainedBO(ObjectiveBO):
     Example:
         >>> s = LabelGPConstrainedBO("botorch-labels", DualModelConfig(), ExactGPReward(),
         ...                          BatchRule("believer", BatchConfig()))
-        >>> s.config()["rule"]
+        >>> s.rule.rule
         'believer'
     """
 
@@ -319,7 +320,7 @@ class CountDualBO(_UnitCube):
 
     Example:
         >>> s = CountDualBO("dual-poisson", DualModelConfig(), BatchRule("joint", BatchConfig()))
-        >>> s.config()["num_inducing"], s.config()["rule"]
+        >>> s.config()["num_inducing"], s.rule.rule
         (48, 'joint')
     """
 
@@ -327,13 +328,8 @@ class CountDualBO(_UnitCube):
         self.name, self.model_config, self.rule = name, model, rule
 
     def config(self) -> dict[str, Any]:
-        """``{"name", "rule", **model config, **batch config}``."""
-        return {
-            "name": self.name,
-            "rule": self.rule.rule,
-            **asdict(self.model_config),
-            **asdict(self.rule.config),
-        }
+        """``{"name", **model config, **batch config}``."""
+        return {"name": self.name, **asdict(self.model_config), **asdict(self.rule.config)}
 
     def setup(self, problem, seed) -> None:
         super().setup(problem, seed)
