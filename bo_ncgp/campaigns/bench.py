@@ -565,10 +565,13 @@ def markdown_table(summary: dict[str, Any]) -> str:
             times = " / ".join(
                 _fmt(sec[k]["mean"], 2) for k in ("fit", "acquisition", "evaluation")
             )
+            if name == base:
+                leads = "baseline | baseline"
+            else:
+                final, at_mid = st["paired"]["final"], st["paired"][mid]
+                leads = f"{_pm(final, sign=True)} | {_pm(at_mid, sign=True)} @{mid}"
             lines.append(
-                f"| {prob} ({entry['metric']}) | {name} | {_pm(st['final'])} "
-                f"| {_pm(st['paired']['final'], sign=True)} "
-                f"| {_pm(st['paired'][mid], sign=True)} @{mid} | {times} |"
+                f"| {prob} ({entry['metric']}) | {name} | {_pm(st['final'])} | {leads} | {times} |"
             )
     return "\n".join(lines)
 
@@ -576,7 +579,7 @@ def markdown_table(summary: dict[str, Any]) -> str:
 def plot_bench(entry: dict[str, Any], path: str | Path, title: str = "") -> Path:
     """Two panels for one problem of a summary: the metric against the number of
     evaluations and against mean wall-clock seconds (mean +- s.e. over seeds, one line per
-    strategy; a log axis for regrets).
+    strategy; a log axis for positive regrets).
 
     Example:
         >>> import tempfile
@@ -591,12 +594,15 @@ def plot_bench(entry: dict[str, Any], path: str | Path, title: str = "") -> Path
     fig = Figure(figsize=(10, 4))
     axes = fig.subplots(1, 2)
     regret = entry["metric"] == "regret"
+    lowest = math.inf
     for name, st in sorted(entry["strategies"].items()):
         c = st["curve"]
         mean = np.array([np.nan if v is None else v for v in c["mean"]], dtype=float)
         se = np.array([np.nan if v is None else v for v in c["se"]], dtype=float)
         secs = np.array([np.nan if v is None else v for v in c["seconds"]], dtype=float)
         label = f"{name} ({len(st['seeds'])} seeds)"
+        if np.isfinite(mean).any():
+            lowest = min(lowest, float(np.nanmin(mean - np.nan_to_num(se))))
         for ax, x in zip(axes, (np.asarray(c["evaluations"]), secs), strict=True):
             (line,) = ax.plot(x, mean, label=label)
             band = np.isfinite(se)
@@ -607,8 +613,8 @@ def plot_bench(entry: dict[str, Any], path: str | Path, title: str = "") -> Path
     ):
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
-        if regret:
-            ax.set_yscale("symlog", linthresh=1e-3)
+        if regret and lowest > 0:  # a log axis, unless a band reaches zero
+            ax.set_yscale("log")
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=8)
     if title:

@@ -195,3 +195,14 @@ def test_every_model_strategy_takes_a_batch_step(tmp_path, problem, strategy):
     r = B.bench_job(problem, strategy, 0, tmp_path, evaluations=8, batch_size=2, initial=6)
     state = json.loads((tmp_path / problem / strategy / "seed_0" / "state.json").read_text())
     assert "error" not in r and [len(b) for b in state["batches"]] == [6, 2]
+
+
+@pytest.mark.slow
+def test_the_demo_writes_best_png_and_says_what_it_showed(tmp_path, capsys):
+    from bo_ncgp.cli import main
+
+    argv = ["demo", "--out", str(tmp_path), "--seeds", "2", "--evaluations", "15"]
+    assert main([*argv, "--workers", "1"]) == 0
+    out = capsys.readouterr().out
+    assert (tmp_path / "best.png").is_file() and (tmp_path / "summary.json").is_file()
+    assert "On hartmann6, streaming DualSVGP ended with regret" in out and "(paired, " in out

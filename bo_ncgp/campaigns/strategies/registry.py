@@ -209,6 +209,7 @@ STRATEGIES: dict[tuple[str, str], StrategySpec] = {
             ),
         ),
         StrategySpec("constrained", "random", "uniformly random points", (), RandomSearch),
+        StrategySpec("constrained", "sobol", "a scrambled Sobol sequence", (), bb.SobolSearch),
         _lunar("dual", _DUAL_REWARD, _DUAL_BATCH, " (ours)", family="constrained"),
         StrategySpec(
             "constrained",
