@@ -33,6 +33,7 @@ is observed, points are drawn uniformly at random.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -273,6 +274,7 @@ class ConstrainedBO(Strategy):
         self.hi = torch.as_tensor(problem.bounds[1], dtype=DTYPE)
         self.classifier: DualSVGP | None = None
         self.y_mean = self.y_std = None
+        self.fit_seconds: float | None = None
         self.reward_model.setup(problem.dim)
 
     def _unit(self, X: np.ndarray) -> torch.Tensor:
@@ -293,6 +295,14 @@ class ConstrainedBO(Strategy):
         succ = ok & (history.success == 1)
         vals = history.values[succ if succ.any() else ok]
         return float((vals.max() - self.y_mean) / self.y_std)
+
+    def report(self, history: History) -> dict[str, float]:
+        """``fit_seconds``: the refit of the reward model inside the last acquisition step
+        (a streaming model is updated in :meth:`observe` instead)."""
+        if self.fit_seconds is None:
+            return {}
+        out, self.fit_seconds = {"fit_seconds": self.fit_seconds}, None
+        return out
 
     def observe(self, X: np.ndarray, evaluations: list[Evaluation], history: History) -> None:
         from bo_ncgp.likelihoods import Bernoulli
@@ -315,7 +325,9 @@ class ConstrainedBO(Strategy):
 
         if not history.ok.any() or self.classifier is None:  # no value to model yet
             return self._from_unit(torch.as_tensor(rng.random((q, self.problem.dim)), dtype=DTYPE))
+        t0 = time.perf_counter()
         reward = self.reward_model.botorch_model()
+        self.fit_seconds = time.perf_counter() - t0
         best = self._incumbent(history)
         d = self.problem.dim
         bounds = torch.stack([torch.zeros(d, dtype=DTYPE), torch.ones(d, dtype=DTYPE)])
