@@ -29,7 +29,10 @@ after a batch plus any refit inside the acquisition step, logged as ``fit_second
 ``iteration``; each the mean over a run's steps, then mean +- s.e. over seeds. ``seconds`` of
 a curve is the cumulative run time after each evaluation, averaged over seeds.
 
-**``summary.json``** (strict JSON, ``NaN`` written as ``null``)::
+**``summary.json``** (strict JSON; a missing number -- a metric before the first finite
+value, the standard error of one seed -- is written as the string ``"NaN"``, the convention
+of :mod:`~bo_ncgp.campaigns.storage`, and :func:`~bo_ncgp.campaigns.storage.read_json` reads
+it back as a float)::
 
     {"format": "bo-ncgp-bench/1",
      "baseline": str,                       # the strategy the paired differences refer to
@@ -111,7 +114,7 @@ __all__ = [
 
 FORMAT = "bo-ncgp-bench/1"
 STATE = "state.json"
-_NUM = {"type": ["number", "null"]}
+_NUM = {"anyOf": [{"type": "number"}, {"enum": ["NaN", "Infinity", "-Infinity"]}]}
 _MEAN_SE = {
     "type": "object",
     "required": ["mean", "se", "n"],
@@ -407,8 +410,8 @@ def _budgets(evaluations: int, initial: int) -> list[int]:
     return sorted(n for n in marks | {evaluations} if 1 <= n <= evaluations)
 
 
-def _clean(values: Iterable[float]) -> list[float | None]:
-    return [round(float(v), 9) if math.isfinite(v) else None for v in values]
+def _clean(values: Iterable[float]) -> list[float]:
+    return [round(float(v), 9) if math.isfinite(v) else float("nan") for v in values]
 
 
 def summarise_bench(

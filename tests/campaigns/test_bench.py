@@ -44,6 +44,11 @@ def test_tiny_bench_writes_a_summary_of_the_documented_schema(tmp_path):
     assert sobol["paired"]["final"]["se"] == pytest.approx(lead.std(ddof=1) / math.sqrt(2))
     assert str(entry["budgets"][0]) in sobol["paired"]
     assert (tmp_path / "summary.md").read_text().startswith("| problem (metric) | strategy |")
+    one = B.run_bench(["branin"], ["random"], [0], tmp_path / "one", evaluations=5, progress=None)
+    assert math.isnan(one["problems"]["branin"]["strategies"]["random"]["final"]["se"])
+    jsonschema.validate(
+        json.loads((tmp_path / "one" / "summary.json").read_text()), B.SUMMARY_SCHEMA
+    )
 
 
 def test_paired_lead_on_a_hand_made_example():
