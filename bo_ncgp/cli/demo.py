@@ -34,7 +34,7 @@ __all__ = [
 DEMO_SETTINGS: dict[str, Any] = {
     "problem": "hartmann6",
     "strategies": ("random", "botorch", "dual"),
-    "evaluations": 30,
+    "evaluations": 40,
     "batch_size": 1,
     "first_seed": 10,
     "seeds": 5,
@@ -52,7 +52,7 @@ def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
     Example:
         >>> a = DEMO.parser().parse_args([])
         >>> a.out, a.seeds, a.evaluations
-        (PosixPath('results/demo'), 5, 30)
+        (PosixPath('results/demo'), 5, 40)
     """
     parser.add_argument("--out", type=Path, default=Path("results/demo"))
     parser.add_argument("--seeds", type=POSITIVE_INT, default=DEMO_SETTINGS["seeds"])
