@@ -121,7 +121,8 @@ def run(args: argparse.Namespace) -> int:
         [1/4] branin / random seed 0: ...
         0
     """
-    from bo_ncgp.campaigns.bench import SUITES, markdown_table, run_bench
+    from bo_ncgp.campaigns.bench import SUITES, run_bench
+    from bo_ncgp.campaigns.bench_summary import markdown_table
     from bo_ncgp.campaigns.executors import load_security
     from bo_ncgp.exceptions import InputDataError
 

@@ -113,7 +113,7 @@ def demo_sentence(summary: dict[str, Any], problem: str, ours: str = "dual") -> 
         refitted SingleTaskGP by 0.5 +- 0.058 (paired, +8.7 standard errors from zero), at 1 s
         per iteration against 2 s for BoTorch's refitted SingleTaskGP.
     """
-    from bo_ncgp.campaigns.bench import paired_lead
+    from bo_ncgp.campaigns.bench_summary import paired_lead
 
     entry = summary["problems"][problem]
     strategies = entry["strategies"]
@@ -158,7 +158,8 @@ def run_demo(args: argparse.Namespace) -> int:
         >>> run_demo(DEMO.parser().parse_args(["--out", "results/demo"]))  # doctest: +SKIP
         0
     """
-    from bo_ncgp.campaigns.bench import markdown_table, plot_bench, run_bench
+    from bo_ncgp.campaigns.bench import run_bench
+    from bo_ncgp.campaigns.bench_summary import markdown_table, plot_bench
 
     cfg = DEMO_SETTINGS
     problem = cfg["problem"]

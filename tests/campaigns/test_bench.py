@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from bo_ncgp.campaigns import bench as B
+from bo_ncgp.campaigns import bench_summary as S
 from bo_ncgp.campaigns.strategies.base import Strategy
 from bo_ncgp.campaigns.strategies.registry import STRATEGIES, StrategySpec
 from bo_ncgp.exceptions import InputDataError
@@ -27,7 +28,7 @@ def test_tiny_bench_writes_a_summary_of_the_documented_schema(tmp_path):
     jsonschema = pytest.importorskip("jsonschema")
     _run(tmp_path)
     summary = json.loads((tmp_path / "summary.json").read_text())
-    jsonschema.validate(summary, B.SUMMARY_SCHEMA)
+    jsonschema.validate(summary, S.SUMMARY_SCHEMA)
     assert set(summary["problems"]) == {"branin", "hartmann6"}
     entry = summary["problems"]["branin"]
     assert entry["metric"] == "regret" and entry["optimal_value"] == pytest.approx(-0.397887)
@@ -47,18 +48,18 @@ def test_tiny_bench_writes_a_summary_of_the_documented_schema(tmp_path):
     one = B.run_bench(["branin"], ["random"], [0], tmp_path / "one", evaluations=5, progress=None)
     assert math.isnan(one["problems"]["branin"]["strategies"]["random"]["final"]["se"])
     jsonschema.validate(
-        json.loads((tmp_path / "one" / "summary.json").read_text()), B.SUMMARY_SCHEMA
+        json.loads((tmp_path / "one" / "summary.json").read_text()), S.SUMMARY_SCHEMA
     )
 
 
 def test_paired_lead_on_a_hand_made_example():
     strategy = {0: 0.1, 1: 0.2, 2: 0.6, 5: float("nan")}  # seed 5 failed: left out
     baseline = {0: 0.5, 1: 0.4, 2: 0.9, 3: 1.0, 5: 0.3}  # seed 3 only in the baseline
-    lead = B.paired_lead(strategy, baseline)  # leads 0.4, 0.2, 0.3
+    lead = S.paired_lead(strategy, baseline)  # leads 0.4, 0.2, 0.3
     assert lead["n"] == 3
     assert lead["mean"] == pytest.approx(0.3)
     assert lead["se"] == pytest.approx(0.1 / math.sqrt(3))
-    best = B.paired_lead(strategy, baseline, regret=False)  # larger best values are better
+    best = S.paired_lead(strategy, baseline, regret=False)  # larger best values are better
     assert best["mean"] == pytest.approx(-0.3)
 
 
@@ -69,7 +70,7 @@ def test_metric_is_the_truth_at_the_best_observed_point_and_its_regret():
         {"value": 1.0, "extra": {"true_value": 3.0}},  # truly better, observed worse
         {"value": 2.5, "extra": {"true_value": 2.0}},
     ]
-    curve = B.metric_curve({"evaluations": evs}, optimal_value=3.0)
+    curve = S.metric_curve({"evaluations": evs}, optimal_value=3.0)
     assert np.isnan(curve[0]) and curve[1:].tolist() == [2.0, 2.0, 1.0]
 
 
@@ -84,7 +85,7 @@ def test_timings_split_a_refit_inside_the_acquisition_into_fit():
             "metrics": {"fit_seconds": 4},
         },
     ]
-    t = B.timings({"iterations": its})  # the initial design (first row) is left out
+    t = S.timings({"iterations": its})  # the initial design (first row) is left out
     assert t == {"fit": 3.0, "acquisition": 2.0, "evaluation": 2.0, "iteration": 7.0}
 
 
@@ -183,7 +184,7 @@ def test_ours_takes_a_step_and_logs_its_fit_time(tmp_path):
     r = B.bench_job("branin", "dual", 0, tmp_path, evaluations=7, batch_size=1, initial=6)
     state = json.loads((tmp_path / "branin" / "dual" / "seed_0" / "state.json").read_text())
     assert r["final"] >= 0 and [len(b) for b in state["batches"]] == [6, 1]
-    assert B.timings(state)["fit"] > 0
+    assert S.timings(state)["fit"] > 0
 
 
 @pytest.mark.slow
