@@ -79,10 +79,10 @@ def _sure(d: dict[str, Any]) -> str:
         return "no standard error (too few seeds)"
     z = mean / se
     if abs(z) < 1:
-        return f"within one standard error of zero ({z:+.1f} s.e.): no difference shown"
+        return f"within one standard error of zero ({z:+.2f} s.e.): no difference shown"
     if abs(z) < 2:
-        return f"{z:+.1f} standard errors from zero: suggestive, not conclusive"
-    return f"{z:+.1f} standard errors from zero"
+        return f"{z:+.2f} standard errors from zero: suggestive, not conclusive"
+    return f"{z:+.2f} standard errors from zero"
 
 
 def _finals(st: dict[str, Any], n: int) -> dict[int, float]:
@@ -111,8 +111,8 @@ def demo_sentence(summary: dict[str, Any], problem: str, ours: str = "dual") -> 
         ...     "dual": st([0.5, 0.6, 0.7], 1.0)}}}}
         >>> print(demo_sentence(s, "p"))  # doctest: +NORMALIZE_WHITESPACE
         On p, streaming DualSVGP ended with regret 0.6 +- 0.058 (3 seeds), ahead of random
-        search by 1.6 +- 0.058 (paired, +27.7 standard errors from zero) and of BoTorch's
-        refitted SingleTaskGP by 0.5 +- 0.058 (paired, +8.7 standard errors from zero), at 1 s
+        search by 1.6 +- 0.058 (paired, +27.71 standard errors from zero) and of BoTorch's
+        refitted SingleTaskGP by 0.5 +- 0.058 (paired, +8.66 standard errors from zero), at 1 s
         per iteration against 2 s for BoTorch's refitted SingleTaskGP.
     """
     from bo_ncgp.campaigns.bench_summary import paired_lead
