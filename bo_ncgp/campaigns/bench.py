@@ -49,7 +49,7 @@ from typing import Any
 
 from bo_ncgp.campaigns.bench_summary import STATE, metric_curve, summarise_bench
 from bo_ncgp.campaigns.executors import DASK_TIMEOUT, InlineExecutor, make_executor
-from bo_ncgp.campaigns.storage import read_json
+from bo_ncgp.campaigns.storage import dumps, loads, read_json
 from bo_ncgp.exceptions import InputDataError
 
 __all__ = ["SUITES", "bench_job", "run_bench", "strategy_family"]
@@ -140,7 +140,9 @@ def bench_job(
     threads: int | None = 1,
 ) -> dict[str, Any]:
     """Run (or resume) one campaign of the bench, ``out_root/<problem>/<strategy>/seed_<k>``;
-    a finished run with the same settings is not run again. Picklable (a task for process
+    a finished run with the same settings and configurations is not run again (one with
+    others goes to the runner, which refuses it with a
+    :class:`~bo_ncgp.exceptions.StateError` naming the difference). Picklable (a task for process
     pools and dask).
 
     Returns:
@@ -173,7 +175,11 @@ def bench_job(
     state = None
     if path.is_file():
         saved = read_json(path)
-        if saved.get("finished") and _settings_match(saved, evaluations, batch_size, n0):
+        same = _settings_match(saved, evaluations, batch_size, n0) and all(
+            saved.get(key) == loads(dumps(obj.config()))
+            for key, obj in (("problem", instance), ("strategy", build_strategy(family, strategy)))
+        )
+        if saved.get("finished") and same:  # otherwise the runner resumes it, or refuses
             state, skipped = saved, True
     if state is None:
         (state,) = run_seeds(

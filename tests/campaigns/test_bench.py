@@ -119,6 +119,9 @@ def test_a_second_run_skips_finished_runs_and_resumes_the_interrupted_one(tmp_pa
     _Counted.calls.clear()
     _run(tmp_path / "a", problems=["counted"], strategies=["random"])
     assert len(_Counted.calls) == 8 - 5 + 1  # seed 0 not run again, seed 1 only the rest
+    _Counted.calls.clear()
+    _run(tmp_path / "a", problems=["counted"], strategies=["random"])
+    assert _Counted.calls == []  # everything finished: nothing runs
     _run(tmp_path / "b", problems=["counted"], strategies=["random"])  # never interrupted
     a, b = (json.loads((tmp_path / x / "summary.json").read_text()) for x in ("a", "b"))
     runs = [s["problems"]["counted"]["strategies"]["random"]["per_seed"] for s in (a, b)]
