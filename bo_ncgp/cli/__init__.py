@@ -42,6 +42,7 @@ __all__ = [
 
 #: the package's commands: name -> ``"module:ATTRIBUTE"``, a :class:`Command` of that module
 COMMANDS: dict[str, str] = {
+    "bench": "bo_ncgp.cli.bench:BENCH",
     "compare": "bo_ncgp.cli.results:COMPARE",
     "core-demo": "bo_ncgp.cli.demo:CORE_DEMO",
     "demo": "bo_ncgp.cli.demo:DEMO",

@@ -9,6 +9,10 @@ One evaluation is the mean total reward over a fixed list of episode seeds (comm
 numbers), each episode capped at ``max_steps = 1000`` (an episode that times out gets no
 landing bonus), plus a success label: the episode ended with the +100 landing bonus (the
 lander came to rest) in at least ``success_fraction`` of the episodes.
+
+``enable_wind=True`` turns on gymnasium's wind and turbulence (``wind_power``, default 15,
+and ``turbulence_power``, default 1.5): a further source of randomness in each episode,
+seeded by the episode seed like the terrain and the initial push.
 """
 
 from __future__ import annotations
@@ -60,16 +64,22 @@ def _gymnasium():
     return require("envs", "gymnasium", "Box2D", needed_by="the lunar lander")
 
 
-def run_episode(w: np.ndarray, seed: int, max_steps: int = 1000) -> tuple[float, bool, int]:
-    """Total reward, whether the episode ended with the landing bonus, and its length.
+def run_episode(
+    w: np.ndarray, seed: int, max_steps: int = 1000, **wind: Any
+) -> tuple[float, bool, int]:
+    """Total reward, whether the episode ended with the landing bonus, and its length;
+    ``wind`` are gymnasium's ``enable_wind``, ``wind_power`` and ``turbulence_power``.
 
     Example:
         >>> reward, landed, steps = run_episode(DEFAULT_WEIGHTS, seed=0)
         >>> landed, reward > 200  # gymnasium's hand-tuned controller lands
         (True, True)
+        >>> windy, _, _ = run_episode(DEFAULT_WEIGHTS, seed=0, enable_wind=True)
+        >>> windy != reward
+        True
     """
     gym = _gymnasium()
-    env = gym.make("LunarLander-v3", max_episode_steps=max_steps)
+    env = gym.make("LunarLander-v3", max_episode_steps=max_steps, **wind)
     try:
         s, _ = env.reset(seed=int(seed))
         total, landed, steps = 0.0, False, 0
@@ -97,6 +107,7 @@ class LunarLander(Problem):
         heldout_seeds: seeds used to score final recommendations.
         max_steps: episode cap (1000).
         success_fraction: fraction of landed episodes for the success label.
+        enable_wind, wind_power, turbulence_power: gymnasium's wind (off by default).
 
     Example:
         >>> prob = LunarLander(episode_seeds=list(range(2)))
@@ -107,8 +118,13 @@ class LunarLander(Problem):
     heldout_seeds: list[int] = field(default_factory=lambda: list(range(1000, 1050)))
     max_steps: int = 1000
     success_fraction: float = 1.0
+    enable_wind: bool = False
+    wind_power: float = 15.0
+    turbulence_power: float = 1.5
     name: str = "lunar-lander"
     dim: int = 12
+    #: the strategies of the lunar lander (:mod:`bo_ncgp.campaigns.strategies.registry`)
+    strategy_family = "lunar-lander"
 
     def __post_init__(self) -> None:
         _gymnasium()  # a missing extra is reported before any evaluation
@@ -119,6 +135,22 @@ class LunarLander(Problem):
             raise InputDataError(
                 f"LunarLander: success_fraction must be in (0, 1], got {self.success_fraction}"
             )
+        if not (0.0 <= self.wind_power <= 20.0 and 0.0 <= self.turbulence_power <= 2.0):
+            raise InputDataError(
+                "LunarLander: wind_power must lie in [0, 20] and turbulence_power in [0, 2] "
+                f"(gymnasium's ranges), got {self.wind_power} and {self.turbulence_power}"
+            )
+        if self.name == "lunar-lander" and self.enable_wind:
+            self.name = "lunar-lander-wind"
+
+    def _wind(self) -> dict[str, Any]:
+        if not self.enable_wind:
+            return {}
+        return {
+            "enable_wind": True,
+            "wind_power": float(self.wind_power),
+            "turbulence_power": float(self.turbulence_power),
+        }
 
     def _check(self, x: np.ndarray) -> np.ndarray:
         x = np.asarray(x, dtype=float).reshape(-1)
@@ -132,7 +164,7 @@ class LunarLander(Problem):
         w = self._check(x)
         rewards, landed, steps = [], [], []
         for s in seeds:
-            r, ok, n = run_episode(w, s, self.max_steps)
+            r, ok, n = run_episode(w, s, self.max_steps, **self._wind())
             rewards.append(r)
             landed.append(ok)
             steps.append(n)
@@ -157,4 +189,5 @@ class LunarLander(Problem):
             "heldout_seeds": list(self.heldout_seeds),
             "max_steps": self.max_steps,
             "success_fraction": self.success_fraction,
+            **self._wind(),  # no keys without wind: campaigns saved before wind resume
         }

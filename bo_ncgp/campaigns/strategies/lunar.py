@@ -24,12 +24,16 @@ the same, meant for batches of one; ``kriging-believer`` = exact GP x Kriging be
 
 Inputs are scaled from the problem's box to the unit cube; rewards are standardised with the
 mean and standard deviation of the initial design (fixed afterwards, so that the streaming
-model's targets keep one scale). Failed evaluations (NaN reward) are ignored by both models.
+model's targets keep one scale). Failed evaluations (NaN reward) are ignored by the reward
+model; the classifier learns from every evaluation with a success label (a problem with
+unknown feasibility labels the points where it returns no value as failures). Until a value
+is observed, points are drawn uniformly at random.
 """
 
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -270,6 +274,7 @@ class ConstrainedBO(Strategy):
         self.hi = torch.as_tensor(problem.bounds[1], dtype=DTYPE)
         self.classifier: DualSVGP | None = None
         self.y_mean = self.y_std = None
+        self.fit_seconds: float | None = None
         self.reward_model.setup(problem.dim)
 
     def _unit(self, X: np.ndarray) -> torch.Tensor:
@@ -291,6 +296,14 @@ class ConstrainedBO(Strategy):
         vals = history.values[succ if succ.any() else ok]
         return float((vals.max() - self.y_mean) / self.y_std)
 
+    def report(self, history: History) -> dict[str, float]:
+        """``fit_seconds``: the refit of the reward model inside the last acquisition step
+        (a streaming model is updated in :meth:`observe` instead)."""
+        if self.fit_seconds is None:
+            return {}
+        out, self.fit_seconds = {"fit_seconds": self.fit_seconds}, None
+        return out
+
     def observe(self, X: np.ndarray, evaluations: list[Evaluation], history: History) -> None:
         from bo_ncgp.likelihoods import Bernoulli
 
@@ -298,7 +311,8 @@ class ConstrainedBO(Strategy):
         vals = np.array([e.value for e in evaluations], dtype=float)
         y = self._standardise(vals)
         self.reward_model.observe(U, y, torch.as_tensor(np.isfinite(vals)))
-        ok = [i for i, e in enumerate(evaluations) if e.ok]
+        # every labelled evaluation trains the classifier, failed ones too (no value there)
+        ok = [i for i, e in enumerate(evaluations) if e.success is not None]
         if not ok:
             return
         labels = torch.tensor([float(bool(evaluations[i].success)) for i in ok], dtype=DTYPE)
@@ -309,7 +323,11 @@ class ConstrainedBO(Strategy):
     def ask(self, history: History, q: int, rng: np.random.Generator) -> np.ndarray:
         from bo_ncgp.bo.acquisition import ConstrainedLogExpectedImprovement
 
+        if not history.ok.any() or self.classifier is None:  # no value to model yet
+            return self._from_unit(torch.as_tensor(rng.random((q, self.problem.dim)), dtype=DTYPE))
+        t0 = time.perf_counter()
         reward = self.reward_model.botorch_model()
+        self.fit_seconds = time.perf_counter() - t0
         best = self._incumbent(history)
         d = self.problem.dim
         bounds = torch.stack([torch.zeros(d, dtype=DTYPE), torch.ones(d, dtype=DTYPE)])

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from bo_ncgp.campaigns.strategies import blackbox as bb
 from bo_ncgp.campaigns.strategies import hotspot_models as hm
 from bo_ncgp.campaigns.strategies import hotspots as hs
 from bo_ncgp.campaigns.strategies import lunar as ll
@@ -107,7 +108,11 @@ def _hotspots(
 
 
 def _lunar(
-    name: str, reward: tuple[type, str], batch: tuple[type, str], note: str = ""
+    name: str,
+    reward: tuple[type, str],
+    batch: tuple[type, str],
+    note: str = "",
+    family: str = "lunar-lander",
 ) -> StrategySpec:
     """``reward surrogate x batch rule`` on the lunar lander, with the DualSVGP classifier."""
     (reward_cls, reward_help), (batch_cls, batch_help) = reward, batch
@@ -117,7 +122,62 @@ def _lunar(
         return ll.ConstrainedBO(name, model, r, batch_cls(batch_config))
 
     text = f"{reward_help} x {batch_help}{note}"
-    return StrategySpec("lunar-lander", name, text, (ll.DualModelConfig, ll.BatchConfig), build)
+    return StrategySpec(family, name, text, (ll.DualModelConfig, ll.BatchConfig), build)
+
+
+def _objective(family: str, name: str, streaming: bool, rule: str, text: str) -> StrategySpec:
+    """Objective surrogate x batch rule (:mod:`~bo_ncgp.campaigns.strategies.blackbox`):
+    ours streaming DualSVGP or BoTorch's refitted ``SingleTaskGP``."""
+    if streaming:
+
+        def build(model: ll.DualModelConfig, batch: ll.BatchConfig) -> Strategy:
+            r = ll.StreamingDualReward(model)
+            return bb.ObjectiveBO(name, model, r, bb.BatchRule(rule, batch))
+
+        return StrategySpec(family, name, text, (ll.DualModelConfig, ll.BatchConfig), build)
+
+    def build_exact(batch: ll.BatchConfig) -> Strategy:
+        r = ll.ExactGPReward()
+        return bb.ObjectiveBO(name, ll.DualModelConfig(), r, bb.BatchRule(rule, batch))
+
+    return StrategySpec(family, name, text, (ll.BatchConfig,), build_exact)
+
+
+def _blackbox(family: str) -> tuple[StrategySpec, ...]:
+    """The strategies of box-bounded objectives (``continuous`` and ``counts`` problems)."""
+    joint = "LogEI (q = 1) / qLogNEI joint batches"
+    return (
+        StrategySpec(family, "random", "uniformly random points", (), RandomSearch),
+        StrategySpec(family, "sobol", "a scrambled Sobol sequence", (), bb.SobolSearch),
+        _objective(family, "botorch", False, "joint", f"refitted SingleTaskGP x {joint}"),
+        _objective(family, "dual", True, "joint", f"streaming DualSVGP x {joint} (ours)"),
+        _objective(
+            family,
+            "dual-fantasy",
+            True,
+            "fantasy",
+            "streaming DualSVGP x fantasy batches, sampled fantasies (Alg. 2, ours)",
+        ),
+        _objective(
+            family,
+            "dual-fantasy-mean",
+            True,
+            "fantasy-mean",
+            "streaming DualSVGP x fantasy batches, posterior-mean fantasies (ours)",
+        ),
+        _objective(
+            family,
+            "botorch-believer",
+            False,
+            "believer",
+            "refitted SingleTaskGP x Kriging believer (LogEI)",
+        ),
+    )
+
+
+def _label_gp(batch: ll.BatchConfig) -> Strategy:
+    rule = bb.BatchRule("believer", batch)
+    return bb.LabelGPConstrainedBO("botorch-labels", ll.DualModelConfig(), ll.ExactGPReward(), rule)
 
 
 _CHANG = " (Chang et al.'s Fig. 4 loop)"
@@ -137,6 +197,28 @@ STRATEGIES: dict[tuple[str, str], StrategySpec] = {
         _lunar("kriging-believer", _EXACT_REWARD, _BELIEVER_BATCH),
         StrategySpec("lunar-lander", "random", "uniformly random points", (), RandomSearch),
         StrategySpec("synthetic", "random", "uniformly random points", (), RandomSearch),
+        *_blackbox("continuous"),
+        *_blackbox("counts"),
+        StrategySpec(
+            "counts",
+            "dual-poisson",
+            "streaming Poisson DualSVGP of the log rate x LogEI (q = 1) / qLogNEI (ours)",
+            (ll.DualModelConfig, ll.BatchConfig),
+            lambda model, batch: bb.CountDualBO(
+                "dual-poisson", model, bb.BatchRule("joint", batch)
+            ),
+        ),
+        StrategySpec("constrained", "random", "uniformly random points", (), RandomSearch),
+        StrategySpec("constrained", "sobol", "a scrambled Sobol sequence", (), bb.SobolSearch),
+        _lunar("dual", _DUAL_REWARD, _DUAL_BATCH, " (ours)", family="constrained"),
+        StrategySpec(
+            "constrained",
+            "botorch-labels",
+            "refitted SingleTaskGPs of the value and of the 0/1 labels x BoTorch's "
+            "LogConstrainedEI (label > 1/2), Kriging-believer batches",
+            (ll.BatchConfig,),
+            _label_gp,
+        ),
     )
 }
 

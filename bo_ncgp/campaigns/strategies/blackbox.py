@@ -1,0 +1,361 @@
+"""Strategies of black-box problems on a box (``bo-ncgp bench``), composed as surrogate x
+batch rule, Trieste-style, from the parts of :mod:`~bo_ncgp.campaigns.strategies.lunar`.
+
+Surrogates of the objective (standardised with the mean and standard deviation of the
+initial design, fixed afterwards; inputs scaled to the unit cube):
+
+* :class:`~bo_ncgp.campaigns.strategies.lunar.StreamingDualReward`: ours, a streaming
+  DualSVGP updated with :meth:`~bo_ncgp.models.DualSVGP.update` after every batch and handed
+  to BoTorch as a :class:`~bo_ncgp.bo.DualSVGPModel`;
+* :class:`~bo_ncgp.campaigns.strategies.lunar.ExactGPReward`: BoTorch's standard, a
+  ``SingleTaskGP`` refitted with ``fit_gpytorch_mll`` before every acquisition.
+
+Batch rules (:class:`BatchRule`, ``BatchConfig`` settings of ``optimize_acqf``):
+
+* ``"joint"``: ``LogExpectedImprovement`` for ``q = 1``, ``qLogNoisyExpectedImprovement``
+  over the observed points for ``q > 1`` (one joint optimisation of the batch);
+* ``"fantasy"`` / ``"fantasy-mean"``: :func:`~bo_ncgp.bo.build_fantasy_batch` (Chang et al.
+  2023, Alg. 2) with LogEI, sampled or posterior-mean fantasies;
+* ``"believer"``: the Kriging believer (:func:`~bo_ncgp.bo.fantasy.kriging_believer_batch`).
+
+:class:`SobolSearch` draws the points of one scrambled Sobol sequence per seed.
+
+Count-valued problems can also use :class:`CountDualBO` (ours, non-conjugate): a streaming
+DualSVGP with the ``Poisson`` likelihood of the raw counts, LogEI on the latent log rate.
+
+Constrained problems (``success`` labels, no value where infeasible) use
+:class:`~bo_ncgp.campaigns.strategies.lunar.ConstrainedBO` (ours: DualSVGP regression +
+DualSVGP Bernoulli classifier + constrained log EI) or :class:`LabelGPConstrainedBO` (an exact
+``SingleTaskGP`` on the 0/1 labels, BoTorch's ``LogConstrainedExpectedImprovement`` with the
+constraint ``label > 1/2``).
+
+Every model-based strategy logs ``fit_seconds`` (the part of the acquisition step spent
+fitting the model) and, for batches of more than one point, ``min_distance`` (the smallest
+distance between two points of the batch, in the unit cube).
+
+Example:
+    >>> from bo_ncgp.campaigns.strategies.registry import build_strategy
+    >>> s = build_strategy("continuous", "dual", hyper_steps=5)
+    >>> s.rule.rule, s.config()["hyper_steps"]
+    ('joint', 5)
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict
+from typing import Any
+
+import numpy as np
+import torch
+
+from bo_ncgp.campaigns.strategies.base import History, Strategy
+from bo_ncgp.campaigns.strategies.lunar import (
+    DTYPE,
+    BatchConfig,
+    DualModelConfig,
+    ExactGPReward,
+    StreamingDualReward,
+    _dual,
+)
+from bo_ncgp.exceptions import InputDataError
+from bo_ncgp.problems.base import Evaluation
+
+__all__ = [
+    "RULES",
+    "BatchRule",
+    "CountDualBO",
+    "LabelGPConstrainedBO",
+    "ObjectiveBO",
+    "SobolSearch",
+    "min_distance",
+]
+
+#: the batch rules of :class:`BatchRule`
+RULES = ("joint", "fantasy", "fantasy-mean", "believer")
+
+
+def min_distance(X: np.ndarray) -> float:
+    """Smallest Euclidean distance between two rows of ``X`` (``nan`` for one row).
+
+    Example:
+        >>> min_distance(np.array([[0.0, 0.0], [0.0, 0.5], [1.0, 1.0]]))
+        0.5
+    """
+    X = np.asarray(X, dtype=float)
+    if len(X) < 2:
+        return float("nan")
+    D = np.linalg.norm(X[:, None, :] - X[None, :, :], axis=-1)
+    return float(D[np.triu_indices(len(X), 1)].min())
+
+
+class SobolSearch(Strategy):
+    """The points of one scrambled Sobol sequence (seeded by the campaign seed) in the
+    bounds, continued from the number of points evaluated so far.
+
+    Example:
+        >>> from bo_ncgp.problems.benchmarks import UnitCubeFunction
+        >>> s = SobolSearch()
+        >>> s.setup(UnitCubeFunction("branin"), seed=0)
+        >>> h = History(np.zeros((0, 2)), np.zeros(0), np.zeros(0), None, [])
+        >>> s.ask(h, 4, np.random.default_rng(0)).shape
+        (4, 2)
+    """
+
+    name = "sobol"
+
+    def ask(self, history: History, q: int, rng: np.random.Generator) -> np.ndarray:
+        engine = torch.quasirandom.SobolEngine(self.problem.dim, scramble=True, seed=self.seed)
+        if history.n:
+            engine.fast_forward(history.n)
+        U = engine.draw(q, dtype=DTYPE).numpy()
+        lo, hi = np.asarray(self.problem.bounds[0]), np.asarray(self.problem.bounds[1])
+        return lo + (hi - lo) * U
+
+
+class BatchRule:
+    """How a batch is chosen from the objective model (module docstring).
+
+    Args:
+        rule: one of :data:`RULES`.
+        config: ``optimize_acqf`` settings.
+
+    Example:
+        >>> BatchRule("believer", BatchConfig()).rule
+        'believer'
+    """
+
+    def __init__(self, rule: str, config: BatchConfig) -> None:
+        if rule not in RULES:
+            raise InputDataError(f"unknown batch rule {rule!r} (choose from {RULES})")
+        self.rule, self.config = rule, config
+
+    def select(self, model, U: torch.Tensor, best: float, q: int) -> torch.Tensor:
+        """``q`` points of the unit cube for the BoTorch ``model`` of the standardised
+        objective, observed at ``U`` with incumbent ``best``."""
+        from botorch.acquisition import LogExpectedImprovement, qLogNoisyExpectedImprovement
+        from botorch.optim import optimize_acqf
+
+        from bo_ncgp.bo import build_fantasy_batch
+
+        d = U.shape[-1]
+        bounds = torch.stack([torch.zeros(d, dtype=DTYPE), torch.ones(d, dtype=DTYPE)])
+        opts = {"num_restarts": self.config.num_restarts, "raw_samples": self.config.raw_samples}
+        if self.rule == "joint" or q == 1:
+            if q == 1:
+                acq = LogExpectedImprovement(model, best_f=best)
+            else:
+                acq = qLogNoisyExpectedImprovement(model, X_baseline=U, prune_baseline=True)
+            X, _ = optimize_acqf(acq, bounds, q=q, **opts)
+            return X.detach()
+        fantasy = "sample" if self.rule == "fantasy" else "mean"
+        batch = build_fantasy_batch(
+            model,
+            lambda ms: LogExpectedImprovement(ms[0], best_f=best),
+            q=q,
+            bounds=bounds,
+            fantasy=fantasy,
+            **opts,
+        )
+        return batch.X.detach()
+
+
+class _UnitCube(Strategy):
+    """Shared parts: inputs scaled to the unit cube, values standardised by the initial
+    design's statistics, the fit time of the last acquisition step logged."""
+
+    def setup(self, problem, seed) -> None:
+        super().setup(problem, seed)
+        if problem.bounds is None:
+            raise InputDataError(
+                f"{self.name} needs a problem with bounds, {problem.name} has none"
+            )
+        self.lo = torch.as_tensor(problem.bounds[0], dtype=DTYPE)
+        self.hi = torch.as_tensor(problem.bounds[1], dtype=DTYPE)
+        self.y_mean = self.y_std = None
+        self.fit_seconds: float | None = None
+
+    def _unit(self, X: np.ndarray) -> torch.Tensor:
+        return (torch.as_tensor(X, dtype=DTYPE) - self.lo) / (self.hi - self.lo)
+
+    def _from_unit(self, U: torch.Tensor) -> np.ndarray:
+        return (self.lo + U.detach() * (self.hi - self.lo)).cpu().numpy()
+
+    def _standardise(self, values: np.ndarray) -> torch.Tensor:
+        if self.y_mean is None:  # statistics of the initial design, fixed afterwards
+            v = values[np.isfinite(values)]
+            self.y_mean = float(v.mean()) if v.size else 0.0
+            self.y_std = float(v.std()) if v.size > 1 and v.std() > 0 else 1.0
+        return torch.as_tensor((values - self.y_mean) / self.y_std, dtype=DTYPE)
+
+    def report(self, history: History) -> dict[str, float]:
+        out: dict[str, float] = {}
+        if self.fit_seconds is not None:
+            out["fit_seconds"] = self.fit_seconds
+            self.fit_seconds = None
+        if len(history.batches) > 1 and len(history.batches[-1]) > 1:
+            out["min_distance"] = min_distance(self._unit(history.X[history.batches[-1]]).numpy())
+        return out
+
+
+class ObjectiveBO(_UnitCube):
+    """Objective surrogate x batch rule (module docstring).
+
+    Args:
+        name: the strategy's name.
+        model: DualSVGP settings (used by a streaming surrogate).
+        surrogate: :class:`StreamingDualReward` or :class:`ExactGPReward`.
+        rule: the batch rule.
+
+    Example:
+        >>> s = ObjectiveBO("botorch", DualModelConfig(), ExactGPReward(),
+        ...                 BatchRule("joint", BatchConfig(num_restarts=2)))
+        >>> s.config()["num_restarts"], "num_inducing" in s.config()  # no DualSVGP settings
+        (2, False)
+    """
+
+    def __init__(
+        self,
+        name: str,
+        model: DualModelConfig,
+        surrogate: StreamingDualReward | ExactGPReward,
+        rule: BatchRule,
+    ) -> None:
+        self.name, self.model_config, self.surrogate, self.rule = name, model, surrogate, rule
+
+    def config(self) -> dict[str, Any]:
+        """``{"name", **model config (streaming surrogates), **batch config}`` (the name
+        stands for the surrogate and the batch rule)."""
+        model = asdict(self.model_config) if isinstance(self.surrogate, StreamingDualReward) else {}
+        return {"name": self.name, **model, **asdict(self.rule.config)}
+
+    def setup(self, problem, seed) -> None:
+        super().setup(problem, seed)
+        self.surrogate.setup(problem.dim)
+        self.U = torch.zeros(0, problem.dim, dtype=DTYPE)
+        self.Y = torch.zeros(0, dtype=DTYPE)
+
+    def observe(self, X: np.ndarray, evaluations: list[Evaluation], history: History) -> None:
+        U = self._unit(X)
+        vals = np.array([e.value for e in evaluations], dtype=float)
+        y = self._standardise(vals)
+        ok = torch.as_tensor(np.isfinite(vals))
+        self.surrogate.observe(U, y, ok)
+        self.U, self.Y = torch.cat([self.U, U[ok]]), torch.cat([self.Y, y[ok]])
+
+    def ask(self, history: History, q: int, rng: np.random.Generator) -> np.ndarray:
+        if self.Y.numel() == 0:  # nothing observed yet: a random point
+            return self._from_unit(torch.as_tensor(rng.random((q, self.problem.dim)), dtype=DTYPE))
+        t0 = time.perf_counter()
+        model = self.surrogate.botorch_model()
+        self.fit_seconds = time.perf_counter() - t0
+        return self._from_unit(self.rule.select(model, self.U, float(self.Y.max()), q))
+
+
+class LabelGPConstrainedBO(ObjectiveBO):
+    """An exact ``SingleTaskGP`` of the objective (feasible points) and one of the 0/1
+    success labels (all points), both refitted before every acquisition, with BoTorch's
+    ``LogConstrainedExpectedImprovement`` (constraint: label model ``> 1/2``); batches by
+    the Kriging believer over both models.
+
+    Example:
+        >>> s = LabelGPConstrainedBO("botorch-labels", DualModelConfig(), ExactGPReward(),
+        ...                          BatchRule("believer", BatchConfig()))
+        >>> s.rule.rule
+        'believer'
+    """
+
+    def setup(self, problem, seed) -> None:
+        super().setup(problem, seed)
+        self.U_all = torch.zeros(0, problem.dim, dtype=DTYPE)
+        self.labels = torch.zeros(0, dtype=DTYPE)
+
+    def observe(self, X: np.ndarray, evaluations: list[Evaluation], history: History) -> None:
+        super().observe(X, evaluations, history)
+        have = [i for i, e in enumerate(evaluations) if e.success is not None]
+        lab = torch.tensor([float(bool(evaluations[i].success)) for i in have], dtype=DTYPE)
+        self.U_all = torch.cat([self.U_all, self._unit(X)[have]])
+        self.labels = torch.cat([self.labels, lab])
+
+    def ask(self, history: History, q: int, rng: np.random.Generator) -> np.ndarray:
+        from botorch.acquisition.analytic import LogConstrainedExpectedImprovement
+        from botorch.fit import fit_gpytorch_mll
+        from botorch.models import ModelListGP, SingleTaskGP
+        from botorch.optim import optimize_acqf
+        from gpytorch.mlls import ExactMarginalLogLikelihood
+
+        from bo_ncgp.bo import build_fantasy_batch
+
+        if self.Y.numel() < 2:  # too few feasible values for a model: a random point
+            return self._from_unit(torch.as_tensor(rng.random((q, self.problem.dim)), dtype=DTYPE))
+        t0 = time.perf_counter()
+        objective = self.surrogate.botorch_model()
+        labels = SingleTaskGP(self.U_all, self.labels.unsqueeze(-1))
+        fit_gpytorch_mll(ExactMarginalLogLikelihood(labels.likelihood, labels))
+        self.fit_seconds = time.perf_counter() - t0
+        best = float(self.Y.max())
+        d = self.problem.dim
+        bounds = torch.stack([torch.zeros(d, dtype=DTYPE), torch.ones(d, dtype=DTYPE)])
+
+        def acquisition(ms):
+            return LogConstrainedExpectedImprovement(
+                ModelListGP(*ms), best_f=best, objective_index=0, constraints={1: (0.5, None)}
+            )
+
+        opts = {"num_restarts": self.rule.config.num_restarts}
+        opts["raw_samples"] = self.rule.config.raw_samples
+        if q == 1:
+            X, _ = optimize_acqf(acquisition([objective, labels]), bounds, q=1, **opts)
+        else:
+            X = build_fantasy_batch(
+                [objective, labels], acquisition, q=q, bounds=bounds, fantasy="mean", **opts
+            ).X
+        return self._from_unit(X.detach())
+
+
+class CountDualBO(_UnitCube):
+    """Ours for counts: a streaming DualSVGP of the log rate with the ``Poisson``
+    likelihood, updated with the raw counts after every batch; the batch rule maximises
+    (log) EI of the latent log rate over the largest posterior mean at the observed points.
+
+    Example:
+        >>> s = CountDualBO("dual-poisson", DualModelConfig(), BatchRule("joint", BatchConfig()))
+        >>> s.config()["num_inducing"], s.rule.rule
+        (48, 'joint')
+    """
+
+    def __init__(self, name: str, model: DualModelConfig, rule: BatchRule) -> None:
+        self.name, self.model_config, self.rule = name, model, rule
+
+    def config(self) -> dict[str, Any]:
+        """``{"name", **model config, **batch config}``."""
+        return {"name": self.name, **asdict(self.model_config), **asdict(self.rule.config)}
+
+    def setup(self, problem, seed) -> None:
+        super().setup(problem, seed)
+        self.model = None
+        self.U = torch.zeros(0, problem.dim, dtype=DTYPE)
+
+    def observe(self, X: np.ndarray, evaluations: list[Evaluation], history: History) -> None:
+        from bo_ncgp.likelihoods import Poisson
+
+        U = self._unit(X)
+        vals = np.array([e.value for e in evaluations], dtype=float)
+        ok = torch.as_tensor(np.isfinite(vals))
+        if not ok.any():
+            return
+        y = torch.as_tensor(vals, dtype=DTYPE)[ok]
+        if self.model is None:
+            self.model = _dual(self.model_config, Poisson(), U[ok])
+        self.model.update(U[ok], y)
+        self.U = torch.cat([self.U, U[ok]])
+
+    def ask(self, history: History, q: int, rng: np.random.Generator) -> np.ndarray:
+        from bo_ncgp.bo import DualSVGPModel
+
+        if self.model is None:
+            return self._from_unit(torch.as_tensor(rng.random((q, self.problem.dim)), dtype=DTYPE))
+        model = DualSVGPModel(self.model)
+        with torch.no_grad():
+            best = float(model.posterior(self.U).mean.max())
+        return self._from_unit(self.rule.select(model, self.U, best, q))
