@@ -61,7 +61,7 @@ lint: $(STAMP)
 # .gitignore excludes), so a stale build/ folder cannot leak into it and nothing is written into
 # the checkout; it must hold py.typed and the LICENSE and no results data. The wheel (not the
 # source folder) is installed into a fresh venv, and the README's commands run from an empty
-# folder, so nothing is imported from the checkout; last, without the `envs` extra the demo
+# folder, so nothing is imported from the checkout; last, without the `envs` extra the lander
 # must name the extra to install.
 check-install:
 	@set -e; unset PYTHONPATH; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
@@ -98,13 +98,13 @@ check-install:
 	"$$tmp/venv/bin/bo-ncgp" lunar-lander --help > /dev/null 2>> "$$tmp/help.err"; \
 	test ! -s "$$tmp/help.err" || { echo "--help printed on stderr:" >&2; cat "$$tmp/help.err" >&2; exit 1; }; \
 	echo "check-install: bo-ncgp demo, compare, plot, core-demo"; \
-	"$$tmp/venv/bin/bo-ncgp" demo --out "$$tmp/out/demo" > "$$tmp/demo.log" 2>&1 \
-	  || { tail -40 "$$tmp/demo.log" >&2; exit 1; }; \
-	test -f "$$tmp/out/demo/best.png"; \
-	"$$tmp/venv/bin/bo-ncgp" compare "$$tmp/out/demo/fantasy-batch" "$$tmp/out/demo/random" \
+	"$$tmp/venv/bin/bo-ncgp" demo --seeds 2 --evaluations 20 --out "$$tmp/out/demo" \
+	  > "$$tmp/demo.log" 2>&1 || { tail -40 "$$tmp/demo.log" >&2; exit 1; }; \
+	test -f "$$tmp/out/demo/best.png" && test -f "$$tmp/out/demo/summary.json"; \
+	"$$tmp/venv/bin/bo-ncgp" compare "$$tmp/out/demo/hartmann6/dual" "$$tmp/out/demo/hartmann6/random" \
 	  > "$$tmp/compare.log" 2>&1 || { cat "$$tmp/compare.log" >&2; exit 1; }; \
-	grep -q "^best@15: A - B = " "$$tmp/compare.log" || { cat "$$tmp/compare.log" >&2; exit 1; }; \
-	"$$tmp/venv/bin/bo-ncgp" plot "$$tmp/out/demo" -o "$$tmp/out/plot.png" > /dev/null; \
+	grep -q "^best@20: A - B = " "$$tmp/compare.log" || { cat "$$tmp/compare.log" >&2; exit 1; }; \
+	"$$tmp/venv/bin/bo-ncgp" plot "$$tmp/out/demo/hartmann6" -o "$$tmp/out/plot.png" > /dev/null; \
 	test -f "$$tmp/out/plot.png"; \
 	"$$tmp/venv/bin/bo-ncgp" core-demo --n 500 --rank 20 > "$$tmp/core.log" 2>&1 \
 	  || { cat "$$tmp/core.log" >&2; exit 1; }; \
@@ -114,11 +114,12 @@ check-install:
 	test -f "$$tmp/out/pcg/pcg_quick.json"; \
 	test -z "$$(ls -A "$$tmp/run")" || { echo "files written into the working folder:" >&2; \
 	  ls -A "$$tmp/run" >&2; exit 1; }; \
-	echo "check-install: without the envs extra, bo-ncgp demo names it"; \
+	echo "check-install: without the envs extra, bo-ncgp lunar-lander names it"; \
 	"$$tmp/venv/bin/pip" uninstall --quiet -y gymnasium; \
-	rc=0; "$$tmp/venv/bin/bo-ncgp" demo --out "$$tmp/out/noenvs" > "$$tmp/noenvs.log" 2>&1 || rc=$$?; \
+	rc=0; "$$tmp/venv/bin/bo-ncgp" lunar-lander --quick --out "$$tmp/out/noenvs" \
+	  > "$$tmp/noenvs.log" 2>&1 || rc=$$?; \
 	test "$$rc" -eq 2 && grep -q "pip install 'bo-ncgp\[envs\]'" "$$tmp/noenvs.log" \
-	  || { echo "demo without gymnasium: exit $$rc" >&2; tail -20 "$$tmp/noenvs.log" >&2; exit 1; }; \
+	  || { echo "lunar-lander without gymnasium: exit $$rc" >&2; tail -20 "$$tmp/noenvs.log" >&2; exit 1; }; \
 	echo "check-install: passed in $$(( $$(date +%s) - start )) s"
 
 clean:

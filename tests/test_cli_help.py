@@ -44,20 +44,7 @@ def _parser(name: str, monkeypatch) -> argparse.ArgumentParser:
     return _experiment_parser(name, monkeypatch)
 
 
-#: commands whose parser module is maintained apart from this test (see the report of the
-#: demo command): checked, but not yet required to pass
-PENDING = {"demo"}
-
-
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(n, marks=pytest.mark.xfail(reason="--out has no help text", strict=False))
-        if n in PENDING
-        else n
-        for n in sorted({*cli.COMMANDS, *EXPERIMENTS})
-    ],
-)
+@pytest.mark.parametrize("name", sorted({*cli.COMMANDS, *EXPERIMENTS}))
 def test_every_option_has_help_and_the_help_shows_defaults(name, monkeypatch):
     parser = _parser(name, monkeypatch)
     undocumented = [

@@ -69,7 +69,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--strategies", type=_names, help="comma-separated strategy names")
     parser.add_argument("--baseline", help="strategy the paired differences refer to")
     parser.add_argument("--seeds", type=POSITIVE_INT, help="number of seeds (default 5)")
-    parser.add_argument("--first-seed", type=NONNEGATIVE_INT, default=0)
+    parser.add_argument(
+        "--first-seed", type=NONNEGATIVE_INT, default=0, help="first seed of every run"
+    )
     parser.add_argument("--evaluations", type=POSITIVE_INT, help="evaluations per run")
     parser.add_argument("--batch-size", type=POSITIVE_INT, help="points per batch")
     parser.add_argument(
@@ -83,7 +85,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_dask_arguments(parser, "the runs")
     parser.add_argument("--threads", type=POSITIVE_INT, default=1, help="torch threads per run")
-    parser.add_argument("--out", type=Path, default=Path("results/bench"))
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path("results/bench"),
+        help="output folder: runs, summary, plots",
+    )
     parser.add_argument("--no-plot", action="store_true", help="skip the plots")
     parser.add_argument(
         "--list", action="store_true", help="list the problems and strategies, run nothing"

@@ -56,10 +56,24 @@ def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
         >>> a.out, a.seeds, a.evaluations
         (PosixPath('results/demo'), 5, 40)
     """
-    parser.add_argument("--out", type=Path, default=Path("results/demo"))
-    parser.add_argument("--seeds", type=POSITIVE_INT, default=DEMO_SETTINGS["seeds"])
-    parser.add_argument("--first-seed", type=NONNEGATIVE_INT, default=DEMO_SETTINGS["first_seed"])
-    parser.add_argument("--evaluations", type=POSITIVE_INT, default=DEMO_SETTINGS["evaluations"])
+    parser.add_argument(
+        "--out", type=Path, default=Path("results/demo"), help="output folder: runs, summary, plots"
+    )
+    parser.add_argument(
+        "--seeds", type=POSITIVE_INT, default=DEMO_SETTINGS["seeds"], help="number of seeds"
+    )
+    parser.add_argument(
+        "--first-seed",
+        type=NONNEGATIVE_INT,
+        default=DEMO_SETTINGS["first_seed"],
+        help="first seed (seeds first-seed, first-seed + 1, ...)",
+    )
+    parser.add_argument(
+        "--evaluations",
+        type=POSITIVE_INT,
+        default=DEMO_SETTINGS["evaluations"],
+        help="evaluations per run, the 2 d + 2 random initial points included",
+    )
     parser.add_argument(
         "--workers",
         type=POSITIVE_INT,

@@ -355,7 +355,7 @@ class CountDualBO(_UnitCube):
 
         if self.model is None:
             return self._from_unit(torch.as_tensor(rng.random((q, self.problem.dim)), dtype=DTYPE))
-        model = DualSVGPModel(self.model)
+        model = DualSVGPModel.from_model(self.model)
         with torch.no_grad():
             best = float(model.posterior(self.U).mean.max())
         return self._from_unit(self.rule.select(model, self.U, best, q))
