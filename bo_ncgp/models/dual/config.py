@@ -33,7 +33,8 @@ class DualSVGPConfig:
         memory_size: points of each new batch added to the memory (``None``: all of them).
         rho: damping of the natural-gradient steps (Eqs. 23-24, 54), in ``(0, 1]``.
         num_inner_steps: damped site updates per round of ``update``.
-        num_hyper_steps: Adam steps on the hyperparameters per round (0: hyperparameters fixed).
+        num_hyper_steps: hyperparameter steps per round (0: hyperparameters fixed): Adam steps
+            for ``hyper_optimizer="adam"``, the most L-BFGS iterations for ``"lbfgs"``.
         num_latents: C; ``None`` takes ``likelihood.num_latents`` (the model stores the
             resolved value).
         inducing_update: ``"pivoted_cholesky"`` (Sec. 3.4) or ``"fixed"``.
@@ -41,7 +42,12 @@ class DualSVGPConfig:
         memory_cap: optional total memory size; beyond it, points are kept by BLS-weighted (or
             random) sampling and the sites of evicted points are folded into ``B_rest``.
         hyper_objective: ``"dual"`` (Eq. 26 with the Sec. 3.4 scaling) or ``"elbo"`` (Eq. 21).
-        lr: Adam learning rate of the hyperparameter steps.
+        hyper_optimizer: ``"lbfgs"`` (L-BFGS with a strong-Wolfe line search on the objective,
+            the sites fixed, until its gradient or change falls below torch's tolerances or
+            ``num_hyper_steps`` iterations, as ``fit_gpytorch_mll`` fits an exact GP) or
+            ``"adam"`` (``num_hyper_steps`` Adam steps from a fresh optimiser state, learning
+            rate ``lr``, whether or not the objective has converged).
+        lr: Adam learning rate of the hyperparameter steps (``hyper_optimizer="adam"``).
         num_rounds: repetitions of (inner steps, hyperparameter steps) per update; the paper's
             Algorithm 1 is ``num_rounds = 1``.
         max_inducing: number of inducing points the pivoted-Cholesky updates keep (Sec. 3.4);
@@ -64,6 +70,7 @@ class DualSVGPConfig:
     memory_selection: Literal["bls", "random"] = "bls"
     memory_cap: int | None = None
     hyper_objective: Literal["dual", "elbo"] = "dual"
+    hyper_optimizer: Literal["lbfgs", "adam"] = "adam"
     lr: float = 0.01
     num_rounds: int = 1
     max_inducing: int | None = None
@@ -95,6 +102,10 @@ class DualSVGPConfig:
         if self.hyper_objective not in ("dual", "elbo"):
             raise InputDataError(
                 f"DualSVGP: hyper_objective must be 'dual' or 'elbo', got {self.hyper_objective!r}"
+            )
+        if self.hyper_optimizer not in ("lbfgs", "adam"):
+            raise InputDataError(
+                f"DualSVGP: hyper_optimizer must be 'lbfgs' or 'adam', got {self.hyper_optimizer!r}"
             )
         check_positive(self.lr, "lr", who)
         mi = self.max_inducing

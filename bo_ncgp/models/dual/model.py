@@ -114,8 +114,8 @@ class DualSVGP(InducingState, ResizableModule, LatentGP):
         generator: ``torch.Generator`` for memory sampling (global RNG when ``None``).
         **settings: fields of :class:`DualSVGPConfig` (``memory_size``, ``rho``,
             ``num_inner_steps``, ``num_hyper_steps``, ``num_latents``, ``inducing_update``,
-            ``memory_selection``, ``memory_cap``, ``hyper_objective``, ``lr``, ``num_rounds``,
-            ``max_inducing``, ``mean_constant``), documented there; each is also an attribute
+            ``memory_selection``, ``memory_cap``, ``hyper_objective``, ``hyper_optimizer``,
+            ``lr``, ``num_rounds``, ``max_inducing``, ``mean_constant``), documented there; each is also an attribute
             of the model that may be reassigned. ``max_inducing`` defaults to ``m``: a larger
             value lets ``Z`` grow from a small initial design as data arrives. With
             ``mean_constant = c``, ``f = c + g`` with ``g ~ GP(0, k)`` (not trained by
@@ -152,6 +152,7 @@ class DualSVGP(InducingState, ResizableModule, LatentGP):
     memory_selection = _setting("memory_selection")
     memory_cap = _setting("memory_cap")
     hyper_objective = _setting("hyper_objective")
+    hyper_optimizer = _setting("hyper_optimizer")
     lr = _setting("lr")
     num_rounds = _setting("num_rounds")
     max_inducing = _setting("max_inducing")

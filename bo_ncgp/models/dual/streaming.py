@@ -22,6 +22,7 @@ Example:
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -29,19 +30,21 @@ import gpytorch
 import torch
 from torch import Tensor
 
+from bo_ncgp.exceptions import NumericalWarning
 from bo_ncgp.linalg import stable_cholesky
 from bo_ncgp.models.base import Callback
 from bo_ncgp.models.dual.inducing import select_inducing_points
 from bo_ncgp.models.dual.memory import bayesian_leverage_scores, sample_by_score
 from bo_ncgp.models.dual.posterior import dual_factors, dual_predict
 from bo_ncgp.models.dual.sites import damp, site_contributions
-from bo_ncgp.models.training import AdamStepper, FitClock
+from bo_ncgp.models.training import AdamStepper, FitClock, minimize_lbfgs
 
 if TYPE_CHECKING:
     from bo_ncgp.models.dual.model import DualSVGP
 
 __all__ = [
     "add_to_memory",
+    "converge_sites",
     "fold",
     "hyper_steps",
     "inner_steps",
@@ -114,6 +117,49 @@ def inner_steps(
     return eta, beta
 
 
+def converge_sites(model: DualSVGP, tolerance: float = 1e-6, max_steps: int = 500) -> int:
+    """Damped site steps (Eqs. 23-24, 54) on the memory points at the current ``Z`` and
+    hyperparameters until the largest change of a site, relative to ``1 + |site|``, is below
+    ``tolerance`` (at most ``max_steps``); returns the number of steps taken.
+
+    The memory's sites become those of the posterior at the current hyperparameters (what
+    :meth:`DualSVGP.update` computes for a batch, iterated to its fixed point).
+
+    Example:
+        >>> from gpytorch.kernels import RBFKernel
+        >>> from bo_ncgp.likelihoods import Gaussian
+        >>> from bo_ncgp.models.dual import DualSVGP
+        >>> X = torch.rand(6, 1)
+        >>> model = DualSVGP(RBFKernel(), Gaussian(0.1), X, memory_size=None, num_hyper_steps=0)
+        >>> converge_sites(model.update(X, X[:, 0]))  # Gaussian sites: already converged
+        1
+    """
+    mem = model.memory
+    if len(mem) == 0:
+        return 0
+    eta, beta = model._memory_sites()
+    steps = 0
+    saved = model.num_inner_steps
+    try:
+        model.num_inner_steps = 1
+        while steps < max_steps:
+            new_eta, new_beta = inner_steps(model, mem.X, mem.y, eta, beta)
+            steps += 1
+            change = max(
+                float(((new_eta - eta).abs() / (1 + eta.abs())).max()),
+                float(((new_beta - beta).abs() / (1 + beta.abs())).max()),
+            )
+            eta, beta = new_eta, new_beta
+            if change < tolerance:
+                break
+    finally:
+        model.num_inner_steps = saved
+    with torch.no_grad():
+        mem.set_sites(eta.mT, beta.mT)
+    model._touch()
+    return steps
+
+
 def hyper_steps(
     model: DualSVGP,
     active: tuple[Tensor, Tensor, Tensor, Tensor, Tensor, bool],
@@ -142,16 +188,17 @@ def hyper_steps(
     if model.hyper_objective == "elbo":
         model._touch()
         q_fixed = model._fixed_q()
-    stepper = AdamStepper(
-        params, model.lr, project=model._project_unenforced_constraints, name="DualSVGP"
-    )
-    stop = False
-
     def loss_fn() -> Tensor:
         obj = model._objective(*active, model.hyper_objective, q_fixed)
         return -(obj + model._log_prior())
 
     scales = _outputscales(model.kernel)
+    if model.hyper_optimizer == "lbfgs":
+        return _lbfgs_steps(model, params, loss_fn, scales, report, round_)
+    stepper = AdamStepper(
+        params, model.lr, project=model._project_unenforced_constraints, name="DualSVGP"
+    )
+    stop = False
     with torch.enable_grad():
         for step in range(model.num_hyper_steps):
             if not stepper.step(loss_fn):
@@ -170,6 +217,38 @@ def hyper_steps(
         stepper.undo_all(collapse)
     model._touch()
     return stop
+
+
+def _lbfgs_steps(
+    model: DualSVGP,
+    params: list[Tensor],
+    loss_fn: Callable[[], Tensor],
+    scales: list[Tensor],
+    report: Callable[[float, dict[str, int]], bool] | None,
+    round_: int,
+) -> bool:
+    """One L-BFGS run (at most ``num_hyper_steps`` iterations, strong-Wolfe line search) on the
+    hyperparameter objective, under the non-finite policy of
+    :func:`~bo_ncgp.models.training.minimize_lbfgs`; a run that collapsed an outputscale by
+    more than :data:`COLLAPSE_FACTOR` is undone with a warning, as a round of Adam steps is."""
+    saved = [p.detach().clone() for p in params]
+    loss = minimize_lbfgs(params, loss_fn, model.num_hyper_steps, name="DualSVGP")
+    model._project_unenforced_constraints()
+    model._touch()
+    collapse = _collapse(scales, _outputscales(model.kernel))
+    if collapse is not None:
+        with torch.no_grad():
+            for p, v in zip(params, saved, strict=True):
+                p.copy_(v)
+        model._touch()
+        warnings.warn(
+            f"DualSVGP: {collapse}; the L-BFGS run was undone", NumericalWarning, stacklevel=4
+        )
+        with torch.no_grad():
+            loss = float(loss_fn())
+    if report is not None:
+        return report(float(loss), {"round": round_, "hyper_step": 0})
+    return False
 
 
 #: a round of hyperparameter steps whose objective rose by more than this fraction of
