@@ -260,9 +260,10 @@ class DriftTracker:
 
     Args:
         own: also compute the optimum of the model's own objective (:func:`own_optimum`).
-        warm_start: start each offline fit at the previous offline fit's hyperparameters
-            (the first one at the streaming model's), so the tracked optimum moves
-            continuously as data arrives.
+        warm_start: fit offline from two starts, the streaming model's hyperparameters and
+            the previous offline fit's, and keep the fit with the larger objective (a start
+            in a flat region, e.g. a collapsed outputscale, does not trap the tracked optimum);
+            ``False``: from the streaming model's only.
         **options: keywords of :func:`fit_offline` (``tolerance``, ``max_rounds``, ...).
 
     Attributes:
@@ -280,11 +281,16 @@ class DriftTracker:
     def record(self, model: DualSVGP, X: Tensor, y: Tensor) -> DriftRecord:
         """Compare ``model`` (after an update) with fits on all data seen so far ``(X, y)``."""
         t0 = time.perf_counter()
-        start = self.offline if self.warm_start else None
-        off = fit_offline(model, X, y, start=start, **self.options)
-        self.offline = off
         site_tol = self.options.get("site_tolerance", 1e-6)
-        f_off = offline_objective(off, X, y, site_tol)
+        starts = [None] + ([self.offline] if self.warm_start and self.offline is not None else [])
+        best = None
+        for start in starts:  # the better of the fits from both starts
+            fit = fit_offline(model, X, y, start=start, **self.options)
+            value = offline_objective(fit, X, y, site_tol)
+            if best is None or value > best[1]:
+                best = (fit, value)
+        off, f_off = best
+        self.offline = off
         f_stream = offline_objective(model, X, y, site_tol)
         stream, offline = hyperparameters(model), hyperparameters(off)
         own = hyperparameters(own_optimum(model)) if self.own else None
