@@ -38,9 +38,14 @@ class DualSVGPConfig:
         num_latents: C; ``None`` takes ``likelihood.num_latents`` (the model stores the
             resolved value).
         inducing_update: ``"pivoted_cholesky"`` (Sec. 3.4) or ``"fixed"``.
-        memory_selection: ``"bls"`` (Eq. 31) or ``"random"`` (ablation).
-        memory_cap: optional total memory size; beyond it, points are kept by BLS-weighted (or
-            random) sampling and the sites of evicted points are folded into ``B_rest``.
+        memory_selection: ``"bls"`` (Eq. 31, the paper's), ``"bls_balanced"`` (for class
+            labels -- Bernoulli and Softmax likelihoods -- an equal share of the memory per
+            label, BLS within each label, :func:`~bo_ncgp.models.dual.memory.sample_balanced`;
+            plain BLS for other likelihoods) or ``"random"`` (ablation).
+        memory_cap: total memory size (``None``: unbounded); beyond it, points are kept by the
+            ``memory_selection`` rule and the sites of evicted points are folded into
+            ``B_rest``. Bounds the memory, and with it the cost of an update, over any number
+            of updates.
         hyper_objective: ``"dual"`` (Eq. 26 with the Sec. 3.4 scaling) or ``"elbo"`` (Eq. 21).
         hyper_optimizer: ``"lbfgs"`` (L-BFGS with a strong-Wolfe line search on the objective,
             the sites fixed, until its gradient or change falls below torch's tolerances or
@@ -67,8 +72,8 @@ class DualSVGPConfig:
     num_hyper_steps: int = 10
     num_latents: int | None = None
     inducing_update: Literal["pivoted_cholesky", "fixed"] = "pivoted_cholesky"
-    memory_selection: Literal["bls", "random"] = "bls"
-    memory_cap: int | None = None
+    memory_selection: Literal["bls", "bls_balanced", "random"] = "bls"
+    memory_cap: int | None = 1000
     hyper_objective: Literal["dual", "elbo"] = "dual"
     hyper_optimizer: Literal["lbfgs", "adam"] = "adam"
     lr: float = 0.01
@@ -94,9 +99,9 @@ class DualSVGPConfig:
                 "DualSVGP: inducing_update must be 'pivoted_cholesky' or 'fixed', got "
                 f"{self.inducing_update!r}"
             )
-        if self.memory_selection not in ("bls", "random"):
+        if self.memory_selection not in ("bls", "bls_balanced", "random"):
             raise InputDataError(
-                f"DualSVGP: memory_selection must be 'bls' or 'random', got "
+                f"DualSVGP: memory_selection must be 'bls', 'bls_balanced' or 'random', got "
                 f"{self.memory_selection!r}"
             )
         if self.hyper_objective not in ("dual", "elbo"):

@@ -142,7 +142,7 @@ class DualSVGP(InducingState, ResizableModule, LatentGP):
     """
 
     supports_update = True
-    _resizable = ("_Z", "_lam_rest", "_B_rest")
+    _resizable = ("_Z", "_lam_rest", "_B_rest", "_prior_var_ref")
 
     memory_size = _setting("memory_size")
     rho = _setting("rho")
@@ -198,6 +198,9 @@ class DualSVGP(InducingState, ResizableModule, LatentGP):
         self.register_buffer("_B_rest", Z.new_zeros(C, m, m))
         self.register_buffer("_num_data", torch.zeros((), dtype=torch.long, device=Z.device))
         self.register_buffer("_mean_constant", Z.new_tensor(cfg.mean_constant))
+        # the largest prior variance per latent seen after an update (collapse warning)
+        self._collapse_warned = False
+        self.register_buffer("_prior_var_ref", Z.new_zeros(0))
         self.memory = Memory(d, C, dtype=Z.dtype, device=Z.device)
 
     # -------------------------------------------------------------- properties
@@ -217,6 +220,7 @@ class DualSVGP(InducingState, ResizableModule, LatentGP):
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         # states saved before ``mean_constant`` existed load as zero-mean models
         state_dict.setdefault(prefix + "_mean_constant", self._mean_constant.clone())
+        state_dict.setdefault(prefix + "_prior_var_ref", self._prior_var_ref.new_zeros(0))
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def _on_state_loaded(self) -> None:

@@ -30,11 +30,16 @@ import gpytorch
 import torch
 from torch import Tensor
 
-from bo_ncgp.exceptions import NumericalWarning
+from bo_ncgp.exceptions import ModelCollapseWarning, NumericalWarning
+from bo_ncgp.likelihoods import Bernoulli, Softmax
 from bo_ncgp.linalg import stable_cholesky
 from bo_ncgp.models.base import Callback
 from bo_ncgp.models.dual.inducing import select_inducing_points
-from bo_ncgp.models.dual.memory import bayesian_leverage_scores, sample_by_score
+from bo_ncgp.models.dual.memory import (
+    bayesian_leverage_scores,
+    sample_balanced,
+    sample_by_score,
+)
 from bo_ncgp.models.dual.posterior import dual_factors, dual_predict
 from bo_ncgp.models.dual.sites import damp, site_contributions
 from bo_ncgp.models.training import AdamStepper, FitClock, minimize_lbfgs
@@ -44,6 +49,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "add_to_memory",
+    "check_collapse",
     "converge_sites",
     "fold",
     "hyper_steps",
@@ -97,8 +103,61 @@ def update(model: DualSVGP, X: Tensor, y: Tensor, callback: Callback | None = No
         model.memory.set_sites(eta[:, :n_M].mT, beta[:, :n_M].mT)
         add_to_memory(model, X, y, eta[:, n_M:], beta[:, n_M:])
         model._num_data = model._num_data + n
+        check_collapse(model, X)
     model._touch()
     return model
+
+
+#: a prior variance below this fraction of the largest one seen after an update is a
+#: collapse of the model (:class:`~bo_ncgp.exceptions.ModelCollapseWarning`)
+COLLAPSE_WARN_FACTOR = 1e-2
+
+
+@torch.no_grad()
+def check_collapse(model: DualSVGP, X: Tensor) -> bool:
+    """Warn (:class:`~bo_ncgp.exceptions.ModelCollapseWarning`, once until it recovers) when
+    the mean prior variance of a latent at the batch ``X`` (the outputscale of a stationary
+    kernel) fell below :data:`COLLAPSE_WARN_FACTOR` times the largest value seen after an
+    earlier update: the hyperparameters drove the model towards its prior mean. Returns
+    whether the model is collapsed. Only updates that learn hyperparameters are checked.
+
+    Example:
+        >>> import warnings
+        >>> from gpytorch.kernels import ScaleKernel, RBFKernel
+        >>> from bo_ncgp.likelihoods import Bernoulli
+        >>> from bo_ncgp.models.dual import DualSVGP
+        >>> X = torch.rand(10, 1)
+        >>> model = DualSVGP(ScaleKernel(RBFKernel()), Bernoulli(), X, num_hyper_steps=1)
+        >>> check_collapse(model, X), check_collapse(model, X)
+        (False, False)
+        >>> model.kernel.outputscale = 1e-4
+        >>> with warnings.catch_warnings(record=True) as caught:
+        ...     warnings.simplefilter("always")
+        ...     collapsed = check_collapse(model, X)
+        >>> collapsed, caught[0].category.__name__
+        (True, 'ModelCollapseWarning')
+    """
+    if model.num_hyper_steps == 0 or not model._hyperparameters():
+        return False
+    current = model._kxx(X, False).mean(-1).reshape(-1)
+    ref = model._prior_var_ref
+    if ref.shape != current.shape:
+        model._prior_var_ref = current.clone()
+        return False
+    collapsed = bool((current < COLLAPSE_WARN_FACTOR * ref).any())
+    if collapsed and not model._collapse_warned:
+        i = int(torch.argmin(current / ref))
+        warnings.warn(
+            f"DualSVGP: the prior variance of latent {i} fell from {float(ref[i]):.3g} to "
+            f"{float(current[i]):.3g} over the updates (the model collapsed towards its "
+            "prior mean; keep a memory, put a prior on the outputscale or fix the "
+            "hyperparameters)",
+            ModelCollapseWarning,
+            stacklevel=4,
+        )
+    model._collapse_warned = collapsed
+    model._prior_var_ref = torch.maximum(ref, current)
+    return collapsed
 
 
 def inner_steps(
@@ -305,8 +364,22 @@ def fold(model: DualSVGP, X: Tensor, eta: Tensor, beta: Tensor) -> None:
     model._B_rest = model._B_rest + 0.5 * (dB + dB.mT)
 
 
+def _select(model: DualSVGP, scores: Tensor, y: Tensor, k: int) -> Tensor:
+    """``k`` indices by the model's ``memory_selection`` rule (``y``: the points' targets)."""
+    if model.memory_selection == "bls_balanced" and _has_labels(model):
+        return sample_balanced(scores, y, k, model.generator)
+    method = "random" if model.memory_selection == "random" else "bls"
+    return sample_by_score(scores, k, method, model.generator)
+
+
+def _has_labels(model: DualSVGP) -> bool:
+    """Whether the targets are class labels (Bernoulli, Softmax)."""
+    return isinstance(model.likelihood, (Bernoulli, Softmax))
+
+
 def add_to_memory(model: DualSVGP, X: Tensor, y: Tensor, eta: Tensor, beta: Tensor) -> None:
-    """Sec. 3.5: BLS-weighted (or random) choice of memory points; fold the rest."""
+    """Sec. 3.5: BLS-weighted (label-balanced, or random) choice of memory points; fold the
+    rest; beyond ``memory_cap``, evict by the same rule."""
     n = X.shape[0]
     k = n if model.memory_size is None else min(int(model.memory_size), n)
     model._touch()
@@ -323,14 +396,14 @@ def add_to_memory(model: DualSVGP, X: Tensor, y: Tensor, eta: Tensor, beta: Tens
     beta_all = torch.cat([model._memory_sites()[1], beta], -1) if need_mem else beta
     h = bayesian_leverage_scores(beta_all, var).sum(0)
     h_new = h[-n:]
-    idx = sample_by_score(h_new, k, model.memory_selection, model.generator)
+    idx = _select(model, h_new, y, k)
     keep = torch.zeros(n, dtype=torch.bool, device=X.device)
     keep[idx] = True
     fold(model, X[~keep], eta[:, ~keep], beta[:, ~keep])
     memory.add(X[keep], y[keep], eta[:, keep].mT, beta[:, keep].mT)
     if need_mem:
         h_mem = torch.cat([h[: len(h) - n], h_new[keep]])
-        idx = sample_by_score(h_mem, int(model.memory_cap), model.memory_selection, model.generator)
+        idx = _select(model, h_mem, memory.y, int(model.memory_cap))
         Xr, _, eta_r, beta_r = memory.keep(idx)
         fold(model, Xr, eta_r.mT, beta_r.mT)
     model._touch()
