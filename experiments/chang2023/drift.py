@@ -1,4 +1,5 @@
-"""Hyperparameter drift of the streaming dual SVGP against offline fits (Chang et al. 2023, Sec. 3.4).
+"""Hyperparameter drift of the streaming dual SVGP against offline fits (Chang et al. 2023,
+Sec. 3.4).
 
 After every update of a streaming :class:`~bo_ncgp.models.DualSVGP` the hyperparameters are
 recorded beside those of the optimum of the model's own objective and of an offline fit of
@@ -6,15 +7,22 @@ the same model class on all data seen so far, with the objective gap between the
 (:class:`bo_ncgp.models.dual.diagnostics.DriftTracker`). Streams:
 
 * ``bernoulli`` -- a stationary synthetic Bernoulli stream on ``[0, 1]^2`` (batches of
-  ``batch`` points, RBF-ARD, ``m`` pivoted-Cholesky inducing points, ``memory_size`` BLS
-  memory points per batch, the library's other defaults); test accuracy on 1,000 points;
+  ``batch`` points, RBF-ARD with BoTorch's ``Gamma(3, 6)`` lengthscale and ``Gamma(2, 0.15)``
+  outputscale priors -- without them a first batch of 20 binary labels has no finite
+  maximum-likelihood lengthscale --, ``m`` pivoted-Cholesky inducing points,
+  ``memory_size`` BLS memory points per batch, the library's other defaults); test accuracy
+  on 1,000 points;
+* ``drifting`` -- the same with covariate drift: the first input of each batch in a window
+  of width 0.3 sliding across ``[0, 1]`` over the stream;
 * ``hotspots`` -- the CIV hotspot pool, surveyed one village at a time in the seed's random
   order after ``initial`` villages, with the ``svgp-entropy`` surrogate
   (:class:`~bo_ncgp.campaigns.strategies.hotspots.StreamingDual`, its default settings);
   prevalence MSE and hotspot accuracy on the villages not surveyed.
 
-Each stream runs once per hyperparameter variant (``adam``: the settings' Adam steps;
-``lbfgs``: L-BFGS to convergence, ``hyper_optimizer="lbfgs"``). Results:
+Each stream runs once per hyperparameter variant (:data:`VARIANTS`): ``adam`` -- a fixed
+number of Adam steps from a fresh state per update; ``lbfgs`` -- L-BFGS to convergence
+(``hyper_optimizer="lbfgs"``); ``*_inducing`` -- the summarised old data held fixed as a
+factor on ``f(Z)`` (``rest_factor="inducing"``) rather than on ``K_zz^{-1} f(Z)``. Results:
 ``experiments/chang2023/results/drift/<stream>.json`` and ``<stream>.png``.
 
 Usage::
@@ -34,6 +42,7 @@ from pathlib import Path
 import gpytorch
 import numpy as np
 import torch
+from gpytorch.priors import GammaPrior
 
 from bo_ncgp.likelihoods import Bernoulli
 from bo_ncgp.models import DualSVGP
@@ -43,9 +52,12 @@ from experiments import harness
 OUT = harness.results_dir(__file__, "drift")
 
 VARIANTS = {
-    "adam": {},
-    "lbfgs": {"hyper_optimizer": "lbfgs", "num_hyper_steps": 100},
-}
+    "adam": {"hyper_optimizer": "adam", "rest_factor": "dual"},
+    "lbfgs": {"hyper_optimizer": "lbfgs", "num_hyper_steps": 100, "rest_factor": "dual"},
+    "adam_inducing": {"hyper_optimizer": "adam", "rest_factor": "inducing"},
+    "lbfgs_inducing": {"hyper_optimizer": "lbfgs", "num_hyper_steps": 100,
+                       "rest_factor": "inducing"},
+}  # fmt: skip
 
 
 def latent(X: torch.Tensor) -> torch.Tensor:
@@ -53,27 +65,36 @@ def latent(X: torch.Tensor) -> torch.Tensor:
     return 3.0 * torch.sin(2 * math.pi * X[:, 0]) * torch.cos(math.pi * X[:, 1])
 
 
-def bernoulli_batches(cfg: dict, seed: int):
-    """``(X, y)`` batches of the stationary synthetic stream and a test set."""
+def bernoulli_batches(cfg: dict, seed: int, drifting: bool = False):
+    """``(X, y)`` batches of the synthetic stream and a test set on ``[0, 1]^2``. Drifting:
+    the first input of batch ``t`` lies in a window of width 0.3 that slides from
+    ``[0, 0.3]`` to ``[0.7, 1]`` over the stream (covariate drift; the test set covers the
+    whole square, so forgetting shows)."""
     g = torch.Generator().manual_seed(seed)
+    T = cfg["updates"]
 
-    def draw(n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def draw(n: int, t: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         X = torch.rand(n, 2, generator=g, dtype=torch.float64)
+        if t is not None:
+            X[:, 0] = 0.7 * t / max(T, 1) + 0.3 * X[:, 0]
         return X, torch.bernoulli(torch.sigmoid(latent(X)), generator=g)
 
     test = draw(1000)
-    return [draw(cfg["batch"]) for _ in range(cfg["updates"] + 1)], test
+    return [draw(cfg["batch"], t if drifting else None) for t in range(T + 1)], test
 
 
-def run_bernoulli(cfg: dict, variant: dict, seed: int) -> dict:
-    batches, (Xt, yt) = bernoulli_batches(cfg, seed)
-    kernel = gpytorch.kernels.ScaleKernel(gpytorch.kernels.RBFKernel(ard_num_dims=2)).double()
+def run_bernoulli(cfg: dict, variant: dict, seed: int, drifting: bool = False) -> dict:
+    batches, (Xt, yt) = bernoulli_batches(cfg, seed, drifting)
+    kernel = gpytorch.kernels.ScaleKernel(
+        gpytorch.kernels.RBFKernel(ard_num_dims=2, lengthscale_prior=GammaPrior(3.0, 6.0)),
+        outputscale_prior=GammaPrior(2.0, 0.15),
+    ).double()
     X0, y0 = batches[0]
     model = DualSVGP(
         kernel, Bernoulli(), X0[: cfg["m"]], memory_size=cfg["memory_size"],
         generator=torch.Generator().manual_seed(seed), **variant,
     )  # fmt: skip
-    tracker = DriftTracker(own=cfg["own"])
+    tracker = DriftTracker(own=cfg["own"], starts=(model.copy(),))
 
     def metric(m: DualSVGP) -> dict:
         with torch.no_grad():
@@ -91,7 +112,7 @@ def run_bernoulli(cfg: dict, variant: dict, seed: int) -> dict:
 def _loop(cfg: dict, tracker: DriftTracker, metric, batches: list, step) -> dict:
     """Update with batch ``t = 1, 2, ...`` (``step(t)`` returns the model), recording the
     drift every ``cfg["every"]`` updates and after the last."""
-    rows = []
+    rows, all_seconds, memory, finite = [], [], [], True
     Xs, ys = batches[0]
     for t in range(len(batches)):
         seconds = float("nan")
@@ -99,7 +120,12 @@ def _loop(cfg: dict, tracker: DriftTracker, metric, batches: list, step) -> dict
             t0 = time.perf_counter()
             model = step(t)
             seconds = time.perf_counter() - t0
+            all_seconds.append(seconds)
+            memory.append(len(model.memory))
             Xs, ys = torch.cat([Xs, batches[t][0]]), torch.cat([ys, batches[t][1]])
+            with torch.no_grad():
+                mean, var = model.predict_f(batches[t][0])
+            finite = finite and bool(torch.isfinite(mean).all() and torch.isfinite(var).all())
         else:
             model = step(0)
         if t % cfg["every"] and t != len(batches) - 1:
@@ -112,7 +138,8 @@ def _loop(cfg: dict, tracker: DriftTracker, metric, batches: list, step) -> dict
             f"t={t} n={rec.num_data} gap/n={rec.gap_per_point:.4f} "
             f"d(stream,off)={rec.distance_stream_offline:.3f} {row['stream_metrics']}"
         )
-    return {"rows": rows, "records": tracker.as_dicts()}
+    return {"rows": rows, "records": tracker.as_dicts(), "update_seconds": all_seconds,
+            "memory": memory, "finite": finite}  # fmt: skip
 
 
 def run_hotspots(cfg: dict, variant: dict, seed: int, root=None, verify: bool = True) -> dict:
@@ -133,7 +160,8 @@ def run_hotspots(cfg: dict, variant: dict, seed: int, root=None, verify: bool = 
     counts = torch.tensor([float(pool.observe(i)) for i in order], dtype=torch.float64)
     strat.fit(init, counts[: cfg["initial"]])
     for key, value in variant.items():
-        setattr(strat.model, key, value)
+        if key != "num_hyper_steps" or variant.get("hyper_optimizer") == "lbfgs":
+            setattr(strat.model, key, value)
 
     def metric(m: DualSVGP) -> dict:
         with torch.no_grad():
@@ -205,7 +233,8 @@ def summary_rows(results: dict) -> list[list]:
     for v, res in results["variants"].items():
         recs, mrows = res["records"], res["rows"]
         metric = next(iter(mrows[0]["stream_metrics"]))
-        secs = [r["update_seconds"] for r in mrows if math.isfinite(r["update_seconds"])]
+        secs = res["update_seconds"]
+        first, last = secs[:100], secs[-100:]
         rows.append([
             results["stream"], v, recs[-1]["num_data"],
             f"{recs[0]['distance_stream_offline']:.3f} -> {recs[-1]['distance_stream_offline']:.3f}"
@@ -215,14 +244,15 @@ def summary_rows(results: dict) -> list[list]:
             f"{recs[-1]['gap_per_point']:.2e}",
             f"{mrows[-1]['stream_metrics'][metric]:.4f} ({metric}; offline "
             f"{mrows[-1]['offline_metrics'][metric]:.4f})",
-            f"{np.median(secs):.3f}" if secs else "",
+            f"{np.median(first):.4f} / {np.median(last):.4f}" if secs else "",
+            max(res["memory"], default=0), "yes" if res["finite"] else "NO",
         ])  # fmt: skip
     return rows
 
 
 HEADER = ["stream", "variant", "data seen", "d(stream, offline) first -> last",
           "d(stream, own) / d(own, offline) last", "gap per point last", "metric last",
-          "median update s"]  # fmt: skip
+          "median update s first / last 100", "max memory", "finite"]  # fmt: skip
 
 DEFAULT = {
     "streams": ["bernoulli", "hotspots"],
@@ -242,7 +272,9 @@ QUICK = dict(DEFAULT, updates=4, every=2, batch=10, m=8, initial=20)
 
 def main(argv: list[str] | None = None) -> int:
     p = harness.parser(__doc__, OUT, root=True)
-    p.add_argument("--streams", nargs="+", choices=["bernoulli", "hotspots"], default=None)
+    p.add_argument(
+        "--streams", nargs="+", choices=["bernoulli", "drifting", "hotspots"], default=None
+    )
     p.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=None)
     p.add_argument("--updates", type=int, default=None, help="streaming updates")
     p.add_argument("--every", type=int, default=None, help="record every this many updates")
@@ -257,8 +289,8 @@ def main(argv: list[str] | None = None) -> int:
                    "variants": {}}  # fmt: skip
         for v in cfg["variants"]:
             harness.log(f"{stream} / {v}")
-            if stream == "bernoulli":
-                res = run_bernoulli(cfg, VARIANTS[v], cfg["seed"])
+            if stream in ("bernoulli", "drifting"):
+                res = run_bernoulli(cfg, VARIANTS[v], cfg["seed"], stream == "drifting")
             else:
                 res = run_hotspots(cfg, VARIANTS[v], cfg["seed"], args.root, args.verify)
             results["variants"][v] = res

@@ -52,6 +52,12 @@ class DualSVGPConfig:
             ``num_hyper_steps`` iterations, as ``fit_gpytorch_mll`` fits an exact GP) or
             ``"adam"`` (``num_hyper_steps`` Adam steps from a fresh optimiser state, learning
             rate ``lr``, whether or not the objective has converged).
+        rest_factor: what the hyperparameter objective holds fixed of the summarised old data
+            ``(lam_rest, B_rest)``: ``"dual"`` -- the dual pair itself, a factor on
+            ``v = K_zz^{-1} u`` (Eq. 26 as written; the factor's information about ``f(Z)``
+            then changes with the hyperparameters), or ``"inducing"`` -- the Gaussian factor
+            it makes on ``u = f(Z)``, re-expressed at the new hyperparameters with
+            ``P = K_zz(theta) K_zz(theta_0)^{-1}`` after the steps (Eq. 27's projection).
         lr: Adam learning rate of the hyperparameter steps (``hyper_optimizer="adam"``).
         num_rounds: repetitions of (inner steps, hyperparameter steps) per update; the paper's
             Algorithm 1 is ``num_rounds = 1``.
@@ -76,6 +82,7 @@ class DualSVGPConfig:
     memory_cap: int | None = 1000
     hyper_objective: Literal["dual", "elbo"] = "dual"
     hyper_optimizer: Literal["lbfgs", "adam"] = "adam"
+    rest_factor: Literal["dual", "inducing"] = "dual"
     lr: float = 0.01
     num_rounds: int = 1
     max_inducing: int | None = None
@@ -111,6 +118,10 @@ class DualSVGPConfig:
         if self.hyper_optimizer not in ("lbfgs", "adam"):
             raise InputDataError(
                 f"DualSVGP: hyper_optimizer must be 'lbfgs' or 'adam', got {self.hyper_optimizer!r}"
+            )
+        if self.rest_factor not in ("dual", "inducing"):
+            raise InputDataError(
+                f"DualSVGP: rest_factor must be 'dual' or 'inducing', got {self.rest_factor!r}"
             )
         check_positive(self.lr, "lr", who)
         mi = self.max_inducing

@@ -202,7 +202,9 @@ def fit_offline(
             break
         before = [p.detach().clone() for p in params]
         minimize_lbfgs(params, lambda o=off: -claimed_objective(o), max_iter, name="fit_offline")
-        moved = max(float((p.detach() - b).abs().max()) for p, b in zip(params, before, strict=True))
+        moved = max(
+            float((p.detach() - b).abs().max()) for p, b in zip(params, before, strict=True)
+        )
         off = _offline_model(model, X, y, kernel, likelihood, site_tolerance)
         if moved < tolerance:
             break
@@ -226,7 +228,16 @@ def own_optimum(model: DualSVGP, max_iter: int = 200) -> DualSVGP:
     own = model.copy()
     params = _params(own)
     if params:
-        minimize_lbfgs(params, lambda: -claimed_objective(own), max_iter, name="own_optimum")
+        if own.rest_factor == "inducing":  # the factor on f(Z) held fixed, as update does
+            with torch.no_grad():
+                own._rest_anchor = torch.linalg.cholesky(own._Kzz())
+        try:
+            minimize_lbfgs(params, lambda: -claimed_objective(own), max_iter, name="own_optimum")
+        finally:
+            if own._rest_anchor is not None:
+                with torch.no_grad():
+                    own._lam_rest, own._B_rest = own._rest_pair(own._Kzz())
+                own._rest_anchor = None
     own._touch()
     return own
 
@@ -264,6 +275,8 @@ class DriftTracker:
             the previous offline fit's, and keep the fit with the larger objective (a start
             in a flat region, e.g. a collapsed outputscale, does not trap the tracked optimum);
             ``False``: from the streaming model's only.
+        starts: more models whose hyperparameters start an offline fit each (e.g. a copy
+            of the streaming model before its first update); the best fit is kept.
         **options: keywords of :func:`fit_offline` (``tolerance``, ``max_rounds``, ...).
 
     Attributes:
@@ -271,9 +284,17 @@ class DriftTracker:
         offline: the last offline fit (``None`` before the first record).
     """
 
-    def __init__(self, *, own: bool = True, warm_start: bool = True, **options: Any) -> None:
+    def __init__(
+        self,
+        *,
+        own: bool = True,
+        warm_start: bool = True,
+        starts: tuple[DualSVGP, ...] = (),
+        **options: Any,
+    ) -> None:
         self.own = own
         self.warm_start = warm_start
+        self.starts = tuple(starts)
         self.options = options
         self.records: list[DriftRecord] = []
         self.offline: DualSVGP | None = None
@@ -282,9 +303,11 @@ class DriftTracker:
         """Compare ``model`` (after an update) with fits on all data seen so far ``(X, y)``."""
         t0 = time.perf_counter()
         site_tol = self.options.get("site_tolerance", 1e-6)
-        starts = [None] + ([self.offline] if self.warm_start and self.offline is not None else [])
+        starts = [None, *self.starts]
+        if self.warm_start and self.offline is not None:
+            starts.append(self.offline)
         best = None
-        for start in starts:  # the better of the fits from both starts
+        for start in starts:  # the best of the fits from all starts
             fit = fit_offline(model, X, y, start=start, **self.options)
             value = offline_objective(fit, X, y, site_tol)
             if best is None or value > best[1]:

@@ -115,8 +115,8 @@ class DualSVGP(InducingState, ResizableModule, LatentGP):
         **settings: fields of :class:`DualSVGPConfig` (``memory_size``, ``rho``,
             ``num_inner_steps``, ``num_hyper_steps``, ``num_latents``, ``inducing_update``,
             ``memory_selection``, ``memory_cap``, ``hyper_objective``, ``hyper_optimizer``,
-            ``lr``, ``num_rounds``, ``max_inducing``, ``mean_constant``), documented there; each is also an attribute
-            of the model that may be reassigned. ``max_inducing`` defaults to ``m``: a larger
+            ``rest_factor``, ``lr``, ``num_rounds``, ``max_inducing``, ``mean_constant``),
+            documented there; each is also an attribute of the model that may be reassigned. ``max_inducing`` defaults to ``m``: a larger
             value lets ``Z`` grow from a small initial design as data arrives. With
             ``mean_constant = c``, ``f = c + g`` with ``g ~ GP(0, k)`` (not trained by
             :meth:`update`): the dual parameters, the sites' ``eta`` and
@@ -153,6 +153,7 @@ class DualSVGP(InducingState, ResizableModule, LatentGP):
     memory_cap = _setting("memory_cap")
     hyper_objective = _setting("hyper_objective")
     hyper_optimizer = _setting("hyper_optimizer")
+    rest_factor = _setting("rest_factor")
     lr = _setting("lr")
     num_rounds = _setting("num_rounds")
     max_inducing = _setting("max_inducing")
@@ -200,6 +201,7 @@ class DualSVGP(InducingState, ResizableModule, LatentGP):
         self.register_buffer("_mean_constant", Z.new_tensor(cfg.mean_constant))
         # the largest prior variance per latent seen after an update (collapse warning)
         self._collapse_warned = False
+        self._rest_anchor: Tensor | None = None  # set during hyperparameter steps
         self.register_buffer("_prior_var_ref", Z.new_zeros(0))
         self.memory = Memory(d, C, dtype=Z.dtype, device=Z.device)
 
@@ -414,16 +416,34 @@ class DualSVGP(InducingState, ResizableModule, LatentGP):
     ) -> Tensor:
         """Eq. 26 (``which="dual"``) or Eq. 21 (``"elbo"``, with ``q_fixed = (m_u, L_V)``)."""
         Kzz, Kza, kaa = self._Kzz(), self._Kzx(Xa), self._kxx(Xa, False)
+        lam_r, B_r = self._rest_pair(Kzz)
         if which == "elbo":
             m_u, L_V = q_fixed if q_fixed is not None else self._fixed_q()
             return sequential_elbo(
                 self.likelihood, Kzz, Kza, kaa, ya, weights, m_u, L_V,
-                self._lam_rest, self._B_rest, mean_offset=self._mean_constant,
+                lam_r, B_r, mean_offset=self._mean_constant,
             )  # fmt: skip
         return dual_objective(
             self.likelihood, Kzz, Kza, kaa, ya, eta, beta, weights,
-            self._lam_rest, self._B_rest, include_rest=rest, mean_offset=self._mean_constant,
+            lam_r, B_r, include_rest=rest, mean_offset=self._mean_constant,
         )  # fmt: skip
+
+    def _rest_pair(self, Kzz: Tensor) -> tuple[Tensor, Tensor]:
+        """The summarised factor ``(lam_rest, B_rest)`` at the hyperparameters of ``Kzz``.
+
+        With ``rest_factor="dual"`` (Eq. 26 as written) the stored pair is held fixed. With
+        ``"inducing"``, while hyperparameter steps run (``_rest_anchor`` set to the Cholesky
+        factor ``L_0`` of ``K_zz`` at the hyperparameters the pair was formed under), the
+        factor is held fixed as a Gaussian on ``u = f(Z)``: ``(P lam, P B P^T)`` with
+        ``P = K_zz K_0^{-1}`` (Eq. 27's projection across hyperparameters instead of inducing
+        inputs), differentiable in the hyperparameters.
+        """
+        lam, B = self._lam_rest, self._B_rest
+        L0 = self._rest_anchor
+        if L0 is None:
+            return lam, B
+        Pt = torch.cholesky_solve(Kzz.mT, L0)  # K_0^{-1} K_zz = P^T
+        return (Pt.mT @ lam.unsqueeze(-1)).squeeze(-1), Pt.mT @ B @ Pt
 
     def _memory_weights(self, n_old: int) -> Tensor:
         n_M = len(self.memory)

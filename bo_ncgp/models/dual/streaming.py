@@ -243,10 +243,33 @@ def hyper_steps(
     params = model._hyperparameters()
     if not params:
         return False
+    anchored = model.rest_factor == "inducing" and bool(model._B_rest.abs().sum() > 0)
+    if anchored:
+        with torch.no_grad():
+            model._rest_anchor = stable_cholesky(model._Kzz(), name="K_zz")
+    try:
+        return _hyper_steps(model, params, active, report, round_)
+    finally:
+        if anchored:
+            with torch.no_grad():  # the factor on f(Z) at the new hyperparameters
+                lam, B = model._rest_pair(model._Kzz())
+                model._lam_rest, model._B_rest = lam, 0.5 * (B + B.mT)
+            model._rest_anchor = None
+            model._touch()
+
+
+def _hyper_steps(
+    model: DualSVGP,
+    params: list[Tensor],
+    active: tuple[Tensor, Tensor, Tensor, Tensor, Tensor, bool],
+    report: Callable[[float, dict[str, int]], bool] | None,
+    round_: int,
+) -> bool:
     q_fixed = None
     if model.hyper_objective == "elbo":
         model._touch()
         q_fixed = model._fixed_q()
+
     def loss_fn() -> Tensor:
         obj = model._objective(*active, model.hyper_objective, q_fixed)
         return -(obj + model._log_prior())

@@ -18,7 +18,6 @@ from bo_ncgp.models.dual.diagnostics import (
     DriftTracker,
     fit_offline,
     hyperparameter_distance,
-    hyperparameters,
 )
 from bo_ncgp.models.dual.memory import sample_balanced, sample_by_score
 
@@ -76,9 +75,34 @@ def test_lbfgs_hyperparameters_stay_at_the_optimum_as_data_arrive():
         assert exact_gradient(model, X[: 10 * (k + 1)], y[: 10 * (k + 1)], 0.04) < 1e-3
 
 
-def test_hyper_optimizer_is_checked():
+def test_hyper_optimizer_and_rest_factor_are_checked():
     with pytest.raises(InputDataError, match="hyper_optimizer must be 'lbfgs' or 'adam'"):
         DualSVGPConfig(hyper_optimizer="sgd")
+    with pytest.raises(InputDataError, match="rest_factor must be 'dual' or 'inducing'"):
+        DualSVGPConfig(rest_factor="u")
+
+
+@pytest.mark.parametrize("rest", ["inducing", "dual"])
+def test_without_memory_the_factor_on_f_z_keeps_exact_ml2(rest):
+    # Gaussian, Z = all data seen, no memory: every old point survives only in the summarised
+    # factor. Held fixed on u = f(Z) that factor is the old points' exact likelihood at any
+    # hyperparameters, so converged streaming learning is exact ML-II on all data after every
+    # update; held fixed on K_zz^{-1} u (Eq. 26 as written) it is not
+    X, y = reg_data(30)
+    model = _gaussian_model(X[:10], hyper_optimizer="lbfgs", num_hyper_steps=100,
+                            rest_factor=rest)  # fmt: skip
+    model.memory_size = 0
+    grads = []
+    for k in range(3):
+        idx = slice(10 * k, 10 * (k + 1))
+        if k:
+            model.project(torch.cat([model.Z, X[idx]]))
+        model.update(X[idx], y[idx])
+        grads.append(exact_gradient(model, X[: 10 * (k + 1)], y[: 10 * (k + 1)], 0.04))
+    if rest == "inducing":
+        assert max(grads) < 1e-3
+    else:
+        assert grads[-1] > 0.1
 
 
 def test_fit_offline_is_exact_ml2_in_the_gaussian_limit_and_tracker_records_the_gap():
