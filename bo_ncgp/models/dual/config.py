@@ -58,6 +58,11 @@ class DualSVGPConfig:
             then changes with the hyperparameters), or ``"inducing"`` -- the Gaussian factor
             it makes on ``u = f(Z)``, re-expressed at the new hyperparameters with
             ``P = K_zz(theta) K_zz(theta_0)^{-1}`` after the steps (Eq. 27's projection).
+        memory_scaling: ``True`` (Sec. 3.4): the memory's expected log likelihood in Eq. 26 is
+            scaled by ``n_old / n_M`` to stand for all old data and ``E_q[log T_rest]`` is
+            subtracted; ``False``: memory points count once and the summarised factor stands
+            for the likelihood of the other old points (a Gaussian site approximation, the
+            ``n_M = 0`` case of Eq. 26).
         lr: Adam learning rate of the hyperparameter steps (``hyper_optimizer="adam"``).
         num_rounds: repetitions of (inner steps, hyperparameter steps) per update; the paper's
             Algorithm 1 is ``num_rounds = 1``.
@@ -75,14 +80,15 @@ class DualSVGPConfig:
     memory_size: int | None = 10
     rho: float = 1.0
     num_inner_steps: int = 10
-    num_hyper_steps: int = 10
+    num_hyper_steps: int = 50
     num_latents: int | None = None
     inducing_update: Literal["pivoted_cholesky", "fixed"] = "pivoted_cholesky"
     memory_selection: Literal["bls", "bls_balanced", "random"] = "bls"
     memory_cap: int | None = 1000
     hyper_objective: Literal["dual", "elbo"] = "dual"
-    hyper_optimizer: Literal["lbfgs", "adam"] = "adam"
-    rest_factor: Literal["dual", "inducing"] = "dual"
+    hyper_optimizer: Literal["lbfgs", "adam"] = "lbfgs"
+    rest_factor: Literal["dual", "inducing"] = "inducing"
+    memory_scaling: bool = False
     lr: float = 0.01
     num_rounds: int = 1
     max_inducing: int | None = None
@@ -122,6 +128,10 @@ class DualSVGPConfig:
         if self.rest_factor not in ("dual", "inducing"):
             raise InputDataError(
                 f"DualSVGP: rest_factor must be 'dual' or 'inducing', got {self.rest_factor!r}"
+            )
+        if not isinstance(self.memory_scaling, bool):
+            raise InputDataError(
+                f"DualSVGP: memory_scaling must be True or False, got {self.memory_scaling!r}"
             )
         check_positive(self.lr, "lr", who)
         mi = self.max_inducing

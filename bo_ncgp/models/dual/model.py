@@ -115,7 +115,7 @@ class DualSVGP(InducingState, ResizableModule, LatentGP):
         **settings: fields of :class:`DualSVGPConfig` (``memory_size``, ``rho``,
             ``num_inner_steps``, ``num_hyper_steps``, ``num_latents``, ``inducing_update``,
             ``memory_selection``, ``memory_cap``, ``hyper_objective``, ``hyper_optimizer``,
-            ``rest_factor``, ``lr``, ``num_rounds``, ``max_inducing``, ``mean_constant``),
+            ``rest_factor``, ``memory_scaling``, ``lr``, ``num_rounds``, ``max_inducing``, ``mean_constant``),
             documented there; each is also an attribute of the model that may be reassigned. ``max_inducing`` defaults to ``m``: a larger
             value lets ``Z`` grow from a small initial design as data arrives. With
             ``mean_constant = c``, ``f = c + g`` with ``g ~ GP(0, k)`` (not trained by
@@ -154,6 +154,7 @@ class DualSVGP(InducingState, ResizableModule, LatentGP):
     hyper_objective = _setting("hyper_objective")
     hyper_optimizer = _setting("hyper_optimizer")
     rest_factor = _setting("rest_factor")
+    memory_scaling = _setting("memory_scaling")
     lr = _setting("lr")
     num_rounds = _setting("num_rounds")
     max_inducing = _setting("max_inducing")
@@ -447,7 +448,7 @@ class DualSVGP(InducingState, ResizableModule, LatentGP):
 
     def _memory_weights(self, n_old: int) -> Tensor:
         n_M = len(self.memory)
-        scale = n_old / n_M if n_M else 1.0
+        scale = n_old / n_M if n_M and self.memory_scaling else 1.0
         return self._Z.new_full((n_M,), scale)
 
     def log_marginal(self, include_prior: bool = True) -> Tensor:
@@ -463,7 +464,8 @@ class DualSVGP(InducingState, ResizableModule, LatentGP):
         mem = self.memory
         eta, beta = self._memory_sites()
         weights = self._memory_weights(self.num_data)
-        val = self._objective(mem.X, mem.y, eta, beta, weights, len(mem) > 0, "dual")
+        rest = len(mem) > 0 and self.memory_scaling
+        val = self._objective(mem.X, mem.y, eta, beta, weights, rest, "dual")
         return val + self._log_prior() if include_prior else val
 
     def elbo(self, include_prior: bool = True) -> Tensor:

@@ -93,7 +93,7 @@ def update(model: DualSVGP, X: Tensor, y: Tensor, callback: Callback | None = No
         before = reported
         stop = False
         if model.num_hyper_steps > 0:
-            active = (Xa, ya, eta, beta, weights, n_M > 0)
+            active = (Xa, ya, eta, beta, weights, n_M > 0 and model.memory_scaling)
             stop = hyper_steps(model, active, report, r)
         if reported == before:  # no hyperparameter step ran: report the round
             stop = report(None, {"round": r})

@@ -57,7 +57,7 @@ def test_lbfgs_update_reaches_an_exact_ml2_optimum_adam_does_not():
     # marginal likelihood, so converged hyperparameter learning is exact ML-II
     X, y = reg_data()
     lbfgs = _gaussian_model(X, hyper_optimizer="lbfgs", num_hyper_steps=100)
-    adam = _gaussian_model(X)  # 10 Adam steps, lr 0.01
+    adam = _gaussian_model(X, hyper_optimizer="adam", num_hyper_steps=10)  # lr 0.01
     for model in (lbfgs, adam):
         model.update(X, y)
     assert exact_gradient(lbfgs, X, y, 0.04) < 1e-3
@@ -107,7 +107,7 @@ def test_without_memory_the_factor_on_f_z_keeps_exact_ml2(rest):
 
 def test_fit_offline_is_exact_ml2_in_the_gaussian_limit_and_tracker_records_the_gap():
     X, y = reg_data()
-    model = _gaussian_model(X)  # Adam: not converged after one update
+    model = _gaussian_model(X, hyper_optimizer="adam", num_hyper_steps=10)  # not converged
     model.update(X, y)
     off = fit_offline(model, X, y)
     assert exact_gradient(off, X, y, 0.04) < 1e-3
