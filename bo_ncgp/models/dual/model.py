@@ -115,9 +115,10 @@ class DualSVGP(InducingState, ResizableModule, LatentGP):
         **settings: fields of :class:`DualSVGPConfig` (``memory_size``, ``rho``,
             ``num_inner_steps``, ``num_hyper_steps``, ``num_latents``, ``inducing_update``,
             ``memory_selection``, ``memory_cap``, ``hyper_objective``, ``hyper_optimizer``,
-            ``rest_factor``, ``memory_scaling``, ``lr``, ``num_rounds``, ``max_inducing``, ``mean_constant``),
-            documented there; each is also an attribute of the model that may be reassigned. ``max_inducing`` defaults to ``m``: a larger
-            value lets ``Z`` grow from a small initial design as data arrives. With
+            ``rest_factor``, ``memory_scaling``, ``lr``, ``num_rounds``, ``max_inducing``,
+            ``mean_constant``), documented there; each is also an attribute of the model that
+            may be reassigned. ``max_inducing`` defaults to ``m``: a larger value lets ``Z``
+            grow from a small initial design as data arrives. With
             ``mean_constant = c``, ``f = c + g`` with ``g ~ GP(0, k)`` (not trained by
             :meth:`update`): the dual parameters, the sites' ``eta`` and
             :meth:`inducing_posterior` describe ``g``; predictions, :meth:`bls` and the
