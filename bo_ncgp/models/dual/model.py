@@ -20,11 +20,20 @@ One call of :meth:`DualSVGP.update` is one step of Algorithm 1
    construction) and are recomputed at the new ``Z`` and hyperparameters;
 3. ``num_inner_steps`` damped natural-gradient steps (Eqs. 23-24 written on the sites, Eq. 54)
    update the sites of the new batch and of the memory from the current posterior;
-4. ``num_hyper_steps`` Adam steps on Eq. 26 with the memory term scaled by ``n_old / n_M``
-   (Sec. 3.4), or on the plain ELBO of Eq. 21 (``hyper_objective="elbo"``);
+4. the hyperparameters maximise Eq. 26 (or the plain ELBO of Eq. 21,
+   ``hyper_objective="elbo"``) with the sites fixed: by L-BFGS to convergence
+   (``hyper_optimizer="lbfgs"``, at most ``num_hyper_steps`` iterations) or by
+   ``num_hyper_steps`` Adam steps (``"adam"``). The summarised old data ``(lam_rest, B_rest)``
+   are held fixed as a Gaussian factor on ``u = f(Z)`` (``rest_factor="inducing"``) or as the
+   dual pair itself (``"dual"``, Eq. 26 as written); memory points count once
+   (``memory_scaling=False``) or stand for all old data, scaled by ``n_old / n_M``
+   (Sec. 3.4). Held on ``K_zz^{-1} u`` with the scaled memory, the objective's optimum runs
+   away with the outputscale as data arrive (``experiments/chang2023/drift.py``);
 5. ``memory_size`` points of the new batch are sampled into the memory with probability
-   proportional to the Bayesian leverage score ``h_i = beta_hat_i v_hat_i`` (Eq. 31) (or at
-   random); the sites of the others are folded into ``(lam_rest, B_rest)``.
+   proportional to the Bayesian leverage score ``h_i = beta_hat_i v_hat_i`` (Eq. 31) (per
+   label with ``memory_selection="bls_balanced"``, or at random); the sites of the others are
+   folded into ``(lam_rest, B_rest)``; beyond ``memory_cap`` points the memory evicts by the
+   same rule.
 
 :meth:`DualSVGP.condition` adds the sites of new points at the current posterior with
 ``rho = 1`` (``Z`` and hyperparameters fixed), vectorised over leading batch dimensions of the

@@ -2,10 +2,12 @@
 
 :func:`update` is what :meth:`DualSVGP.update <bo_ncgp.models.dual.DualSVGP.update>` runs on a
 batch: pivoted-Cholesky inducing update and projection (Sec. 3.4, Eq. 27), damped site steps
-(Eqs. 23-24, 54), Adam steps on the hyperparameter objective (Eq. 26 or Eq. 21) under the
-non-finite policy of :mod:`bo_ncgp.models.training`, and the BLS-weighted choice of memory
-points whose sites stay individual while the others are folded into ``(lam_rest, B_rest)``
-(Eq. 11, Sec. 3.5).
+(Eqs. 23-24, 54), L-BFGS or Adam steps on the hyperparameter objective (Eq. 26 or Eq. 21)
+under the non-finite policy of :mod:`bo_ncgp.models.training`, the BLS-weighted choice of
+memory points whose sites stay individual while the others are folded into
+``(lam_rest, B_rest)`` (Eq. 11, Sec. 3.5), and a
+:class:`~bo_ncgp.exceptions.ModelCollapseWarning` when the prior variance collapses
+(:func:`check_collapse`).
 
 Example:
     >>> import torch
@@ -13,7 +15,8 @@ Example:
     >>> from bo_ncgp.likelihoods import Bernoulli
     >>> from bo_ncgp.models.dual import DualSVGP
     >>> X = torch.rand(12, 1); y = (X[:, 0] > 0.5).double()
-    >>> model = DualSVGP(RBFKernel(), Bernoulli(), X[:4], memory_size=3, num_hyper_steps=2)
+    >>> model = DualSVGP(RBFKernel(), Bernoulli(), X[:4], memory_size=3, num_hyper_steps=2,
+    ...                  hyper_optimizer="adam")
     >>> steps = []
     >>> _ = update(model, X, y, callback=lambda s: steps.append(s.step))
     >>> steps, len(model.memory), model.num_data
@@ -225,9 +228,11 @@ def hyper_steps(
     report: Callable[[float, dict[str, int]], bool] | None = None,
     round_: int = 0,
 ) -> bool:
-    """Adam on Eq. 26 (or Eq. 21) plus log priors, sites and ``Z`` fixed (Sec. 3.4), on the
-    active points ``active = (X, y, eta, beta, weights, rest)`` (the first arguments of the
-    model's objective).
+    """L-BFGS (:func:`_lbfgs_steps`) or Adam on Eq. 26 (or Eq. 21) plus log priors, sites and
+    ``Z`` fixed (Sec. 3.4), on the active points ``active = (X, y, eta, beta, weights, rest)``
+    (the first arguments of the model's objective); with ``rest_factor="inducing"`` the
+    summarised old data are held fixed on ``f(Z)`` and re-expressed at the new
+    hyperparameters afterwards (:meth:`DualSVGP._rest_pair`).
 
     The steps follow the non-finite policy of :mod:`bo_ncgp.models.training`: a step with a
     non-finite objective, gradient or result (or an objective that raises, e.g. a non-PSD
