@@ -80,6 +80,8 @@ def test_hyper_optimizer_and_rest_factor_are_checked():
         DualSVGPConfig(hyper_optimizer="sgd")
     with pytest.raises(InputDataError, match="rest_factor must be 'dual' or 'inducing'"):
         DualSVGPConfig(rest_factor="u")
+    with pytest.raises(InputDataError, match="memory_scaling must be True or False"):
+        DualSVGPConfig(memory_scaling=1)
 
 
 @pytest.mark.parametrize("rest", ["inducing", "dual"])
