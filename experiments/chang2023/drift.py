@@ -102,7 +102,7 @@ def run_bernoulli(cfg: dict, variant: dict, seed: int, drifting: bool = False) -
         kernel, Bernoulli(), X0[: cfg["m"]], memory_size=cfg["memory_size"],
         generator=torch.Generator().manual_seed(seed), **variant,
     )  # fmt: skip
-    tracker = DriftTracker(own=cfg["own"], starts=(model.copy(),))
+    tracker = DriftTracker(own=cfg["own"], starts=(model.copy(),), **_options(cfg))
 
     def metric(m: DualSVGP) -> dict:
         with torch.no_grad():
@@ -115,6 +115,11 @@ def run_bernoulli(cfg: dict, variant: dict, seed: int, drifting: bool = False) -
         return model.update(*batches[t]) if t > 0 else model
 
     return _loop(cfg, tracker, metric, batches, step)
+
+
+def _options(cfg: dict) -> dict:
+    """Keywords of :func:`~bo_ncgp.models.dual.diagnostics.fit_offline` from ``cfg``."""
+    return {"max_rounds": cfg["offline_rounds"]} if cfg.get("offline_rounds") else {}
 
 
 def _loop(cfg: dict, tracker: DriftTracker, metric, batches: list, step) -> dict:
@@ -176,7 +181,7 @@ def run_hotspots(cfg: dict, variant: dict, seed: int, root=None, verify: bool = 
         out = pool.metrics(prev, np.asarray(strat.observed))
         return {"mse": float(out["mse"]), "accuracy": float(out["accuracy"])}
 
-    tracker = DriftTracker(own=cfg["own"])
+    tracker = DriftTracker(own=cfg["own"], **_options(cfg))
     idx = [init] + [[int(i)] for i in order[cfg["initial"] :]]
     ys = [counts[: cfg["initial"]]] + [counts[cfg["initial"] + k].reshape(1)
                                        for k in range(len(idx) - 1)]  # fmt: skip
@@ -287,11 +292,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--every", type=int, default=None, help="record every this many updates")
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--no-own", action="store_true", help="skip the optimum of the own objective")
+    p.add_argument("--batch", type=int, default=None, help="points per synthetic batch")
+    p.add_argument("--offline-rounds", type=int, default=None,
+                   help="most rounds of each offline fit (default 30)")  # fmt: skip
     args = p.parse_args(argv)
     harness.setup(args.threads)
     cfg = harness.preset(DEFAULT, QUICK, args, streams=args.streams, variants=args.variants,
                          updates=args.updates, every=args.every, seed=args.seed,
-                         own=False if args.no_own else None)  # fmt: skip
+                         own=False if args.no_own else None, batch=args.batch,
+                         offline_rounds=args.offline_rounds)  # fmt: skip
     values, table = [], []
     for stream in cfg["streams"]:
         results = {"experiment": "dual_svgp_drift", "stream": stream, "config": cfg,
