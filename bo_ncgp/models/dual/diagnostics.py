@@ -17,7 +17,8 @@ sets of hyperparameters side by side:
 and the objective gap ``F(theta_offline) - F(theta_stream)``, where ``F(theta)`` is the offline
 objective with the sites converged at ``theta`` (:func:`offline_objective`), in nats and per
 data point. With pivoted-Cholesky inducing inputs ``Z`` is chosen at each ``theta``, so ``F``
-is not smooth and the gap can be slightly negative. The experiment ``experiments/chang2023/drift.py`` plots the records.
+is not smooth and the gap can be slightly negative (so can an offline fit stopped after too
+few rounds). The experiment ``experiments/chang2023/drift.py`` plots the records.
 
 Example:
     >>> import gpytorch
