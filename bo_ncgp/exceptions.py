@@ -28,6 +28,8 @@ Catch :class:`BoNCGPError` for anything the library raises on purpose; the subcl
   ``float32`` data cast to the model's dtype); a ``UserWarning``.
 * :class:`NumericalWarning` -- a numerical repair (jitter, clamping, a rolled-back step)
   that changes results slightly; a ``RuntimeWarning``.
+* :class:`ModelCollapseWarning` -- a learned model collapsed towards its prior mean (its
+  prior variance fell by orders of magnitude while training); a :class:`NumericalWarning`.
 
 The layout follows BoTorch's ``botorch.exceptions.errors`` (``BotorchError``,
 ``InputDataError``, ``UnsupportedError``).
@@ -48,6 +50,7 @@ __all__ = [
     "InputDataError",
     "InputDataWarning",
     "MissingExtraError",
+    "ModelCollapseWarning",
     "NonFiniteError",
     "NotPSDError",
     "NumericalWarning",
@@ -164,6 +167,21 @@ class NumericalWarning(RuntimeWarning):
         ...     L = stable_cholesky(torch.ones(2, 2), name="A")  # singular: jitter is added
         >>> caught[0].category.__name__
         'NumericalWarning'
+    """
+
+
+class ModelCollapseWarning(NumericalWarning):
+    """Warning that a learned model collapsed: its prior variance (e.g. a kernel outputscale)
+    fell by orders of magnitude while it was trained, so its predictions go to the prior mean
+    (``p = 0.5`` for a Bernoulli likelihood) whatever the data say.
+
+    Example:
+        >>> import warnings
+        >>> with warnings.catch_warnings(record=True) as caught:
+        ...     warnings.simplefilter("always")
+        ...     warnings.warn("the prior variance fell from 1 to 2e-4", ModelCollapseWarning)
+        >>> caught[0].category.__name__, issubclass(ModelCollapseWarning, NumericalWarning)
+        ('ModelCollapseWarning', True)
     """
 
 

@@ -826,7 +826,7 @@ def _dual_big_lr(likelihood, objective):
         y = torch.poisson(3 * X[:, 0] + 1)
     model = DualSVGP(
         rbf(), likelihood, X[:8], memory_size=5, num_hyper_steps=10, lr=1e3,
-        hyper_objective=objective,
+        hyper_objective=objective, hyper_optimizer="adam",
     )  # fmt: skip
     model._fuzz_dim = 2
     return _sane(model.update(X[:15], y[:15]).update(X[15:], y[15:]))

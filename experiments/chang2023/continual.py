@@ -70,8 +70,8 @@ def make_dual(
     max_inducing: int | None = None,
 ) -> DualSVGP:
     """Ours (:class:`DualSVGP`): ``cfg`` holds ``rho``, ``inner_steps``, ``hyper_steps``,
-    ``lr`` and optionally ``rounds``; ``memory_size = 0`` is the no-memory (VCL-style)
-    variant."""
+    ``lr`` and optionally ``rounds`` and the settings of :data:`DUAL_SETTINGS`;
+    ``memory_size = 0`` is the no-memory (VCL-style) variant."""
     model = DualSVGP(
         kernel,
         likelihood,
@@ -87,7 +87,16 @@ def make_dual(
     )
     if max_inducing is not None:
         model.max_inducing = int(max_inducing)  # Z grows by pivoted Cholesky up to this size
+    for key in DUAL_SETTINGS:  # optional settings (experiments.chang2023.streaming_variants)
+        if key in cfg:
+            setattr(model, key, cfg[key])
     return model
+
+
+#: DualSVGP settings that a ``cfg`` of :func:`make_dual` may name (the library's defaults
+#: otherwise)
+DUAL_SETTINGS = ("hyper_optimizer", "rest_factor", "memory_scaling", "memory_cap",
+                 "memory_selection")  # fmt: skip
 
 
 def make_bui(

@@ -105,6 +105,7 @@ def _dual(config: DualModelConfig, likelihood, Z: torch.Tensor) -> DualSVGP:
         memory_size=None,
         num_hyper_steps=config.hyper_steps,
         lr=config.lr,
+        hyper_optimizer="adam",  # BoTorch's lengthscale bound has no transform: projected Adam
         rho=0.7,
         num_inner_steps=10,
     )

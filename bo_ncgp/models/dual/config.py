@@ -33,15 +33,37 @@ class DualSVGPConfig:
         memory_size: points of each new batch added to the memory (``None``: all of them).
         rho: damping of the natural-gradient steps (Eqs. 23-24, 54), in ``(0, 1]``.
         num_inner_steps: damped site updates per round of ``update``.
-        num_hyper_steps: Adam steps on the hyperparameters per round (0: hyperparameters fixed).
+        num_hyper_steps: hyperparameter steps per round (0: hyperparameters fixed): Adam steps
+            for ``hyper_optimizer="adam"``, the most L-BFGS iterations for ``"lbfgs"``.
         num_latents: C; ``None`` takes ``likelihood.num_latents`` (the model stores the
             resolved value).
         inducing_update: ``"pivoted_cholesky"`` (Sec. 3.4) or ``"fixed"``.
-        memory_selection: ``"bls"`` (Eq. 31) or ``"random"`` (ablation).
-        memory_cap: optional total memory size; beyond it, points are kept by BLS-weighted (or
-            random) sampling and the sites of evicted points are folded into ``B_rest``.
+        memory_selection: ``"bls"`` (Eq. 31, the paper's), ``"bls_balanced"`` (for class
+            labels -- Bernoulli and Softmax likelihoods -- an equal share of the memory per
+            label, BLS within each label, :func:`~bo_ncgp.models.dual.memory.sample_balanced`;
+            plain BLS for other likelihoods) or ``"random"`` (ablation).
+        memory_cap: total memory size (``None``: unbounded); beyond it, points are kept by the
+            ``memory_selection`` rule and the sites of evicted points are folded into
+            ``B_rest``. Bounds the memory, and with it the cost of an update, over any number
+            of updates.
         hyper_objective: ``"dual"`` (Eq. 26 with the Sec. 3.4 scaling) or ``"elbo"`` (Eq. 21).
-        lr: Adam learning rate of the hyperparameter steps.
+        hyper_optimizer: ``"lbfgs"`` (L-BFGS with a strong-Wolfe line search on the objective,
+            the sites fixed, until its gradient or change falls below torch's tolerances or
+            ``num_hyper_steps`` iterations, as ``fit_gpytorch_mll`` fits an exact GP) or
+            ``"adam"`` (``num_hyper_steps`` Adam steps from a fresh optimiser state, learning
+            rate ``lr``, whether or not the objective has converged).
+        rest_factor: what the hyperparameter objective holds fixed of the summarised old data
+            ``(lam_rest, B_rest)``: ``"dual"`` -- the dual pair itself, a factor on
+            ``v = K_zz^{-1} u`` (Eq. 26 as written; the factor's information about ``f(Z)``
+            then changes with the hyperparameters), or ``"inducing"`` -- the Gaussian factor
+            it makes on ``u = f(Z)``, re-expressed at the new hyperparameters with
+            ``P = K_zz(theta) K_zz(theta_0)^{-1}`` after the steps (Eq. 27's projection).
+        memory_scaling: ``True`` (Sec. 3.4): the memory's expected log likelihood in Eq. 26 is
+            scaled by ``n_old / n_M`` to stand for all old data and ``E_q[log T_rest]`` is
+            subtracted; ``False``: memory points count once and the summarised factor stands
+            for the likelihood of the other old points (a Gaussian site approximation, the
+            ``n_M = 0`` case of Eq. 26).
+        lr: Adam learning rate of the hyperparameter steps (``hyper_optimizer="adam"``).
         num_rounds: repetitions of (inner steps, hyperparameter steps) per update; the paper's
             Algorithm 1 is ``num_rounds = 1``.
         max_inducing: number of inducing points the pivoted-Cholesky updates keep (Sec. 3.4);
@@ -58,12 +80,15 @@ class DualSVGPConfig:
     memory_size: int | None = 10
     rho: float = 1.0
     num_inner_steps: int = 10
-    num_hyper_steps: int = 10
+    num_hyper_steps: int = 50
     num_latents: int | None = None
     inducing_update: Literal["pivoted_cholesky", "fixed"] = "pivoted_cholesky"
-    memory_selection: Literal["bls", "random"] = "bls"
-    memory_cap: int | None = None
+    memory_selection: Literal["bls", "bls_balanced", "random"] = "bls"
+    memory_cap: int | None = 1000
     hyper_objective: Literal["dual", "elbo"] = "dual"
+    hyper_optimizer: Literal["lbfgs", "adam"] = "lbfgs"
+    rest_factor: Literal["dual", "inducing"] = "inducing"
+    memory_scaling: bool = False
     lr: float = 0.01
     num_rounds: int = 1
     max_inducing: int | None = None
@@ -87,14 +112,26 @@ class DualSVGPConfig:
                 "DualSVGP: inducing_update must be 'pivoted_cholesky' or 'fixed', got "
                 f"{self.inducing_update!r}"
             )
-        if self.memory_selection not in ("bls", "random"):
+        if self.memory_selection not in ("bls", "bls_balanced", "random"):
             raise InputDataError(
-                f"DualSVGP: memory_selection must be 'bls' or 'random', got "
+                f"DualSVGP: memory_selection must be 'bls', 'bls_balanced' or 'random', got "
                 f"{self.memory_selection!r}"
             )
         if self.hyper_objective not in ("dual", "elbo"):
             raise InputDataError(
                 f"DualSVGP: hyper_objective must be 'dual' or 'elbo', got {self.hyper_objective!r}"
+            )
+        if self.hyper_optimizer not in ("lbfgs", "adam"):
+            raise InputDataError(
+                f"DualSVGP: hyper_optimizer must be 'lbfgs' or 'adam', got {self.hyper_optimizer!r}"
+            )
+        if self.rest_factor not in ("dual", "inducing"):
+            raise InputDataError(
+                f"DualSVGP: rest_factor must be 'dual' or 'inducing', got {self.rest_factor!r}"
+            )
+        if not isinstance(self.memory_scaling, bool):
+            raise InputDataError(
+                f"DualSVGP: memory_scaling must be True or False, got {self.memory_scaling!r}"
             )
         check_positive(self.lr, "lr", who)
         mi = self.max_inducing

@@ -13,7 +13,11 @@ the Bayesian leverage score (Eq. 31)
 
 the expected negative Hessian of the log likelihood times the posterior predictive variance of
 ``f_i`` (summed over latents for multi-latent models), or uniformly at random for the
-ablation.
+ablation. For class labels, :func:`sample_balanced` splits the budget equally across the
+labels present (as far as each label has points) and draws by BLS within each label: the
+plain BLS draws a label's points in proportion to their summed scores, so a label the model
+has learnt (small predictive variances, e.g. the classes of an old task) loses its memory to
+the labels it is still uncertain about, and is forgotten.
 
 Example:
     >>> mem = Memory(dim=2, num_latents=1)
@@ -33,7 +37,7 @@ from bo_ncgp.exceptions import InputDataError
 from bo_ncgp.models._alias import Alias
 from bo_ncgp.models.dual._state import ResizableModule
 
-__all__ = ["Memory", "bayesian_leverage_scores", "sample_by_score"]
+__all__ = ["Memory", "bayesian_leverage_scores", "sample_balanced", "sample_by_score"]
 
 
 def bayesian_leverage_scores(beta: Tensor, var: Tensor) -> Tensor:
@@ -88,6 +92,50 @@ def sample_by_score(
     dev = "cpu" if generator is None else generator.device
     idx = torch.multinomial(s.to(dev), k, replacement=False, generator=generator)
     return idx.to(scores.device).sort().values
+
+
+def sample_balanced(
+    scores: Tensor,
+    labels: Tensor,
+    k: int,
+    generator: torch.Generator | None = None,
+) -> Tensor:
+    """Indices of ``k`` of the ``n`` points: an equal share of ``k`` per label present (a label
+    with fewer points keeps them all and its unused share goes to the others), drawn within
+    each label by :func:`sample_by_score` (``"bls"``); sorted.
+
+    Example:
+        >>> scores = torch.tensor([9.0, 8.0, 7.0, 0.1, 0.2])
+        >>> labels = torch.tensor([0, 0, 0, 1, 1])
+        >>> labels[sample_balanced(scores, labels, 2)]  # one point per label, not the two largest
+        tensor([0, 1])
+    """
+    n = scores.shape[-1]
+    if k >= n:
+        return torch.arange(n, device=scores.device)
+    if k <= 0:
+        return torch.zeros(0, dtype=torch.long, device=scores.device)
+    values, inverse, counts = torch.unique(labels, return_inverse=True, return_counts=True)
+    quota = torch.zeros_like(counts)
+    left = int(k)
+    open_ = counts > 0
+    while left > 0 and bool(open_.any()):  # water filling: equal shares, capped by the counts
+        share = max(left // int(open_.sum()), 1)
+        room = (counts - quota).clamp_min(0)
+        add = torch.where(open_, torch.minimum(room, torch.full_like(room, share)), 0)
+        if share == 1 and int(add.sum()) > left:  # fewer points left than labels open
+            order = torch.nonzero(open_).squeeze(-1)
+            add = torch.zeros_like(add)
+            add[order[:left]] = 1
+        quota += add
+        left -= int(add.sum())
+        open_ = quota < counts
+    chosen = []
+    for j in range(values.shape[0]):
+        members = torch.nonzero(inverse == j).squeeze(-1)
+        idx = sample_by_score(scores[members], int(quota[j]), "bls", generator)
+        chosen.append(members[idx])
+    return torch.cat(chosen).sort().values
 
 
 class Memory(ResizableModule):

@@ -20,11 +20,20 @@ One call of :meth:`DualSVGP.update` is one step of Algorithm 1
    construction) and are recomputed at the new ``Z`` and hyperparameters;
 3. ``num_inner_steps`` damped natural-gradient steps (Eqs. 23-24 written on the sites, Eq. 54)
    update the sites of the new batch and of the memory from the current posterior;
-4. ``num_hyper_steps`` Adam steps on Eq. 26 with the memory term scaled by ``n_old / n_M``
-   (Sec. 3.4), or on the plain ELBO of Eq. 21 (``hyper_objective="elbo"``);
+4. the hyperparameters maximise Eq. 26 (or the plain ELBO of Eq. 21,
+   ``hyper_objective="elbo"``) with the sites fixed: by L-BFGS to convergence
+   (``hyper_optimizer="lbfgs"``, at most ``num_hyper_steps`` iterations) or by
+   ``num_hyper_steps`` Adam steps (``"adam"``). The summarised old data ``(lam_rest, B_rest)``
+   are held fixed as a Gaussian factor on ``u = f(Z)`` (``rest_factor="inducing"``) or as the
+   dual pair itself (``"dual"``, Eq. 26 as written); memory points count once
+   (``memory_scaling=False``) or stand for all old data, scaled by ``n_old / n_M``
+   (Sec. 3.4). Held on ``K_zz^{-1} u`` with the scaled memory, the objective's optimum runs
+   away with the outputscale as data arrive (``experiments/chang2023/drift.py``);
 5. ``memory_size`` points of the new batch are sampled into the memory with probability
-   proportional to the Bayesian leverage score ``h_i = beta_hat_i v_hat_i`` (Eq. 31) (or at
-   random); the sites of the others are folded into ``(lam_rest, B_rest)``.
+   proportional to the Bayesian leverage score ``h_i = beta_hat_i v_hat_i`` (Eq. 31) (per
+   label with ``memory_selection="bls_balanced"``, or at random); the sites of the others are
+   folded into ``(lam_rest, B_rest)``; beyond ``memory_cap`` points the memory evicts by the
+   same rule.
 
 :meth:`DualSVGP.condition` adds the sites of new points at the current posterior with
 ``rho = 1`` (hyperparameters fixed) and conditions the Eq. 10 process on them in function
@@ -115,10 +124,11 @@ class DualSVGP(InducingState, ResizableModule, LatentGP):
         generator: ``torch.Generator`` for memory sampling (global RNG when ``None``).
         **settings: fields of :class:`DualSVGPConfig` (``memory_size``, ``rho``,
             ``num_inner_steps``, ``num_hyper_steps``, ``num_latents``, ``inducing_update``,
-            ``memory_selection``, ``memory_cap``, ``hyper_objective``, ``lr``, ``num_rounds``,
-            ``max_inducing``, ``mean_constant``), documented there; each is also an attribute
-            of the model that may be reassigned. ``max_inducing`` defaults to ``m``: a larger
-            value lets ``Z`` grow from a small initial design as data arrives. With
+            ``memory_selection``, ``memory_cap``, ``hyper_objective``, ``hyper_optimizer``,
+            ``rest_factor``, ``memory_scaling``, ``lr``, ``num_rounds``, ``max_inducing``,
+            ``mean_constant``), documented there; each is also an attribute of the model that
+            may be reassigned. ``max_inducing`` defaults to ``m``: a larger value lets ``Z``
+            grow from a small initial design as data arrives. With
             ``mean_constant = c``, ``f = c + g`` with ``g ~ GP(0, k)`` (not trained by
             :meth:`update`): the dual parameters, the sites' ``eta`` and
             :meth:`inducing_posterior` describe ``g``; predictions, :meth:`bls` and the
@@ -143,7 +153,7 @@ class DualSVGP(InducingState, ResizableModule, LatentGP):
     """
 
     supports_update = True
-    _resizable = ("_Z", "_lam_rest", "_B_rest")
+    _resizable = ("_Z", "_lam_rest", "_B_rest", "_prior_var_ref")
 
     memory_size = _setting("memory_size")
     rho = _setting("rho")
@@ -153,6 +163,9 @@ class DualSVGP(InducingState, ResizableModule, LatentGP):
     memory_selection = _setting("memory_selection")
     memory_cap = _setting("memory_cap")
     hyper_objective = _setting("hyper_objective")
+    hyper_optimizer = _setting("hyper_optimizer")
+    rest_factor = _setting("rest_factor")
+    memory_scaling = _setting("memory_scaling")
     lr = _setting("lr")
     num_rounds = _setting("num_rounds")
     max_inducing = _setting("max_inducing")
@@ -201,6 +214,10 @@ class DualSVGP(InducingState, ResizableModule, LatentGP):
         self.register_buffer("_B_rest", Z.new_zeros(C, m, m))
         self.register_buffer("_num_data", torch.zeros((), dtype=torch.long, device=Z.device))
         self.register_buffer("_mean_constant", Z.new_tensor(cfg.mean_constant))
+        # the largest prior variance per latent seen after an update (collapse warning)
+        self._collapse_warned = False
+        self._rest_anchor: Tensor | None = None  # set during hyperparameter steps
+        self.register_buffer("_prior_var_ref", Z.new_zeros(0))
         self.memory = Memory(d, C, dtype=Z.dtype, device=Z.device)
 
     # -------------------------------------------------------------- properties
@@ -220,6 +237,7 @@ class DualSVGP(InducingState, ResizableModule, LatentGP):
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         # states saved before ``mean_constant`` existed load as zero-mean models
         state_dict.setdefault(prefix + "_mean_constant", self._mean_constant.clone())
+        state_dict.setdefault(prefix + "_prior_var_ref", self._prior_var_ref.new_zeros(0))
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def _on_state_loaded(self) -> None:
@@ -413,20 +431,38 @@ class DualSVGP(InducingState, ResizableModule, LatentGP):
     ) -> Tensor:
         """Eq. 26 (``which="dual"``) or Eq. 21 (``"elbo"``, with ``q_fixed = (m_u, L_V)``)."""
         Kzz, Kza, kaa = self._Kzz(), self._Kzx(Xa), self._kxx(Xa, False)
+        lam_r, B_r = self._rest_pair(Kzz)
         if which == "elbo":
             m_u, L_V = q_fixed if q_fixed is not None else self._fixed_q()
             return sequential_elbo(
                 self.likelihood, Kzz, Kza, kaa, ya, weights, m_u, L_V,
-                self._lam_rest, self._B_rest, mean_offset=self._mean_constant,
+                lam_r, B_r, mean_offset=self._mean_constant,
             )  # fmt: skip
         return dual_objective(
             self.likelihood, Kzz, Kza, kaa, ya, eta, beta, weights,
-            self._lam_rest, self._B_rest, include_rest=rest, mean_offset=self._mean_constant,
+            lam_r, B_r, include_rest=rest, mean_offset=self._mean_constant,
         )  # fmt: skip
+
+    def _rest_pair(self, Kzz: Tensor) -> tuple[Tensor, Tensor]:
+        """The summarised factor ``(lam_rest, B_rest)`` at the hyperparameters of ``Kzz``.
+
+        With ``rest_factor="dual"`` (Eq. 26 as written) the stored pair is held fixed. With
+        ``"inducing"``, while hyperparameter steps run (``_rest_anchor`` set to the Cholesky
+        factor ``L_0`` of ``K_zz`` at the hyperparameters the pair was formed under), the
+        factor is held fixed as a Gaussian on ``u = f(Z)``: ``(P lam, P B P^T)`` with
+        ``P = K_zz K_0^{-1}`` (Eq. 27's projection across hyperparameters instead of inducing
+        inputs), differentiable in the hyperparameters.
+        """
+        lam, B = self._lam_rest, self._B_rest
+        L0 = self._rest_anchor
+        if L0 is None:
+            return lam, B
+        Pt = torch.cholesky_solve(Kzz.mT, L0)  # K_0^{-1} K_zz = P^T
+        return (Pt.mT @ lam.unsqueeze(-1)).squeeze(-1), Pt.mT @ B @ Pt
 
     def _memory_weights(self, n_old: int) -> Tensor:
         n_M = len(self.memory)
-        scale = n_old / n_M if n_M else 1.0
+        scale = n_old / n_M if n_M and self.memory_scaling else 1.0
         return self._Z.new_full((n_M,), scale)
 
     def log_marginal(self, include_prior: bool = True) -> Tensor:
@@ -442,7 +478,8 @@ class DualSVGP(InducingState, ResizableModule, LatentGP):
         mem = self.memory
         eta, beta = self._memory_sites()
         weights = self._memory_weights(self.num_data)
-        val = self._objective(mem.X, mem.y, eta, beta, weights, len(mem) > 0, "dual")
+        rest = len(mem) > 0 and self.memory_scaling
+        val = self._objective(mem.X, mem.y, eta, beta, weights, rest, "dual")
         return val + self._log_prior() if include_prior else val
 
     def elbo(self, include_prior: bool = True) -> Tensor:

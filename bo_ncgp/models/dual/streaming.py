@@ -2,10 +2,12 @@
 
 :func:`update` is what :meth:`DualSVGP.update <bo_ncgp.models.dual.DualSVGP.update>` runs on a
 batch: pivoted-Cholesky inducing update and projection (Sec. 3.4, Eq. 27), damped site steps
-(Eqs. 23-24, 54), Adam steps on the hyperparameter objective (Eq. 26 or Eq. 21) under the
-non-finite policy of :mod:`bo_ncgp.models.training`, and the BLS-weighted choice of memory
-points whose sites stay individual while the others are folded into ``(lam_rest, B_rest)``
-(Eq. 11, Sec. 3.5).
+(Eqs. 23-24, 54), L-BFGS or Adam steps on the hyperparameter objective (Eq. 26 or Eq. 21)
+under the non-finite policy of :mod:`bo_ncgp.models.training`, the BLS-weighted choice of
+memory points whose sites stay individual while the others are folded into
+``(lam_rest, B_rest)`` (Eq. 11, Sec. 3.5), and a
+:class:`~bo_ncgp.exceptions.ModelCollapseWarning` when the prior variance collapses
+(:func:`check_collapse`).
 
 Example:
     >>> import torch
@@ -13,7 +15,8 @@ Example:
     >>> from bo_ncgp.likelihoods import Bernoulli
     >>> from bo_ncgp.models.dual import DualSVGP
     >>> X = torch.rand(12, 1); y = (X[:, 0] > 0.5).double()
-    >>> model = DualSVGP(RBFKernel(), Bernoulli(), X[:4], memory_size=3, num_hyper_steps=2)
+    >>> model = DualSVGP(RBFKernel(), Bernoulli(), X[:4], memory_size=3, num_hyper_steps=2,
+    ...                  hyper_optimizer="adam")
     >>> steps = []
     >>> _ = update(model, X, y, callback=lambda s: steps.append(s.step))
     >>> steps, len(model.memory), model.num_data
@@ -22,6 +25,7 @@ Example:
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -29,19 +33,27 @@ import gpytorch
 import torch
 from torch import Tensor
 
+from bo_ncgp.exceptions import ModelCollapseWarning, NumericalWarning
+from bo_ncgp.likelihoods import Bernoulli, Softmax
 from bo_ncgp.linalg import stable_cholesky
 from bo_ncgp.models.base import Callback
 from bo_ncgp.models.dual.inducing import select_inducing_points
-from bo_ncgp.models.dual.memory import bayesian_leverage_scores, sample_by_score
+from bo_ncgp.models.dual.memory import (
+    bayesian_leverage_scores,
+    sample_balanced,
+    sample_by_score,
+)
 from bo_ncgp.models.dual.posterior import dual_factors, dual_predict
 from bo_ncgp.models.dual.sites import damp, site_contributions
-from bo_ncgp.models.training import AdamStepper, FitClock
+from bo_ncgp.models.training import AdamStepper, FitClock, minimize_lbfgs
 
 if TYPE_CHECKING:
     from bo_ncgp.models.dual.model import DualSVGP
 
 __all__ = [
     "add_to_memory",
+    "check_collapse",
+    "converge_sites",
     "fold",
     "hyper_steps",
     "inner_steps",
@@ -84,7 +96,7 @@ def update(model: DualSVGP, X: Tensor, y: Tensor, callback: Callback | None = No
         before = reported
         stop = False
         if model.num_hyper_steps > 0:
-            active = (Xa, ya, eta, beta, weights, n_M > 0)
+            active = (Xa, ya, eta, beta, weights, n_M > 0 and model.memory_scaling)
             stop = hyper_steps(model, active, report, r)
         if reported == before:  # no hyperparameter step ran: report the round
             stop = report(None, {"round": r})
@@ -94,8 +106,61 @@ def update(model: DualSVGP, X: Tensor, y: Tensor, callback: Callback | None = No
         model.memory.set_sites(eta[:, :n_M].mT, beta[:, :n_M].mT)
         add_to_memory(model, X, y, eta[:, n_M:], beta[:, n_M:])
         model._num_data = model._num_data + n
+        check_collapse(model, X)
     model._touch()
     return model
+
+
+#: a prior variance below this fraction of the largest one seen after an update is a
+#: collapse of the model (:class:`~bo_ncgp.exceptions.ModelCollapseWarning`)
+COLLAPSE_WARN_FACTOR = 1e-2
+
+
+@torch.no_grad()
+def check_collapse(model: DualSVGP, X: Tensor) -> bool:
+    """Warn (:class:`~bo_ncgp.exceptions.ModelCollapseWarning`, once until it recovers) when
+    the mean prior variance of a latent at the batch ``X`` (the outputscale of a stationary
+    kernel) fell below :data:`COLLAPSE_WARN_FACTOR` times the largest value seen after an
+    earlier update: the hyperparameters drove the model towards its prior mean. Returns
+    whether the model is collapsed. Only updates that learn hyperparameters are checked.
+
+    Example:
+        >>> import warnings
+        >>> from gpytorch.kernels import ScaleKernel, RBFKernel
+        >>> from bo_ncgp.likelihoods import Bernoulli
+        >>> from bo_ncgp.models.dual import DualSVGP
+        >>> X = torch.rand(10, 1)
+        >>> model = DualSVGP(ScaleKernel(RBFKernel()), Bernoulli(), X, num_hyper_steps=1)
+        >>> check_collapse(model, X), check_collapse(model, X)
+        (False, False)
+        >>> model.kernel.outputscale = 1e-4
+        >>> with warnings.catch_warnings(record=True) as caught:
+        ...     warnings.simplefilter("always")
+        ...     collapsed = check_collapse(model, X)
+        >>> collapsed, caught[0].category.__name__
+        (True, 'ModelCollapseWarning')
+    """
+    if model.num_hyper_steps == 0 or not model._hyperparameters():
+        return False
+    current = model._kxx(X, False).mean(-1).reshape(-1)
+    ref = model._prior_var_ref
+    if ref.shape != current.shape:
+        model._prior_var_ref = current.clone()
+        return False
+    collapsed = bool((current < COLLAPSE_WARN_FACTOR * ref).any())
+    if collapsed and not model._collapse_warned:
+        i = int(torch.argmin(current / ref))
+        warnings.warn(
+            f"DualSVGP: the prior variance of latent {i} fell from {float(ref[i]):.3g} to "
+            f"{float(current[i]):.3g} over the updates (the model collapsed towards its "
+            "prior mean; keep a memory, put a prior on the outputscale or fix the "
+            "hyperparameters)",
+            ModelCollapseWarning,
+            stacklevel=4,
+        )
+    model._collapse_warned = collapsed
+    model._prior_var_ref = torch.maximum(ref, current)
+    return collapsed
 
 
 def inner_steps(
@@ -114,15 +179,60 @@ def inner_steps(
     return eta, beta
 
 
+def converge_sites(model: DualSVGP, tolerance: float = 1e-6, max_steps: int = 500) -> int:
+    """Damped site steps (Eqs. 23-24, 54) on the memory points at the current ``Z`` and
+    hyperparameters until the largest change of a site, relative to ``1 + |site|``, is below
+    ``tolerance`` (at most ``max_steps``); returns the number of steps taken.
+
+    The memory's sites become those of the posterior at the current hyperparameters (what
+    :meth:`DualSVGP.update` computes for a batch, iterated to its fixed point).
+
+    Example:
+        >>> from gpytorch.kernels import RBFKernel
+        >>> from bo_ncgp.likelihoods import Gaussian
+        >>> from bo_ncgp.models.dual import DualSVGP
+        >>> X = torch.rand(6, 1)
+        >>> model = DualSVGP(RBFKernel(), Gaussian(0.1), X, memory_size=None, num_hyper_steps=0)
+        >>> converge_sites(model.update(X, X[:, 0]))  # Gaussian sites: already converged
+        1
+    """
+    mem = model.memory
+    if len(mem) == 0:
+        return 0
+    eta, beta = model._memory_sites()
+    steps = 0
+    saved = model.num_inner_steps
+    try:
+        model.num_inner_steps = 1
+        while steps < max_steps:
+            new_eta, new_beta = inner_steps(model, mem.X, mem.y, eta, beta)
+            steps += 1
+            change = max(
+                float(((new_eta - eta).abs() / (1 + eta.abs())).max()),
+                float(((new_beta - beta).abs() / (1 + beta.abs())).max()),
+            )
+            eta, beta = new_eta, new_beta
+            if change < tolerance:
+                break
+    finally:
+        model.num_inner_steps = saved
+    with torch.no_grad():
+        mem.set_sites(eta.mT, beta.mT)
+    model._touch()
+    return steps
+
+
 def hyper_steps(
     model: DualSVGP,
     active: tuple[Tensor, Tensor, Tensor, Tensor, Tensor, bool],
     report: Callable[[float, dict[str, int]], bool] | None = None,
     round_: int = 0,
 ) -> bool:
-    """Adam on Eq. 26 (or Eq. 21) plus log priors, sites and ``Z`` fixed (Sec. 3.4), on the
-    active points ``active = (X, y, eta, beta, weights, rest)`` (the first arguments of the
-    model's objective).
+    """L-BFGS (:func:`_lbfgs_steps`) or Adam on Eq. 26 (or Eq. 21) plus log priors, sites and
+    ``Z`` fixed (Sec. 3.4), on the active points ``active = (X, y, eta, beta, weights, rest)``
+    (the first arguments of the model's objective); with ``rest_factor="inducing"`` the
+    summarised old data are held fixed on ``f(Z)`` and re-expressed at the new
+    hyperparameters afterwards (:meth:`DualSVGP._rest_pair`).
 
     The steps follow the non-finite policy of :mod:`bo_ncgp.models.training`: a step with a
     non-finite objective, gradient or result (or an objective that raises, e.g. a non-PSD
@@ -138,20 +248,44 @@ def hyper_steps(
     params = model._hyperparameters()
     if not params:
         return False
+    anchored = model.rest_factor == "inducing" and bool(model._B_rest.abs().sum() > 0)
+    if anchored:
+        with torch.no_grad():
+            model._rest_anchor = stable_cholesky(model._Kzz(), name="K_zz")
+    try:
+        return _hyper_steps(model, params, active, report, round_)
+    finally:
+        if anchored:
+            with torch.no_grad():  # the factor on f(Z) at the new hyperparameters
+                lam, B = model._rest_pair(model._Kzz())
+                model._lam_rest, model._B_rest = lam, 0.5 * (B + B.mT)
+            model._rest_anchor = None
+            model._touch()
+
+
+def _hyper_steps(
+    model: DualSVGP,
+    params: list[Tensor],
+    active: tuple[Tensor, Tensor, Tensor, Tensor, Tensor, bool],
+    report: Callable[[float, dict[str, int]], bool] | None,
+    round_: int,
+) -> bool:
     q_fixed = None
     if model.hyper_objective == "elbo":
         model._touch()
         q_fixed = model._fixed_q()
-    stepper = AdamStepper(
-        params, model.lr, project=model._project_unenforced_constraints, name="DualSVGP"
-    )
-    stop = False
 
     def loss_fn() -> Tensor:
         obj = model._objective(*active, model.hyper_objective, q_fixed)
         return -(obj + model._log_prior())
 
     scales = _outputscales(model.kernel)
+    if model.hyper_optimizer == "lbfgs":
+        return _lbfgs_steps(model, params, loss_fn, scales, report, round_)
+    stepper = AdamStepper(
+        params, model.lr, project=model._project_unenforced_constraints, name="DualSVGP"
+    )
+    stop = False
     with torch.enable_grad():
         for step in range(model.num_hyper_steps):
             if not stepper.step(loss_fn):
@@ -170,6 +304,38 @@ def hyper_steps(
         stepper.undo_all(collapse)
     model._touch()
     return stop
+
+
+def _lbfgs_steps(
+    model: DualSVGP,
+    params: list[Tensor],
+    loss_fn: Callable[[], Tensor],
+    scales: list[Tensor],
+    report: Callable[[float, dict[str, int]], bool] | None,
+    round_: int,
+) -> bool:
+    """One L-BFGS run (at most ``num_hyper_steps`` iterations, strong-Wolfe line search) on the
+    hyperparameter objective, under the non-finite policy of
+    :func:`~bo_ncgp.models.training.minimize_lbfgs`; a run that collapsed an outputscale by
+    more than :data:`COLLAPSE_FACTOR` is undone with a warning, as a round of Adam steps is."""
+    saved = [p.detach().clone() for p in params]
+    loss = minimize_lbfgs(params, loss_fn, model.num_hyper_steps, name="DualSVGP")
+    model._project_unenforced_constraints()
+    model._touch()
+    collapse = _collapse(scales, _outputscales(model.kernel))
+    if collapse is not None:
+        with torch.no_grad():
+            for p, v in zip(params, saved, strict=True):
+                p.copy_(v)
+        model._touch()
+        warnings.warn(
+            f"DualSVGP: {collapse}; the L-BFGS run was undone", NumericalWarning, stacklevel=4
+        )
+        with torch.no_grad():
+            loss = float(loss_fn())
+    if report is not None:
+        return report(float(loss), {"round": round_, "hyper_step": 0})
+    return False
 
 
 #: a round of hyperparameter steps whose objective rose by more than this fraction of
@@ -226,8 +392,22 @@ def fold(model: DualSVGP, X: Tensor, eta: Tensor, beta: Tensor) -> None:
     model._B_rest = model._B_rest + 0.5 * (dB + dB.mT)
 
 
+def _select(model: DualSVGP, scores: Tensor, y: Tensor, k: int) -> Tensor:
+    """``k`` indices by the model's ``memory_selection`` rule (``y``: the points' targets)."""
+    if model.memory_selection == "bls_balanced" and _has_labels(model):
+        return sample_balanced(scores, y, k, model.generator)
+    method = "random" if model.memory_selection == "random" else "bls"
+    return sample_by_score(scores, k, method, model.generator)
+
+
+def _has_labels(model: DualSVGP) -> bool:
+    """Whether the targets are class labels (Bernoulli, Softmax)."""
+    return isinstance(model.likelihood, (Bernoulli, Softmax))
+
+
 def add_to_memory(model: DualSVGP, X: Tensor, y: Tensor, eta: Tensor, beta: Tensor) -> None:
-    """Sec. 3.5: BLS-weighted (or random) choice of memory points; fold the rest."""
+    """Sec. 3.5: BLS-weighted (label-balanced, or random) choice of memory points; fold the
+    rest; beyond ``memory_cap``, evict by the same rule."""
     n = X.shape[0]
     k = n if model.memory_size is None else min(int(model.memory_size), n)
     model._touch()
@@ -244,14 +424,14 @@ def add_to_memory(model: DualSVGP, X: Tensor, y: Tensor, eta: Tensor, beta: Tens
     beta_all = torch.cat([model._memory_sites()[1], beta], -1) if need_mem else beta
     h = bayesian_leverage_scores(beta_all, var).sum(0)
     h_new = h[-n:]
-    idx = sample_by_score(h_new, k, model.memory_selection, model.generator)
+    idx = _select(model, h_new, y, k)
     keep = torch.zeros(n, dtype=torch.bool, device=X.device)
     keep[idx] = True
     fold(model, X[~keep], eta[:, ~keep], beta[:, ~keep])
     memory.add(X[keep], y[keep], eta[:, keep].mT, beta[:, keep].mT)
     if need_mem:
         h_mem = torch.cat([h[: len(h) - n], h_new[keep]])
-        idx = sample_by_score(h_mem, int(model.memory_cap), model.memory_selection, model.generator)
+        idx = _select(model, h_mem, memory.y, int(model.memory_cap))
         Xr, _, eta_r, beta_r = memory.keep(idx)
         fold(model, Xr, eta_r.mT, beta_r.mT)
     model._touch()

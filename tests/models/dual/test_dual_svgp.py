@@ -602,12 +602,16 @@ def test_conditioned_model_is_its_own_class_and_leaves_self_untouched():
 
 def test_update_callback_sees_every_hyperparameter_step_and_can_stop():
     X, y = bernoulli_data(30)
-    model = DualSVGP(matern(), Bernoulli(), X[::5], num_hyper_steps=4, num_rounds=2)
+    model = DualSVGP(
+        matern(), Bernoulli(), X[::5], num_hyper_steps=4, num_rounds=2, hyper_optimizer="adam"
+    )
     steps = []
     model.update(X, y, callback=lambda s: steps.append((s.step, dict(s.info), s.loss)))
     assert [s[0] for s in steps] == list(range(8))
     assert steps[5][1] == {"round": 1, "hyper_step": 1} and math.isfinite(steps[5][2])
-    stopped = DualSVGP(matern(), Bernoulli(), X[::5], num_hyper_steps=4, num_rounds=2)
+    stopped = DualSVGP(
+        matern(), Bernoulli(), X[::5], num_hyper_steps=4, num_rounds=2, hyper_optimizer="adam"
+    )
     seen = []
     stopped.update(X, y, callback=lambda s: seen.append(s.step) or s.step == 2)
     assert seen == [0, 1, 2] and stopped.num_data == 30
@@ -622,7 +626,7 @@ def test_runaway_hyperparameter_steps_are_reported_not_propagated():
     y = y * 40  # large counts and a huge learning rate drive the outputscale to overflow
     model = DualSVGP(
         matern(), Poisson(), X[::3], memory_size=5, num_inner_steps=3, num_hyper_steps=30,
-        lr=20.0, rho=0.5,
+        lr=20.0, rho=0.5, hyper_optimizer="adam",
     )  # fmt: skip
     with pytest.warns(NumericalWarning):
         model.update(X, y)
@@ -674,7 +678,9 @@ def test_unenforced_constraints_are_projected_after_adam_steps():
     X = torch.rand(20, 3)
     y = torch.sin(6 * X[:, 0])
     k = get_covar_module_with_dim_scaled_prior(3).double()
-    model = DualSVGP(k, Gaussian(0.01), X[:10], memory_size=None, num_hyper_steps=5)
+    model = DualSVGP(
+        k, Gaussian(0.01), X[:10], memory_size=None, num_hyper_steps=5, hyper_optimizer="adam"
+    )
     with torch.no_grad():
         k.raw_lengthscale.copy_(torch.tensor([[-0.5, 0.01, 0.7]]))
     model._project_unenforced_constraints()

@@ -1,0 +1,185 @@
+"""Hyperparameter learning, drift diagnostics, bounded memory, collapse warning and
+label-balanced memory of the streaming dual SVGP."""
+
+from __future__ import annotations
+
+import copy
+import warnings
+
+import gpytorch
+import pytest
+import torch
+
+from bo_ncgp.exceptions import InputDataError, ModelCollapseWarning
+from bo_ncgp.likelihoods import Bernoulli, Gaussian
+from bo_ncgp.models import DualSVGP
+from bo_ncgp.models.dual import DualSVGPConfig
+from bo_ncgp.models.dual.diagnostics import (
+    DriftTracker,
+    fit_offline,
+    hyperparameter_distance,
+)
+from bo_ncgp.models.dual.memory import sample_balanced, sample_by_score
+
+
+def rbf(lengthscale: float = 0.5, outputscale: float = 1.0) -> gpytorch.kernels.Kernel:
+    k = gpytorch.kernels.ScaleKernel(gpytorch.kernels.RBFKernel())
+    k.base_kernel.lengthscale = lengthscale
+    k.outputscale = outputscale
+    return k
+
+
+def reg_data(n: int = 30, seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    X = torch.linspace(0, 5, n)[torch.randperm(n, generator=g)].unsqueeze(-1)
+    y = torch.sin(4 * X[:, 0]) + 0.2 * torch.randn(n, generator=g)
+    return X, y
+
+
+def exact_gradient(model: DualSVGP, X, y, noise: float) -> float:
+    """The largest gradient of the exact GP log marginal likelihood (fixed noise) with
+    respect to the model's raw kernel hyperparameters, at the model's values."""
+    kernel = copy.deepcopy(model.kernel)
+    K = kernel(X).to_dense() + noise * torch.eye(X.shape[0])
+    lml = torch.distributions.MultivariateNormal(torch.zeros(X.shape[0]), K).log_prob(y)
+    grads = torch.autograd.grad(lml, list(kernel.parameters()))
+    return max(float(g.abs().max()) for g in grads)
+
+
+def _gaussian_model(X, **kw):
+    lik = Gaussian(0.04)
+    lik.raw_noise.requires_grad_(False)
+    return DualSVGP(rbf(), lik, X, memory_size=None, inducing_update="fixed", **kw)
+
+
+def test_lbfgs_update_reaches_an_exact_ml2_optimum_adam_does_not():
+    # Gaussian likelihood, Z = data, every point in memory: Eq. 26 is the exact log
+    # marginal likelihood, so converged hyperparameter learning is exact ML-II
+    X, y = reg_data()
+    lbfgs = _gaussian_model(X, hyper_optimizer="lbfgs", num_hyper_steps=100)
+    adam = _gaussian_model(X, hyper_optimizer="adam", num_hyper_steps=10)  # lr 0.01
+    for model in (lbfgs, adam):
+        model.update(X, y)
+    assert exact_gradient(lbfgs, X, y, 0.04) < 1e-3
+    assert exact_gradient(adam, X, y, 0.04) > 1.0
+
+
+def test_lbfgs_hyperparameters_stay_at_the_optimum_as_data_arrive():
+    X, y = reg_data(30)  # (more points on [0, 5] make K_zz numerically singular)
+    model = _gaussian_model(X[:10], hyper_optimizer="lbfgs", num_hyper_steps=100)
+    for k in range(3):
+        idx = slice(10 * k, 10 * (k + 1))
+        if k:
+            model.project(torch.cat([model.Z, X[idx]]))
+        model.update(X[idx], y[idx])
+        assert exact_gradient(model, X[: 10 * (k + 1)], y[: 10 * (k + 1)], 0.04) < 1e-3
+
+
+def test_hyper_optimizer_and_rest_factor_are_checked():
+    with pytest.raises(InputDataError, match="hyper_optimizer must be 'lbfgs' or 'adam'"):
+        DualSVGPConfig(hyper_optimizer="sgd")
+    with pytest.raises(InputDataError, match="rest_factor must be 'dual' or 'inducing'"):
+        DualSVGPConfig(rest_factor="u")
+    with pytest.raises(InputDataError, match="memory_scaling must be True or False"):
+        DualSVGPConfig(memory_scaling=1)
+
+
+@pytest.mark.parametrize("rest", ["inducing", "dual"])
+def test_without_memory_the_factor_on_f_z_keeps_exact_ml2(rest):
+    # Gaussian, Z = all data seen, no memory: every old point survives only in the summarised
+    # factor. Held fixed on u = f(Z) that factor is the old points' exact likelihood at any
+    # hyperparameters, so converged streaming learning is exact ML-II on all data after every
+    # update; held fixed on K_zz^{-1} u (Eq. 26 as written) it is not
+    X, y = reg_data(30)
+    model = _gaussian_model(X[:10], hyper_optimizer="lbfgs", num_hyper_steps=100,
+                            rest_factor=rest)  # fmt: skip
+    model.memory_size = 0
+    grads = []
+    for k in range(3):
+        idx = slice(10 * k, 10 * (k + 1))
+        if k:
+            model.project(torch.cat([model.Z, X[idx]]))
+        model.update(X[idx], y[idx])
+        grads.append(exact_gradient(model, X[: 10 * (k + 1)], y[: 10 * (k + 1)], 0.04))
+    if rest == "inducing":
+        assert max(grads) < 1e-3
+    else:
+        assert grads[-1] > 0.1
+
+
+def test_fit_offline_is_exact_ml2_in_the_gaussian_limit_and_tracker_records_the_gap():
+    X, y = reg_data()
+    model = _gaussian_model(X, hyper_optimizer="adam", num_hyper_steps=10)  # not converged
+    model.update(X, y)
+    off = fit_offline(model, X, y)
+    assert exact_gradient(off, X, y, 0.04) < 1e-3
+    tracker = DriftTracker()
+    rec = tracker.record(model, X, y)
+    assert rec.gap > 1e-3 and rec.gap_per_point == pytest.approx(rec.gap / 30)
+    assert rec.distance_stream_offline > 0.01
+    assert rec.distance_own_offline < 1e-3  # all data in memory: its objective is the offline one
+    assert len(tracker.as_dicts()) == 1
+
+
+def test_hyperparameter_distance_is_in_orders_of_magnitude():
+    a = {"k": [1.0, 3.0], "c": [-1.0]}
+    assert hyperparameter_distance(a, {"k": [100.0, 3.0], "c": [-1.5]}) == pytest.approx(2.0)
+
+
+def test_default_memory_is_bounded_and_evicts_by_the_rule():
+    assert DualSVGPConfig().memory_cap == 1000
+    X = torch.rand(80, 1) * 5
+    y = (X[:, 0] > 2.5).double()
+    model = DualSVGP(rbf(), Bernoulli(), X[:6], memory_size=5, memory_cap=12, num_hyper_steps=0)
+    for idx in torch.arange(80).split(10):
+        model.update(X[idx], y[idx])
+        assert len(model.memory) <= 12
+    assert model.num_data == 80
+
+
+def test_collapse_is_warned_once():
+    X = torch.rand(40, 1) * 5
+    y = (X[:, 0] > 2.5).double()
+    model = DualSVGP(rbf(), Bernoulli(), X[:6], memory_size=0, num_hyper_steps=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ModelCollapseWarning)
+        model.update(X[:10], y[:10])
+        model.update(X[10:20], y[10:20])
+    model.kernel.outputscale = 1e-4  # what memory_size=0 drifts to on a long stream
+    with pytest.warns(ModelCollapseWarning, match="prior variance of latent 0 fell"):
+        model.update(X[20:30], y[20:30])
+    with warnings.catch_warnings():  # not repeated while it stays collapsed
+        warnings.simplefilter("error", ModelCollapseWarning)
+        model.update(X[30:], y[30:])
+
+
+def test_balanced_sampling_keeps_every_label():
+    # class-incremental: the learnt label 0 has tiny scores, the new label 1 large ones
+    scores = torch.cat([torch.full((50,), 1e-4), torch.ones(50)])
+    labels = torch.cat([torch.zeros(50), torch.ones(50)])
+    g = torch.Generator().manual_seed(0)
+    plain = labels[sample_by_score(scores, 20, "bls", g)]
+    balanced = labels[sample_balanced(scores, labels, 20, g)]
+    assert int((plain == 0).sum()) <= 1
+    assert int((balanced == 0).sum()) == 10 and int((balanced == 1).sum()) == 10
+    few = torch.cat([torch.zeros(3), torch.ones(50)])  # a label with fewer points keeps them
+    idx = sample_balanced(torch.ones(53), few, 20, g)
+    assert int((few[idx] == 0).sum()) == 3 and idx.shape == (20,)
+    assert torch.equal(idx, idx.sort().values)
+
+
+def test_balanced_memory_keeps_old_classes_under_a_cap():
+    g = torch.Generator().manual_seed(0)
+    X = torch.rand(120, 1, generator=g) * 6
+    y = (X[:, 0] > 3).double()
+    order = torch.argsort(y, stable=True)  # class 0 first, then class 1 (class-incremental)
+    X, y = X[order], y[order]
+    counts = {}
+    for rule in ("bls", "bls_balanced"):
+        model = DualSVGP(rbf(), Bernoulli(), X[:6], memory_size=10, memory_cap=20,
+                         memory_selection=rule, num_hyper_steps=0,
+                         generator=torch.Generator().manual_seed(1))  # fmt: skip
+        for idx in torch.arange(120).split(20):
+            model.update(X[idx], y[idx])
+        counts[rule] = int((model.memory_targets == 0).sum())
+    assert counts["bls_balanced"] == 10
