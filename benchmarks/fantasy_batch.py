@@ -63,6 +63,7 @@ def make_problem(n: int, m: int, seed: int = 0):
         memory_size=None,
         num_hyper_steps=100,
         lr=0.05,
+        hyper_optimizer="adam",  # the setting of the results page (Adam, lr 0.05)
         num_inner_steps=1,
     )
     dual.update(X, y)

@@ -173,7 +173,8 @@ def build_fantasy_batch(
         )
     if best_f is not None:
         if not isinstance(best_f, Tensor):
-            best_f = torch.tensor(float(best_f), dtype=torch.float64)
+            where = bounds if bounds is not None else choices
+            best_f = torch.tensor(float(best_f), dtype=torch.float64, device=where.device)
         best_f = best_f.detach()
         if best_f.numel() != 1 or not bool(torch.isfinite(best_f)):
             raise InputDataError(

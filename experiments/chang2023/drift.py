@@ -285,12 +285,22 @@ QUICK = dict(DEFAULT, updates=4, every=2, batch=10, m=8, initial=20)
 def main(argv: list[str] | None = None) -> int:
     p = harness.parser(__doc__, OUT, root=True)
     p.add_argument(
-        "--streams", nargs="+", choices=["bernoulli", "drifting", "hotspots"], default=None
+        "--streams",
+        nargs="+",
+        choices=["bernoulli", "drifting", "hotspots"],
+        default=None,
+        help="streams to run (default: the preset's)",
     )
-    p.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=None)
+    p.add_argument(
+        "--variants",
+        nargs="+",
+        choices=list(VARIANTS),
+        default=None,
+        help="hyperparameter-learning variants to compare (default: all)",
+    )
     p.add_argument("--updates", type=int, default=None, help="streaming updates")
     p.add_argument("--every", type=int, default=None, help="record every this many updates")
-    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--seed", type=int, default=None, help="seed of the stream (default 0)")
     p.add_argument("--no-own", action="store_true", help="skip the optimum of the own objective")
     p.add_argument("--batch", type=int, default=None, help="points per synthetic batch")
     p.add_argument("--offline-rounds", type=int, default=None,

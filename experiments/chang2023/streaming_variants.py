@@ -79,10 +79,26 @@ def run_mnist(cfg: dict, settings: dict, method: str, seed: int, root=None) -> d
 
 def main(argv: list[str] | None = None) -> int:
     p = harness.parser(__doc__, OUT, seeds=True, root=True)
-    p.add_argument("--dataset", choices=("banana", "mnist"), default="banana")
-    p.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=None)
-    for name in ("m", "batch-size", "max-train-per-task", "max-test-per-task", "hyper-steps"):
-        p.add_argument(f"--{name}", type=int, default=None)
+    p.add_argument(
+        "--dataset", choices=("banana", "mnist"), default="banana", help="the stream to learn"
+    )
+    p.add_argument(
+        "--variants",
+        nargs="+",
+        choices=list(VARIANTS),
+        default=None,
+        help="hyperparameter-learning and memory variants to compare (default: all)",
+    )
+    for name, text in (
+        ("m", "inducing points"),
+        ("batch-size", "points per streaming update"),
+        ("max-train-per-task", "training images per task (split MNIST)"),
+        ("max-test-per-task", "test images per task (split MNIST)"),
+        ("hyper-steps", "hyperparameter steps per update"),
+    ):
+        p.add_argument(
+            f"--{name}", type=int, default=None, help=f"{text} (default: the experiment's)"
+        )
     args = p.parse_args(argv)
     harness.setup(args.threads)
     if args.dataset == "banana":

@@ -49,9 +49,13 @@ class DualSVGPConfig:
         hyper_objective: ``"dual"`` (Eq. 26 with the Sec. 3.4 scaling) or ``"elbo"`` (Eq. 21).
         hyper_optimizer: ``"lbfgs"`` (L-BFGS with a strong-Wolfe line search on the objective,
             the sites fixed, until its gradient or change falls below torch's tolerances or
-            ``num_hyper_steps`` iterations, as ``fit_gpytorch_mll`` fits an exact GP) or
+            ``num_hyper_steps`` iterations, as ``fit_gpytorch_mll`` fits an exact GP),
             ``"adam"`` (``num_hyper_steps`` Adam steps from a fresh optimiser state, learning
-            rate ``lr``, whether or not the objective has converged).
+            rate ``lr``, whether or not the objective has converged, each step projected back
+            into the parameters' constraints), or ``"auto"`` (the default): ``"lbfgs"``, unless
+            a kernel or likelihood parameter has a constraint without a transform (e.g.
+            BoTorch's ``GreaterThan(2.5e-2, transform=None)`` lengthscales, made for bounded
+            L-BFGS-B), which torch's unbounded L-BFGS would step through; then ``"adam"``.
         rest_factor: what the hyperparameter objective holds fixed of the summarised old data
             ``(lam_rest, B_rest)``: ``"dual"`` -- the dual pair itself, a factor on
             ``v = K_zz^{-1} u`` (Eq. 26 as written; the factor's information about ``f(Z)``
@@ -86,7 +90,7 @@ class DualSVGPConfig:
     memory_selection: Literal["bls", "bls_balanced", "random"] = "bls"
     memory_cap: int | None = 1000
     hyper_objective: Literal["dual", "elbo"] = "dual"
-    hyper_optimizer: Literal["lbfgs", "adam"] = "lbfgs"
+    hyper_optimizer: Literal["auto", "lbfgs", "adam"] = "auto"
     rest_factor: Literal["dual", "inducing"] = "inducing"
     memory_scaling: bool = False
     lr: float = 0.01
@@ -121,9 +125,10 @@ class DualSVGPConfig:
             raise InputDataError(
                 f"DualSVGP: hyper_objective must be 'dual' or 'elbo', got {self.hyper_objective!r}"
             )
-        if self.hyper_optimizer not in ("lbfgs", "adam"):
+        if self.hyper_optimizer not in ("auto", "lbfgs", "adam"):
             raise InputDataError(
-                f"DualSVGP: hyper_optimizer must be 'lbfgs' or 'adam', got {self.hyper_optimizer!r}"
+                "DualSVGP: hyper_optimizer must be 'auto', 'lbfgs' or 'adam', got "
+                f"{self.hyper_optimizer!r}"
             )
         if self.rest_factor not in ("dual", "inducing"):
             raise InputDataError(

@@ -23,9 +23,11 @@ One call of :meth:`DualSVGP.update` is one step of Algorithm 1
 4. the hyperparameters maximise Eq. 26 (or the plain ELBO of Eq. 21,
    ``hyper_objective="elbo"``) with the sites fixed: by L-BFGS to convergence
    (``hyper_optimizer="lbfgs"``, at most ``num_hyper_steps`` iterations) or by
-   ``num_hyper_steps`` Adam steps (``"adam"``). The summarised old data ``(lam_rest, B_rest)``
-   are held fixed as a Gaussian factor on ``u = f(Z)`` (``rest_factor="inducing"``) or as the
-   dual pair itself (``"dual"``, Eq. 26 as written); memory points count once
+   ``num_hyper_steps`` projected Adam steps (``"adam"``); the default ``"auto"`` takes Adam
+   when a parameter's constraint has no transform (BoTorch's kernels), L-BFGS otherwise. The
+   summarised old data ``(lam_rest, B_rest)`` are held fixed as a Gaussian factor on
+   ``u = f(Z)`` (``rest_factor="inducing"``) or as the dual pair itself (``"dual"``, Eq. 26
+   as written); memory points count once
    (``memory_scaling=False``) or stand for all old data, scaled by ``n_old / n_M``
    (Sec. 3.4). Held on ``K_zz^{-1} u`` with the scaled memory, the objective's optimum runs
    away with the outputscale as data arrive (``experiments/chang2023/drift.py``);

@@ -26,8 +26,8 @@ Example:
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 import gpytorch
 import torch
@@ -55,6 +55,7 @@ __all__ = [
     "check_collapse",
     "converge_sites",
     "fold",
+    "hyper_optimizer",
     "hyper_steps",
     "inner_steps",
     "project_unenforced_constraints",
@@ -280,7 +281,7 @@ def _hyper_steps(
         return -(obj + model._log_prior())
 
     scales = _outputscales(model.kernel)
-    if model.hyper_optimizer == "lbfgs":
+    if hyper_optimizer(model) == "lbfgs":
         return _lbfgs_steps(model, params, loss_fn, scales, report, round_)
     stepper = AdamStepper(
         params, model.lr, project=model._project_unenforced_constraints, name="DualSVGP"
@@ -369,18 +370,45 @@ def _collapse(before: list[Tensor], after: list[Tensor]) -> str | None:
     return None
 
 
+def _unenforced_constraints(model: DualSVGP) -> Iterator[tuple[Tensor, Any]]:
+    """The kernel's and likelihood's parameters whose GPyTorch constraint has no transform."""
+    for module in (model.kernel, model.likelihood):
+        for _name, param, constraint in module.named_parameters_and_constraints():
+            if constraint is not None and not constraint.enforced:
+                yield param, constraint
+
+
+def hyper_optimizer(model: DualSVGP) -> str:
+    """The optimiser of the hyperparameter steps: the model's ``hyper_optimizer``, with
+    ``"auto"`` resolved to ``"adam"`` (projected steps) when a parameter's constraint has no
+    transform, else to ``"lbfgs"``.
+
+    Example:
+        >>> import torch
+        >>> from botorch.models.utils.gpytorch_modules import get_covar_module_with_dim_scaled_prior
+        >>> from gpytorch.kernels import RBFKernel
+        >>> from bo_ncgp.likelihoods import Gaussian
+        >>> from bo_ncgp.models.dual import DualSVGP
+        >>> Z = torch.rand(4, 2)
+        >>> hyper_optimizer(DualSVGP(RBFKernel(), Gaussian(0.1), Z))
+        'lbfgs'
+        >>> hyper_optimizer(DualSVGP(get_covar_module_with_dim_scaled_prior(2), Gaussian(0.1), Z))
+        'adam'
+    """
+    if model.hyper_optimizer != "auto":
+        return model.hyper_optimizer
+    return "adam" if any(True for _ in _unenforced_constraints(model)) else "lbfgs"
+
+
 @torch.no_grad()
 def project_unenforced_constraints(model: DualSVGP) -> None:
     """Clamp raw parameters whose GPyTorch constraint has no transform (e.g. BoTorch's
     ``GreaterThan(2.5e-2, transform=None)`` lengthscales, meant for bounded L-BFGS) back
     into the constraint after an Adam step (projected gradient)."""
-    for module in (model.kernel, model.likelihood):
-        for _name, param, constraint in module.named_parameters_and_constraints():
-            if constraint is None or constraint.enforced:
-                continue
-            lo = constraint.lower_bound.to(param)
-            hi = constraint.upper_bound.to(param)
-            param.copy_(torch.maximum(torch.minimum(param, hi), lo))
+    for param, constraint in _unenforced_constraints(model):
+        lo = constraint.lower_bound.to(param)
+        hi = constraint.upper_bound.to(param)
+        param.copy_(torch.maximum(torch.minimum(param, hi), lo))
 
 
 def fold(model: DualSVGP, X: Tensor, eta: Tensor, beta: Tensor) -> None:

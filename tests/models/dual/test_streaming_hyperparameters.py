@@ -76,7 +76,7 @@ def test_lbfgs_hyperparameters_stay_at_the_optimum_as_data_arrive():
 
 
 def test_hyper_optimizer_and_rest_factor_are_checked():
-    with pytest.raises(InputDataError, match="hyper_optimizer must be 'lbfgs' or 'adam'"):
+    with pytest.raises(InputDataError, match="hyper_optimizer must be 'auto', 'lbfgs' or 'adam'"):
         DualSVGPConfig(hyper_optimizer="sgd")
     with pytest.raises(InputDataError, match="rest_factor must be 'dual' or 'inducing'"):
         DualSVGPConfig(rest_factor="u")
