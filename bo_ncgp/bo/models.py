@@ -80,6 +80,25 @@ def _outcome_transform(
     return Standardize(m=1) if isinstance(likelihood, Gaussian) else None
 
 
+def _data(
+    who: str,
+    train_X: Any,
+    train_Y: Any,
+    train_Yvar: Any,
+    likelihood: Likelihood | None,
+    input_transform: Module | None,
+    outcome_transform: Module | _DefaultType | None,
+) -> tuple[Tensor, Tensor, Likelihood, Module | None]:
+    """What every adapter built from data starts with: the checked, transformed ``(X, y)``
+    (:func:`~bo_ncgp.bo.base.training_data`), the likelihood (default
+    :func:`_default_likelihood`) and the outcome transform (:func:`_outcome_transform`)."""
+    _check_data_argument(who, train_X)
+    likelihood = _default_likelihood() if likelihood is None else likelihood
+    outcome_transform = _outcome_transform(outcome_transform, likelihood)
+    X, y = training_data(who, train_X, train_Y, train_Yvar, input_transform, outcome_transform)
+    return X, y, likelihood, outcome_transform
+
+
 class DualSVGPModel(LatentGPModel):
     """BoTorch model of a :class:`~bo_ncgp.models.DualSVGP` (Chang et al. 2023), built from
     data as ``SingleTaskGP`` is.
@@ -153,11 +172,14 @@ class DualSVGPModel(LatentGPModel):
         generator: torch.Generator | None = None,
         **settings: Any,
     ) -> None:
-        _check_data_argument("DualSVGPModel", train_X)
-        likelihood = _default_likelihood() if likelihood is None else likelihood
-        outcome_transform = _outcome_transform(outcome_transform, likelihood)
-        X, y = training_data(
-            "DualSVGPModel", train_X, train_Y, train_Yvar, input_transform, outcome_transform
+        X, y, likelihood, outcome_transform = _data(
+            "DualSVGPModel",
+            train_X,
+            train_Y,
+            train_Yvar,
+            likelihood,
+            input_transform,
+            outcome_transform,
         )
         kernel = _default_kernel(X.shape[-1], likelihood) if kernel is None else kernel
         kernel, likelihood = kernel.to(X), likelihood.to(X)
@@ -286,11 +308,14 @@ class IterNCGPModel(LatentGPModel):
     ) -> None:
         from bo_ncgp.models import IterNCGP
 
-        _check_data_argument("IterNCGPModel", train_X)
-        likelihood = _default_likelihood() if likelihood is None else likelihood
-        outcome_transform = _outcome_transform(outcome_transform, likelihood)
-        X, y = training_data(
-            "IterNCGPModel", train_X, train_Y, train_Yvar, input_transform, outcome_transform
+        X, y, likelihood, outcome_transform = _data(
+            "IterNCGPModel",
+            train_X,
+            train_Y,
+            train_Yvar,
+            likelihood,
+            input_transform,
+            outcome_transform,
         )
         kernel = _default_kernel(X.shape[-1], likelihood) if kernel is None else kernel
         model = IterNCGP(kernel.to(X), likelihood.to(X), **model_options).fit(X, y)
@@ -464,11 +489,14 @@ class SparseGAMModel(LatentGPModel):
     ) -> None:
         from bo_ncgp.models import SparseGAM
 
-        _check_data_argument("SparseGAMModel", train_X)
-        likelihood = _default_likelihood() if likelihood is None else likelihood
-        outcome_transform = _outcome_transform(outcome_transform, likelihood)
-        X, y = training_data(
-            "SparseGAMModel", train_X, train_Y, train_Yvar, input_transform, outcome_transform
+        X, y, likelihood, outcome_transform = _data(
+            "SparseGAMModel",
+            train_X,
+            train_Y,
+            train_Yvar,
+            likelihood,
+            input_transform,
+            outcome_transform,
         )
         model = SparseGAM(structure, likelihood, **model_options).to(X)
         super().__init__(

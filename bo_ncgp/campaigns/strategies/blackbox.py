@@ -56,6 +56,7 @@ from bo_ncgp.campaigns.strategies.lunar import (
     DualModelConfig,
     ExactGPReward,
     StreamingDualReward,
+    UnitCubeStrategy,
     _dual,
 )
 from bo_ncgp.exceptions import InputDataError
@@ -160,33 +161,8 @@ class BatchRule:
         return batch.X.detach()
 
 
-class _UnitCube(Strategy):
-    """Shared parts: inputs scaled to the unit cube, values standardised by the initial
-    design's statistics, the fit time of the last acquisition step logged."""
-
-    def setup(self, problem, seed) -> None:
-        super().setup(problem, seed)
-        if problem.bounds is None:
-            raise InputDataError(
-                f"{self.name} needs a problem with bounds, {problem.name} has none"
-            )
-        self.lo = torch.as_tensor(problem.bounds[0], dtype=DTYPE)
-        self.hi = torch.as_tensor(problem.bounds[1], dtype=DTYPE)
-        self.y_mean = self.y_std = None
-        self.fit_seconds: float | None = None
-
-    def _unit(self, X: np.ndarray) -> torch.Tensor:
-        return (torch.as_tensor(X, dtype=DTYPE) - self.lo) / (self.hi - self.lo)
-
-    def _from_unit(self, U: torch.Tensor) -> np.ndarray:
-        return (self.lo + U.detach() * (self.hi - self.lo)).cpu().numpy()
-
-    def _standardise(self, values: np.ndarray) -> torch.Tensor:
-        if self.y_mean is None:  # statistics of the initial design, fixed afterwards
-            v = values[np.isfinite(values)]
-            self.y_mean = float(v.mean()) if v.size else 0.0
-            self.y_std = float(v.std()) if v.size > 1 and v.std() > 0 else 1.0
-        return torch.as_tensor((values - self.y_mean) / self.y_std, dtype=DTYPE)
+class _UnitCube(UnitCubeStrategy):
+    """:class:`UnitCubeStrategy` that also reports the smallest distance inside a batch."""
 
     def report(self, history: History) -> dict[str, float]:
         out: dict[str, float] = {}

@@ -41,6 +41,7 @@ import numpy as np
 import torch
 
 from bo_ncgp.campaigns.strategies.base import History, Strategy
+from bo_ncgp.exceptions import InputDataError
 from bo_ncgp.models import DualSVGP
 from bo_ncgp.problems.base import Evaluation
 
@@ -52,6 +53,7 @@ __all__ = [
     "ExactGPReward",
     "KrigingBelieverBatch",
     "StreamingDualReward",
+    "UnitCubeStrategy",
 ]
 
 DTYPE = torch.float64
@@ -227,7 +229,50 @@ class KrigingBelieverBatch(DualFantasyBatch):
 
 
 # --------------------------------------------------------------------------- strategy
-class ConstrainedBO(Strategy):
+class UnitCubeStrategy(Strategy):
+    """A strategy whose models see the problem's box scaled to the unit cube and values
+    standardised by the initial design's statistics (fixed afterwards); it logs the fit time
+    of its last acquisition step in ``fit_seconds``.
+
+    Example:
+        >>> import numpy as np
+        >>> from types import SimpleNamespace
+        >>> s = UnitCubeStrategy()
+        >>> s.setup(SimpleNamespace(name="box", bounds=np.array([[0.0], [2.0]])), seed=0)
+        >>> s._unit(np.array([[1.0]])).tolist(), s._from_unit(s._unit(np.array([[1.5]]))).tolist()
+        ([[0.5]], [[1.5]])
+        >>> s._standardise(np.array([1.0, 3.0])).tolist()  # mean 2, std 1
+        [-1.0, 1.0]
+    """
+
+    name = "unit-cube"
+
+    def setup(self, problem, seed) -> None:
+        super().setup(problem, seed)
+        if problem.bounds is None:
+            raise InputDataError(
+                f"{self.name} needs a problem with bounds, {problem.name} has none"
+            )
+        self.lo = torch.as_tensor(problem.bounds[0], dtype=DTYPE)
+        self.hi = torch.as_tensor(problem.bounds[1], dtype=DTYPE)
+        self.y_mean = self.y_std = None
+        self.fit_seconds: float | None = None
+
+    def _unit(self, X: np.ndarray) -> torch.Tensor:
+        return (torch.as_tensor(X, dtype=DTYPE) - self.lo) / (self.hi - self.lo)
+
+    def _from_unit(self, U: torch.Tensor) -> np.ndarray:
+        return (self.lo + U.detach() * (self.hi - self.lo)).cpu().numpy()
+
+    def _standardise(self, values: np.ndarray) -> torch.Tensor:
+        if self.y_mean is None:  # statistics of the initial design, fixed afterwards
+            v = values[np.isfinite(values)]
+            self.y_mean = float(v.mean()) if v.size else 0.0
+            self.y_std = float(v.std()) if v.size > 1 and v.std() > 0 else 1.0
+        return torch.as_tensor((values - self.y_mean) / self.y_std, dtype=DTYPE)
+
+
+class ConstrainedBO(UnitCubeStrategy):
     """Reward surrogate x batch rule, with a streaming DualSVGP success classifier.
 
     Args:
@@ -271,25 +316,8 @@ class ConstrainedBO(Strategy):
 
     def setup(self, problem, seed) -> None:
         super().setup(problem, seed)
-        self.lo = torch.as_tensor(problem.bounds[0], dtype=DTYPE)
-        self.hi = torch.as_tensor(problem.bounds[1], dtype=DTYPE)
         self.classifier: DualSVGP | None = None
-        self.y_mean = self.y_std = None
-        self.fit_seconds: float | None = None
         self.reward_model.setup(problem.dim)
-
-    def _unit(self, X: np.ndarray) -> torch.Tensor:
-        return (torch.as_tensor(X, dtype=DTYPE) - self.lo) / (self.hi - self.lo)
-
-    def _from_unit(self, U: torch.Tensor) -> np.ndarray:
-        return (self.lo + U.detach() * (self.hi - self.lo)).cpu().numpy()
-
-    def _standardise(self, values: np.ndarray) -> torch.Tensor:
-        if self.y_mean is None:  # statistics of the initial design, fixed afterwards
-            v = values[np.isfinite(values)]
-            self.y_mean = float(v.mean()) if v.size else 0.0
-            self.y_std = float(v.std()) if v.size > 1 and v.std() > 0 else 1.0
-        return torch.as_tensor((values - self.y_mean) / self.y_std, dtype=DTYPE)
 
     def _incumbent(self, history: History) -> float:
         ok = history.ok
