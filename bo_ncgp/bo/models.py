@@ -127,6 +127,10 @@ class HIPGPModel(LatentGPModel):
     def _predict_options(self) -> dict[str, Any]:
         return {"op": self.op}
 
+    def _condition_options(self) -> dict[str, Any]:
+        # fantasies and conditioned observations are of the posterior's L rho
+        return {"op": self.op}
+
 
 class SparseGAMModel(LatentGPModel):
     """BoTorch ``Model`` around a fitted :class:`~bo_ncgp.models.SparseGAM` (Adam, Durrande

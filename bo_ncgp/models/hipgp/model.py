@@ -32,6 +32,7 @@ from bo_ncgp.linalg.toeplitz import Grid
 from bo_ncgp.models._alias import Alias
 from bo_ncgp.models._checks import check_device, check_inputs, module_device
 from bo_ncgp.models.base import Callback, LatentGP, check_kernel_and_likelihood
+from bo_ncgp.models.hipgp.conditioned import ConditionedHIPGP
 from bo_ncgp.models.hipgp.interdomain import (
     VALUE,
     OpSpec,
@@ -475,6 +476,28 @@ class HIPGP(torch.nn.Module, LatentGP):
         of an observation is ``predict_f(X, op=op)[1] + likelihood.noise``."""
         mean, var = self.predict_f(X, op=op)
         return self.likelihood.predictive_mean(mean, var)
+
+    def condition(
+        self, X: Tensor, Y: Tensor, *, op: OpSpec = None, obs_noise: Tensor | float | None = None
+    ) -> ConditionedHIPGP:
+        """This posterior conditioned on Gaussian observations ``Y (..., n)`` of ``L rho`` at
+        ``X (..., n, D)`` (operator(s) ``op``; noise variances ``obs_noise``, default the
+        Gaussian likelihood's), with the hyperparameters and ``q(eps)`` fixed: exact Gaussian
+        conditioning of the variational posterior GP, jointly over the conditioned and the
+        query points (:class:`~bo_ncgp.models.hipgp.conditioned.ConditionedHIPGP`). Leading
+        dimensions of ``X`` / ``Y`` (fantasies x candidates) become its ``batch_shape``.
+
+        Example:
+            >>> k = gpytorch.kernels.RBFKernel()
+            >>> k.lengthscale = 0.2
+            >>> m = HIPGP(k, Grid([0.0], [1.0], (32,)), likelihood=Gaussian(noise=0.01))
+            >>> _ = m.fit(torch.rand(20, 1), torch.zeros(20))
+            >>> x = torch.tensor([[0.3]])
+            >>> mean, var = m.condition(x, torch.tensor([1.0])).predict_f(x)
+            >>> bool(0 < mean < 1), bool(var < m.predict_f(x)[1])  # pulled up, less uncertain
+            (True, True)
+        """
+        return ConditionedHIPGP.from_model(self, X, Y, op=op, obs_noise=obs_noise)
 
     @torch.no_grad()
     def latent_grid_mean(self) -> Tensor:
