@@ -195,9 +195,7 @@ class ConditionedHIPGP(torch.nn.Module, LatentGP):
         """Whitened rows ``k_x^T`` (Eq. 20) of ``X (..., n, D)``, shape ``(..., n, N)``."""
         base = self.base
         lead, n = X.shape[:-2], X.shape[-2]
-        K = base.whitened_cross_covariance(
-            X.reshape(-1, base.dim), codes.repeat(max(1, lead.numel()))
-        )
+        K = base._rows(X.reshape(-1, base.dim), codes.repeat(max(1, lead.numel())))
         return K.reshape(*lead, n, K.shape[-1])
 
     def _prior(self, X1: Tensor, c1: Tensor, X2: Tensor, c2: Tensor) -> Tensor:

@@ -1,6 +1,8 @@
 """Tests of HIPGP.condition / ConditionedHIPGP: Gaussian conditioning of the HIP-GP posterior
 on new value, derivative and integral observations."""
 
+import copy
+
 import gpytorch
 import pytest
 import torch
@@ -236,3 +238,34 @@ def test_is_a_latent_gp_that_follows_a_refit_of_the_base():
     fresh = m.condition(cond.conditioned_inputs, torch.zeros(2)).predict_f(Xt)[0]
     assert not torch.allclose(before, after)
     torch.testing.assert_close(after, fresh)
+
+
+def test_remembered_rows_serve_predictions_and_conditionings_unchanged():
+    m = _fitted("fft", D=2)
+    pool, other = torch.rand(12, 2), torch.rand(3, 2)
+    with torch.no_grad():
+        ref = m.predict_f(torch.cat([pool[:4], other]), full_cov=True)
+        ref_c = m.condition(pool[:2], torch.ones(2)).predict_f(pool)
+    m.remember_rows(pool)
+    m.last_pcg_iterations = None
+    with torch.no_grad():
+        got = m.predict_f(pool[:4])  # all hits: no PCG solve
+        assert m.last_pcg_iterations is None
+        mixed = m.predict_f(torch.cat([pool[:4], other]), full_cov=True)  # hits and misses
+        got_c = m.condition(pool[:2], torch.ones(2)).predict_f(pool)
+    torch.testing.assert_close(got[0], ref[0][:4])
+    torch.testing.assert_close(mixed[1], ref[1])
+    torch.testing.assert_close(got_c[0], ref_c[0])
+    torch.testing.assert_close(got_c[1], ref_c[1])
+    # gradients in X bypass the cache
+    x = pool[:1].clone().requires_grad_(True)
+    (g,) = torch.autograd.grad(m.predict_f(x)[1].sum(), x)
+    assert float(g.abs().sum()) > 0
+    # new hyperparameters (set through GPyTorch's setter) invalidate it and the whitener
+    m.kernel.base_kernel.lengthscale = 0.2
+    with torch.no_grad():
+        after = m.predict_f(pool[:4])[0]
+    twin = copy.deepcopy(m)
+    twin._row_cache = twin._whitener_cache = None
+    with torch.no_grad():
+        torch.testing.assert_close(after, twin.predict_f(pool[:4])[0])
