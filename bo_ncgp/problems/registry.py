@@ -40,6 +40,14 @@ def _lunar_lander(
     )
 
 
+def _survey(seed: int = 0, **options: Any) -> Problem:
+    """:meth:`MagnetometerSurvey.from_data` (``num_pool``, ``num_test``, ``paths``, ``root``,
+    ``verify``)."""
+    from bo_ncgp.problems.survey import MagnetometerSurvey
+
+    return MagnetometerSurvey.from_data(seed=seed, **options)
+
+
 def _synthetic(seed: int = 0, **options: Any) -> Problem:
     """:class:`TestFunction` (``function``, ``dim``, ``noise_std``, ...)."""
     from bo_ncgp.problems.synthetic import TestFunction
@@ -51,6 +59,7 @@ def _synthetic(seed: int = 0, **options: Any) -> Problem:
 PROBLEMS: dict[str, Callable[..., Problem]] = {
     "hotspots": _hotspots,
     "lunar-lander": _lunar_lander,
+    "survey": _survey,
     "synthetic": _synthetic,
 }
 
