@@ -40,10 +40,11 @@ from bo_ncgp.cli import Command
 from bo_ncgp.cli.argtypes import NONNEGATIVE_INT, POSITIVE_INT, int_at_least
 from bo_ncgp.cli.common import add_verify_argument
 
-__all__ = ["HELP", "QUICK", "SURVEY", "add_arguments", "paired_against", "run"]
+__all__ = ["DEFAULTS", "HELP", "QUICK", "SURVEY", "add_arguments", "paired_against", "run"]
 
 HELP = "magnetometer survey active learning with HIP-GP (where to measure next)"
-#: the ``--quick`` preset
+#: the defaults of the sizes, and the ``--quick`` preset of those not given
+DEFAULTS = {"initial": 20, "steps": 80, "pool": 800, "test": 400, "grid_size": 32}
 QUICK = {"initial": 10, "steps": 3, "pool": 150, "test": 80, "grid_size": 12}
 STRATEGIES = ("hip-variance", "random", "svgp-variance")
 
@@ -66,8 +67,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     Example:
         >>> from bo_ncgp.cli import command_parser
         >>> a = command_parser("survey").parse_args(["--seeds", "3", "--strategy", "random"])
-        >>> a.seeds, a.strategy, a.steps, a.grid_size
-        (3, ['random'], 80, 32)
+        >>> a.seeds, a.strategy, a.steps  # None: not given, DEFAULTS or QUICK apply
+        (3, ['random'], None)
     """
     p = parser
     p.add_argument(
@@ -81,20 +82,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--seeds", type=POSITIVE_INT, default=None, help="seeds from --first-seed (10; quick: 2)"
     )
     p.add_argument("--first-seed", type=NONNEGATIVE_INT, default=0, help="first seed (0)")
-    p.add_argument(
-        "--initial",
-        type=int_at_least(3),
-        default=20,
-        help="initial surveyed locations, where the hyperparameters are learned (20)",
-    )
-    p.add_argument("--steps", type=POSITIVE_INT, default=80, help="surveys chosen per seed (80)")
-    p.add_argument("--pool", type=POSITIVE_INT, default=800, help="candidate locations (800)")
-    p.add_argument("--test", type=POSITIVE_INT, default=400, help="held-out test readings (400)")
+    sizes = (
+        ("--initial", "initial", int_at_least(3), "initial surveyed locations, where the "
+         "hyperparameters are learned"),
+        ("--steps", "steps", POSITIVE_INT, "surveys chosen per seed"),
+        ("--pool", "pool", POSITIVE_INT, "candidate locations"),
+        ("--test", "test", POSITIVE_INT, "held-out test readings"),
+        ("--grid-size", "grid_size", int_at_least(4), "grid points per axis"),
+    )  # fmt: skip
+    for flag, dest, kind, text in sizes:
+        p.add_argument(
+            flag,
+            dest=dest,
+            type=kind,
+            default=None,
+            help=f"{text} ({DEFAULTS[dest]}; quick: {QUICK[dest]})",
+        )
     p.add_argument(
         "--paths", type=_paths, default=tuple(range(1, 10)), help="robot paths used (1,...,9)"
-    )
-    p.add_argument(
-        "--grid-size", type=int_at_least(4), default=32, help="grid points per axis (32)"
     )
     p.add_argument("--data-root", default=None, help="data root (default $BO_NCGP_DATA)")
     add_verify_argument(p)
@@ -104,8 +109,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--quick",
         action="store_true",
-        help="tiny preset (2 seeds unless --seeds, 10 initial locations, 3 steps, a pool of "
-        "150, 80 test readings, a 12 x 12 grid)",
+        help="tiny preset of the sizes not given (2 seeds unless --seeds, 10 initial "
+        "locations, 3 steps, a pool of 150, 80 test readings, a 12 x 12 grid)",
     )
     p.add_argument("--summary-only", action="store_true", help="only summarise OUT")
     p.add_argument("--no-plot", action="store_true", help="write summary.json only")
@@ -188,9 +193,9 @@ def run(args: argparse.Namespace) -> int:
     from bo_ncgp.exceptions import StateError, StorageError
     from bo_ncgp.problems.survey import METRIC_LABELS, METRICS, MagnetometerSurvey
 
-    if args.quick:
-        for key, val in QUICK.items():
-            setattr(args, key, val)
+    for key, val in DEFAULTS.items():
+        if getattr(args, key) is None:
+            setattr(args, key, QUICK[key] if args.quick else val)
     if args.seeds is None:
         args.seeds = 2 if args.quick else 10
     strategies = args.strategy or list(STRATEGIES)

@@ -236,8 +236,14 @@ class ConditionedHIPGP(torch.nn.Module, LatentGP):
         K = self._rows(X, c)
         m = q.mean.to(K)
         G = self._minus_S(K)
-        Scc = self._prior(X, c, X, c) - K @ G.mT
-        Scc = 0.5 * (Scc + Scc.mT) + torch.diag_embed(self._noise.to(Scc))
+        Kcc = self._prior(X, c, X, c)
+        Scc = Kcc - K @ G.mT
+        # the variances as HIPGP.predict_f gives them: the Nystrom deficit k** - k^T k
+        # clamped at 0 (an approximate R R^T = K_uu, e.g. a clamped circulant embedding, can
+        # make it negative; a no-op otherwise)
+        deficit = Kcc.diagonal(dim1=-2, dim2=-1) - (K * K).sum(-1)
+        lift = (-deficit).clamp_min(0)
+        Scc = 0.5 * (Scc + Scc.mT) + torch.diag_embed(lift + self._noise.to(Scc))
         L = stable_cholesky(Scc, name="HIP-GP conditioned covariance")
         r = (self._y - K @ m).unsqueeze(-1)
         lead = torch.broadcast_shapes(L.shape[:-2], r.shape[:-2])

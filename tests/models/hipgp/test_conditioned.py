@@ -269,3 +269,22 @@ def test_remembered_rows_serve_predictions_and_conditionings_unchanged():
     twin._row_cache = twin._whitener_cache = None
     with torch.no_grad():
         torch.testing.assert_close(after, twin.predict_f(pool[:4])[0])
+
+
+def test_conditioning_where_the_circulant_embedding_is_clamped():
+    """A lengthscale long against the grid clamps the embedding (R R^T != K_uu), so the
+    Nystrom deficit k** - k^T k is negative near the edge; the conditioned covariance uses the
+    clamped variances of predict_f and stays positive definite."""
+    k = gpytorch.kernels.RBFKernel()
+    k.lengthscale = 1.5
+    with pytest.warns(Warning, match="clamped"):
+        m = HIPGP(k, Grid([0.0], [1.0], (8,)), likelihood=Gaussian(1e-3), variational="full")
+        X = torch.linspace(0, 1, 20).unsqueeze(-1)
+        m.fit(X, torch.sin(3 * X[:, 0]))
+    x = torch.zeros(1, 1)
+    with torch.no_grad():
+        K = m.whitened_cross_covariance(x, torch.zeros(1, dtype=torch.long))
+        assert float(1.0 - (K * K).sum()) < -1e-2  # the deficit is negative here
+        _, var0 = m.predict_f(x)
+        mean, var = m.condition(x, torch.tensor([0.5])).predict_f(x)
+    assert bool(torch.isfinite(mean).all()) and 0 <= float(var) <= float(var0)
