@@ -39,14 +39,14 @@ Example:
 
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
 
-from bo_ncgp.exceptions import InputDataError, UnsupportedError
+from bo_ncgp.exceptions import InputDataError, NumericalWarning, UnsupportedError
 from bo_ncgp.likelihoods import Gaussian
-from bo_ncgp.linalg import stable_cholesky
 from bo_ncgp.models._alias import Alias
 from bo_ncgp.models._checks import check_device
 from bo_ncgp.models.base import LatentGP
@@ -222,11 +222,12 @@ class ConditionedHIPGP(torch.nn.Module, LatentGP):
         KS = q.from_blocks(torch.cholesky_solve(Kb, q.prec_chol).permute(2, 0, 1))
         return (Kf - KS).reshape(*lead, K.shape[-1])
 
-    def _factors(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        """``(G, L, alpha, m)``: ``G = K_c (I - S)`` ``(*bx, n, N)``, the Cholesky factor
-        ``L`` of ``Sigma_cc + diag(noise)`` ``(*bx, n, n)``, ``alpha = (Sigma_cc +
-        diag(noise))^{-1} (y - mu_c)`` ``(*b, n)`` and ``m = E[eps]``; cached until the
-        base model's hyperparameters or ``q`` change."""
+    def _factors(self) -> tuple:
+        """``(G, L, F, alpha, m)``: ``G = K_c (I - S)`` ``(*bx, n, N)``; the Cholesky factor
+        ``L`` of ``A = Sigma_cc + diag(noise)`` ``(*bx, n, n)``, or, where ``A`` has none
+        (:func:`_positive_root`), ``L = None`` and ``F`` with ``F^T F`` the inverse of ``A``
+        on its positive eigendirections; ``alpha = A^{-1} (y - mu_c)`` ``(*b, n)`` and
+        ``m = E[eps]``; cached until the base model's hyperparameters or ``q`` change."""
         base, q = self.base, self.base.q
         grad = torch.is_grad_enabled()
         key = (base._state_key(), q.theta1._version, q.prec_chol._version)
@@ -243,14 +244,24 @@ class ConditionedHIPGP(torch.nn.Module, LatentGP):
         # make it negative; a no-op otherwise)
         deficit = Kcc.diagonal(dim1=-2, dim2=-1) - (K * K).sum(-1)
         lift = (-deficit).clamp_min(0)
-        Scc = 0.5 * (Scc + Scc.mT) + torch.diag_embed(lift + self._noise.to(Scc))
-        L = stable_cholesky(Scc, name="HIP-GP conditioned covariance")
+        Scc = 0.5 * (Scc + Scc.mT) + torch.diag_embed(lift)
+        noise = self._noise.to(Scc)
+        A = Scc + torch.diag_embed(noise).expand_as(Scc)
+        L, info = torch.linalg.cholesky_ex(A)
+        if bool((info > 0).any()) or not bool(torch.isfinite(L).all()):
+            F, L = _positive_root(A, 0.5 * float(noise.min())), None  # rows: kept directions
+        else:
+            F = None
         r = (self._y - K @ m).unsqueeze(-1)
-        lead = torch.broadcast_shapes(L.shape[:-2], r.shape[:-2])
-        Lb = L.expand(*lead, -1, -1)
-        z = torch.linalg.solve_triangular(Lb, r.expand(*lead, -1, -1), upper=False)
-        alpha = torch.linalg.solve_triangular(Lb.mT, z, upper=True).squeeze(-1)
-        factors = (G, L, alpha, m)
+        z = _half_solve(L, F, r)
+        lead = z.shape[:-2]
+        W = L if F is None else F
+        alpha = (
+            torch.linalg.solve_triangular(W.expand(*lead, -1, -1).mT, z, upper=True)
+            if F is None
+            else W.expand(*lead, -1, -1).mT @ z
+        ).squeeze(-1)
+        factors = (G, L, F, alpha, m)
         self._cache = (key, grad, factors)
         return factors
 
@@ -269,13 +280,10 @@ class ConditionedHIPGP(torch.nn.Module, LatentGP):
         X = base._check_X(X)
         n = X.shape[-2]
         codes = as_op_codes(op, n, base.dim, X.device)
-        G, L, alpha, m = self._factors()
+        G, L, F, alpha, m = self._factors()
         K = self._rows(X, codes)  # (*bq, q, N)
         Sqc = self._prior(X, codes, self._X, self._codes) - K @ G.mT  # (*b1, q, n)
-        lead = torch.broadcast_shapes(Sqc.shape[:-2], L.shape[:-2])
-        V = torch.linalg.solve_triangular(
-            L.expand(*lead, -1, -1), Sqc.mT.expand(*lead, -1, -1), upper=False
-        )  # (*b1, n, q)
+        V = _half_solve(L, F, Sqc.mT)  # (*b1, n, q): L^{-1} Sigma_cq, or F Sigma_cq
         mean = K @ m
         mean = mean + (Sqc @ alpha.unsqueeze(-1)).squeeze(-1)
         batch = mean.shape[:-1]
@@ -300,6 +308,43 @@ class ConditionedHIPGP(torch.nn.Module, LatentGP):
     ) -> ConditionedHIPGP:
         """This model conditioned further on ``(X, Y)`` (see :meth:`from_model`)."""
         return type(self).from_model(self, X, Y, op=op, obs_noise=obs_noise)
+
+
+def _half_solve(L: Tensor | None, F: Tensor | None, B: Tensor) -> Tensor:
+    """``L^{-1} B`` (``L`` lower triangular) or ``F B``, broadcast over batch dimensions."""
+    W = L if L is not None else F
+    lead = torch.broadcast_shapes(W.shape[:-2], B.shape[:-2])
+    W, B = W.expand(*lead, -1, -1), B.expand(*lead, -1, -1)
+    return torch.linalg.solve_triangular(W, B, upper=False) if L is not None else W @ B
+
+
+def _positive_root(A: Tensor, floor: float) -> Tensor:
+    """``F (..., n, n)`` with ``F^T F = sum_k u_k u_k^T / lambda_k`` over the eigenpairs of
+    ``A`` with ``lambda_k > floor`` (the other rows of ``F`` are zero), with one
+    :class:`~bo_ncgp.exceptions.NumericalWarning` naming the smallest eigenvalue.
+
+    HIP-GP's posterior covariance ``k** - k^T (I - S) k`` is a covariance only where
+    ``R R^T = K_uu`` holds; a clamped circulant embedding or inexact PCG solves can leave it
+    indefinite, so that with small observation noise ``A = Sigma_cc + diag(noise)`` has no
+    Cholesky factor. For a positive semi-definite ``Sigma_cc`` every eigenvalue of ``A`` is at
+    least the smallest noise variance, so with ``floor`` half of it only the directions that
+    the approximation got wrong are dropped: the observations are conditioned on along the
+    others (the conditioned variances stay below the unconditioned ones and the mean moves at
+    most by the residual there).
+    """
+    evals, evecs = torch.linalg.eigh(A)
+    keep = evals > floor
+    warnings.warn(
+        "HIPGP.condition: the posterior covariance of the conditioned points is indefinite "
+        f"(smallest eigenvalue of covariance + noise {float(evals.detach().min()):.3g}; an "
+        "approximate circulant embedding or inexact PCG solves); "
+        f"{int((~keep).sum())} eigendirection(s) are left unconditioned -- a larger "
+        "embedding_factor or a tighter pcg_tol avoids this",
+        NumericalWarning,
+        stacklevel=5,
+    )
+    scale = torch.where(keep, evals.clamp_min(floor).rsqrt(), torch.zeros_like(evals))
+    return scale.unsqueeze(-1) * evecs.mT
 
 
 def _noise(base: HIPGP, obs_noise: Tensor | float | None, n: int, like: Tensor) -> Tensor:

@@ -7,7 +7,7 @@ import gpytorch
 import pytest
 import torch
 
-from bo_ncgp.exceptions import InputDataError, UnsupportedError
+from bo_ncgp.exceptions import InputDataError, NumericalWarning, UnsupportedError
 from bo_ncgp.likelihoods import Bernoulli, Gaussian
 from bo_ncgp.models.hipgp import HIPGP, ConditionedHIPGP, Grid
 from bo_ncgp.models.hipgp.interdomain import as_op_codes, transformed_covariance
@@ -288,3 +288,24 @@ def test_conditioning_where_the_circulant_embedding_is_clamped():
         _, var0 = m.predict_f(x)
         mean, var = m.condition(x, torch.tensor([0.5])).predict_f(x)
     assert bool(torch.isfinite(mean).all()) and 0 <= float(var) <= float(var0)
+
+
+def test_an_indefinite_approximate_covariance_is_repaired_with_a_warning():
+    """Many conditioned points and small noise where the embedding is clamped: the HIP-GP
+    covariance of the conditioned points is indefinite; the directions it gets wrong are left
+    unconditioned (NumericalWarning) instead of failing."""
+    k = gpytorch.kernels.RBFKernel()
+    k.lengthscale = 1.5
+    with pytest.warns(Warning, match="clamped"):
+        m = HIPGP(k, Grid([0.0], [1.0], (8,)), likelihood=Gaussian(1e-3), variational="full")
+        X = torch.linspace(0, 1, 20).unsqueeze(-1)
+        m.fit(X, torch.sin(3 * X[:, 0]))
+    Xc = torch.linspace(-0.1, 1.1, 12).unsqueeze(-1)
+    Yc = torch.zeros(12)
+    with torch.no_grad():
+        mu, var0 = m.predict_f(Xc)
+        with pytest.warns(NumericalWarning, match="indefinite.*left unconditioned"):
+            mean, var = m.condition(Xc, Yc, obs_noise=1e-4).predict_f(Xc)
+    # along the kept directions the mean moves by at most the residual
+    assert float((mean - mu).norm()) <= float((Yc - mu).norm()) + 1e-8
+    assert bool((var >= 0).all()) and bool((var <= var0 + 1e-12).all())
