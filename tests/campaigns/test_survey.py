@@ -6,6 +6,7 @@ import tempfile
 
 import numpy as np
 import pytest
+import torch
 
 from bo_ncgp.campaigns import Campaign
 from bo_ncgp.campaigns.strategies.registry import build_strategy, strategy_names
@@ -142,3 +143,21 @@ def test_cli_help_lists_the_defaults(capsys):
     text = capsys.readouterr().out
     for piece in ("--quick", "--seeds", "--steps", "(80; quick: 3)", "(results/survey)"):
         assert piece in text
+
+
+def test_hipgp_field_doubles_the_embedding_factor_for_a_long_lengthscale():
+    import gpytorch
+
+    from bo_ncgp.models.hipgp import Grid
+
+    grid = Grid([0.0, 0.0], [1.0, 1.0], (8, 8), dtype=torch.float64)
+    X, y = torch.rand(6, 2, dtype=torch.float64), torch.zeros(6, dtype=torch.float64)
+    factors = []
+    for ls in (0.1, 0.6):
+        k = gpytorch.kernels.ScaleKernel(gpytorch.kernels.MaternKernel(nu=2.5)).double()
+        k.base_kernel.lengthscale = ls
+        field = HIPGPField(FieldModelConfig(grid_size=8, natgrad_epochs=1))
+        field.start(X, y, k, 0.01, grid, X)
+        factors.append(field.embedding_factor)
+        assert field.base.embedding_factor == field.embedding_factor
+    assert factors == [2, 4]

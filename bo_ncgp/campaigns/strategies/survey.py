@@ -33,6 +33,7 @@ mean (:meth:`~bo_ncgp.problems.survey.MagnetometerSurvey.metrics`) and the step'
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -41,7 +42,7 @@ import torch
 from torch import Tensor
 
 from bo_ncgp.campaigns.strategies.base import History, Strategy
-from bo_ncgp.exceptions import InputDataError
+from bo_ncgp.exceptions import InputDataError, NumericalWarning
 from bo_ncgp.problems.base import Evaluation
 
 __all__ = [
@@ -68,7 +69,9 @@ class FieldModelConfig:
         natgrad_epochs: full-batch natural-gradient epochs of HIP-GP's block ``q`` on the
             initial design.
         block: block size per axis of HIP-GP's ``q`` (Eq. 23).
-        embedding_factor: circulant embedding factor of HIP-GP's FFT whitening.
+        embedding_factor: circulant embedding factor of HIP-GP's FFT whitening; doubled
+            when the embedding of the learned kernel is not positive semi-definite (a
+            lengthscale long against the grid).
         pcg_tol: relative tolerance of HIP-GP's PCG solves.
 
     Example:
@@ -142,7 +145,7 @@ class _FieldModel:
         self.config = config
         self.base = None
 
-    def _build(self, kernel, noise: float, grid) -> Any:
+    def _build(self, kernel, noise: float, grid, factor: int | None = None) -> Any:
         from bo_ncgp.likelihoods import Gaussian
         from bo_ncgp.models import HIPGP
 
@@ -154,7 +157,7 @@ class _FieldModel:
             whitening=self.whitening,
             variational=self.variational,
             block_shape=(int(c.block),) * grid.dim if self.variational == "block" else None,
-            embedding_factor=int(c.embedding_factor),
+            embedding_factor=int(c.embedding_factor if factor is None else factor),
             pcg_tol=float(c.pcg_tol),
         )
 
@@ -175,12 +178,32 @@ class HIPGPField(_FieldModel):
 
     def start(self, X: Tensor, y: Tensor, kernel, noise: float, grid, known: Tensor) -> None:
         """Fit ``q`` on the initial design; remember the rows of the ``known`` locations."""
-        self.base = self._build(kernel, noise, grid)
+        self.base = self._embedded(kernel, noise, grid)
         with torch.no_grad():
             self.base.fit(X, y, num_epochs=int(self.config.natgrad_epochs))
         self.base.remember_rows(known)
         self.model = self.base
         self.X_new, self.y_new = X[:0], y[:0]
+
+    def _embedded(self, kernel, noise: float, grid) -> Any:
+        """The HIP-GP with the smallest embedding factor of ``embedding_factor``,
+        ``2 embedding_factor`` whose circulant embedding of the learned kernel is positive
+        semi-definite (negative eigenvalues beyond 1e-6 of the spectral mass make ``R R^T``
+        differ from ``K_uu`` and the posterior covariance indefinite); the larger one, with
+        its warning, if neither is."""
+        first = int(self.config.embedding_factor)
+        for factor in (first, 2 * first):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", NumericalWarning)
+                model = self._build(kernel, noise, grid, factor)
+                with torch.no_grad():
+                    fraction = model.whitener().embedding.clamped_fraction
+            if fraction <= 1e-6:
+                break
+        if fraction > 1e-6:
+            model = self._build(kernel, noise, grid, 2 * first)  # warns
+        self.embedding_factor = factor
+        return model
 
     def add(self, X: Tensor, y: Tensor) -> None:
         """Condition the initial fit on every survey since (no refit)."""
