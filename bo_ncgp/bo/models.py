@@ -420,6 +420,10 @@ class HIPGPModel(LatentGPModel):
     def _predict_options(self) -> dict[str, Any]:
         return {"op": self.op}
 
+    def _condition_options(self) -> dict[str, Any]:
+        # fantasies and conditioned observations are of the posterior's L rho
+        return {"op": self.op}
+
 
 @contextlib.contextmanager
 def _pcg_tolerance(model: Module, tol: float | None) -> Iterator[None]:

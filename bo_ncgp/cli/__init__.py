@@ -49,6 +49,7 @@ COMMANDS: dict[str, str] = {
     "hotspots": "bo_ncgp.cli.hotspots:HOTSPOTS",
     "lunar-lander": "bo_ncgp.cli.lunar_lander:LUNAR_LANDER",
     "plot": "bo_ncgp.cli.results:PLOT",
+    "survey": "bo_ncgp.cli.survey:SURVEY",
 }
 #: entry-point group through which installed experiment packages add commands
 ENTRY_POINT_GROUP = "bo_ncgp.commands"

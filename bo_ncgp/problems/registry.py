@@ -47,6 +47,14 @@ def _lunar_lander(
     )
 
 
+def _survey(seed: int = 0, **options: Any) -> Problem:
+    """:meth:`MagnetometerSurvey.from_data` (``num_pool``, ``num_test``, ``paths``, ``root``,
+    ``verify``)."""
+    from bo_ncgp.problems.survey import MagnetometerSurvey
+
+    return MagnetometerSurvey.from_data(seed=seed, **options)
+
+
 def _synthetic(seed: int = 0, **options: Any) -> Problem:
     """:class:`TestFunction` (``function``, ``dim``, ``noise_std``, ...)."""
     from bo_ncgp.problems.synthetic import TestFunction
@@ -81,6 +89,7 @@ PROBLEMS: dict[str, Callable[..., Problem]] = {
     "hotspots": _hotspots,
     "lunar-lander": _lunar_lander,
     "lunar-lander-wind": functools.partial(_lunar_lander, enable_wind=True),
+    "survey": _survey,
     "synthetic": _synthetic,
     # bo-ncgp bench: BoTorch test functions on the unit cube (bo_ncgp.problems.benchmarks)
     "branin": _unit_cube("branin"),

@@ -3,8 +3,14 @@
 import gpytorch
 import pytest
 import torch
-from botorch.acquisition import ExpectedImprovement, qUpperConfidenceBound
+from botorch.acquisition import (
+    ExpectedImprovement,
+    qKnowledgeGradient,
+    qNegIntegratedPosteriorVariance,
+    qUpperConfidenceBound,
+)
 from botorch.optim import optimize_acqf
+from botorch.sampling import SobolQMCNormalSampler
 
 from bo_ncgp.bo import HIPGPModel
 from bo_ncgp.likelihoods import Gaussian
@@ -129,3 +135,39 @@ def test_hipgp_adapter_is_built_from_data_and_fitted_by_fit_gpytorch_mll():
     fit_gpytorch_mll(LatentGPMarginalLogLikelihood(model.likelihood, model))
     assert not torch.equal(k.lengthscale, before)  # hyperparameters learned
     assert model.posterior(X[:3]).mean.shape == (3, 1)
+
+
+def test_condition_on_observations_and_fantasize_condition_the_hipgp(hip):
+    model = HIPGPModel.from_model(hip)
+    Xc, Yc = torch.rand(2, 2), torch.randn(2, 1)
+    cond = model.condition_on_observations(Xc, Yc)
+    Xt = torch.rand(3, 2)
+    ref = hip.condition(Xc, Yc[:, 0]).predict_f(Xt, full_cov=True)
+    post = cond.posterior(Xt)
+    torch.testing.assert_close(post.mean[..., 0], ref[0])
+    torch.testing.assert_close(post.distribution.covariance_matrix, ref[1], atol=1e-9, rtol=0)
+    # derivative observations through an adapter whose posterior is the derivative
+    deriv = HIPGPModel.from_model(hip, op=("derivative", 1)).condition_on_observations(Xc, Yc)
+    ref_d = hip.condition(Xc, Yc[:, 0], op=("derivative", 1)).predict_f(Xt, op=("derivative", 1))
+    torch.testing.assert_close(deriv.posterior(Xt).mean[..., 0], ref_d[0])
+    fant = model.fantasize(torch.rand(4, 1, 2), SobolQMCNormalSampler(torch.Size([3])))
+    assert fant.batch_shape == (3, 4)
+    assert fant.posterior(torch.rand(4, 5, 2)).mean.shape == (3, 4, 5, 1)
+
+
+def test_qnipv_and_qkg_run_with_hipgp(hip):
+    model = HIPGPModel.from_model(hip)
+    bounds = torch.tensor([[0.0, 0.0], [1.0, 1.0]])
+    nipv = qNegIntegratedPosteriorVariance(model, mc_points=torch.rand(32, 2))
+    cand, val = optimize_acqf(
+        nipv, bounds, q=1, num_restarts=2, raw_samples=8, options={"maxiter": 5}
+    )
+    assert cand.shape == (1, 2) and bool(torch.isfinite(val))
+    # observing at the candidate lowers the integrated variance below observing nowhere new
+    before = -hip.predict_f(nipv.mc_points)[1].mean()
+    assert float(val) > float(before)
+    kg = qKnowledgeGradient(model, num_fantasies=4)
+    X = torch.rand(2, 1 + 4, 2, requires_grad=True)  # q = 1 plus 4 fantasy solutions
+    out = kg(X)
+    (g,) = torch.autograd.grad(out.sum(), X)
+    assert out.shape == (2,) and bool(torch.isfinite(g).all()) and float(g.abs().sum()) > 0

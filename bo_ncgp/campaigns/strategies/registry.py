@@ -18,6 +18,7 @@ from bo_ncgp.campaigns.strategies import blackbox as bb
 from bo_ncgp.campaigns.strategies import hotspot_models as hm
 from bo_ncgp.campaigns.strategies import hotspots as hs
 from bo_ncgp.campaigns.strategies import lunar as ll
+from bo_ncgp.campaigns.strategies import survey as sv
 from bo_ncgp.campaigns.strategies.base import RandomSearch, Strategy
 from bo_ncgp.exceptions import InputDataError
 
@@ -180,6 +181,15 @@ def _label_gp(batch: ll.BatchConfig) -> Strategy:
     return bb.LabelGPConstrainedBO("botorch-labels", ll.DualModelConfig(), ll.ExactGPReward(), rule)
 
 
+def _survey(name: str, field: type, acquisition: type, text: str) -> StrategySpec:
+    """``field model x acquisition`` on the magnetometer survey."""
+
+    def build(config: sv.FieldModelConfig) -> Strategy:
+        return sv.SurveyStrategy(name, field(config), acquisition())
+
+    return StrategySpec("survey", name, text, (sv.FieldModelConfig,), build)
+
+
 _CHANG = " (Chang et al.'s Fig. 4 loop)"
 _ONE = ", meant for batches of one (--batch-size 1)"
 _SVGP_LABEL = hs.RefittedSVGP.label
@@ -196,6 +206,11 @@ STRATEGIES: dict[tuple[str, str], StrategySpec] = {
         _lunar("sequential", _DUAL_REWARD, _DUAL_BATCH, _ONE),
         _lunar("kriging-believer", _EXACT_REWARD, _BELIEVER_BATCH),
         StrategySpec("lunar-lander", "random", "uniformly random points", (), RandomSearch),
+        _survey("hip-variance", sv.HIPGPField, sv.MaxVariance, "conditioned HIP-GP x max variance"),
+        _survey(
+            "random", sv.HIPGPField, sv.RandomLocation, "conditioned HIP-GP x random locations"
+        ),
+        _survey("svgp-variance", sv.SVGPField, sv.MaxVariance, "refitted SVGP x max variance"),
         StrategySpec("synthetic", "random", "uniformly random points", (), RandomSearch),
         *_blackbox("continuous"),
         *_blackbox("counts"),

@@ -358,24 +358,26 @@ def transformed_variance(
 
 
 def _functionals(X: Tensor, codes: Tensor, num_quad: int):
-    """Expand observations into weighted point functionals (point, weight, deriv, owner)."""
+    """Expand observations ``X (..., n, D)`` into weighted point functionals: points
+    ``(..., P, D)``, weights ``(..., P)``, derivative dimensions ``(P,)`` and owners ``(P,)``."""
     t, w = _gauss_legendre(num_quad, X)
+    lead = X.shape[:-2]
     pts, wts, der, own = [], [], [], []
-    n = X.shape[0]
+    n = X.shape[-2]
     ar = torch.arange(n, device=X.device)
     pt = codes >= 0
-    pts.append(X[pt])
-    wts.append(X.new_ones(int(pt.sum())))
+    pts.append(X[..., pt, :])
+    wts.append(X.new_ones(*lead, int(pt.sum())))
     der.append(codes[pt] - 1)
     own.append(ar[pt])
     ints = codes == INTEGRAL
     if bool(ints.any()):
-        Xi = X[ints]
-        pts.append((t.view(-1, 1, 1) * Xi.unsqueeze(0)).reshape(-1, X.shape[-1]))
-        wts.append((w.view(-1, 1) * Xi.norm(dim=-1).view(1, -1)).reshape(-1))
-        der.append(torch.full((num_quad * Xi.shape[0],), -1, device=X.device))
+        Xi = X[..., ints, :]
+        pts.append((t.view(-1, 1, 1) * Xi.unsqueeze(-3)).reshape(*lead, -1, X.shape[-1]))
+        wts.append((w.view(-1, 1) * Xi.norm(dim=-1).unsqueeze(-2)).reshape(*lead, -1))
+        der.append(torch.full((num_quad * Xi.shape[-2],), -1, device=X.device))
         own.append(ar[ints].repeat(num_quad))
-    return torch.cat(pts), torch.cat(wts), torch.cat(der), torch.cat(own)
+    return torch.cat(pts, -2), torch.cat(wts, -1), torch.cat(der), torch.cat(own)
 
 
 def transformed_covariance(
@@ -386,10 +388,13 @@ def transformed_covariance(
     codes2: Tensor | None = None,
     num_quad: int = 64,
 ) -> Tensor:
-    """Dense ``Cov(L_i rho(X1_i), L_j rho(X2_j))``, shape ``(n1, n2)``: every operator is
+    """Dense ``Cov(L_i rho(X1_i), L_j rho(X2_j))``, shape ``(..., n1, n2)``: every operator is
     expanded into weighted point functionals (line integrals by ``num_quad``-point
     Gauss-Legendre quadrature) and the derivative kernels are evaluated in closed form.
     ``O(n1 n2 num_quad^2)`` -- a reference for small problems, not a scalable method.
+
+    ``X1 (..., n1, D)`` and ``X2 (..., n2, D)`` may carry leading batch dimensions (they
+    broadcast); the codes ``(n1,)``, ``(n2,)`` are shared by the batch.
 
     Example:
         >>> k = gpytorch.kernels.RBFKernel()
@@ -397,6 +402,11 @@ def transformed_covariance(
         >>> c = torch.tensor([0, 1, -1])
         >>> transformed_covariance(k, X, c).shape
         torch.Size([3, 3])
+        >>> Xb = torch.rand(4, 2, 1)  # a batch of 4 pairs against the 3 points
+        >>> c2 = torch.tensor([1, 0])  # a derivative and a value
+        >>> K = transformed_covariance(k, Xb, c2, X, c)
+        >>> K.shape, bool(torch.allclose(K[2], transformed_covariance(k, Xb[2], c2, X, c)))
+        (torch.Size([4, 2, 3]), True)
     """
     if X2 is None:
         X2, codes2 = X1, codes1
@@ -408,8 +418,9 @@ def transformed_covariance(
     tau = p1.unsqueeze(-2) - p2.unsqueeze(-3)
     K = kernel_derivative_pairs(profile, tau, d1.unsqueeze(-1), d2.unsqueeze(-2))
     K = K * w1.unsqueeze(-1) * w2.unsqueeze(-2)
-    A1 = torch.zeros(X1.shape[0], p1.shape[0], dtype=X1.dtype, device=X1.device)
-    A1[o1, torch.arange(p1.shape[0], device=X1.device)] = 1.0
-    A2 = torch.zeros(X2.shape[0], p2.shape[0], dtype=X1.dtype, device=X1.device)
-    A2[o2, torch.arange(p2.shape[0], device=X1.device)] = 1.0
+    n1, n2 = X1.shape[-2], X2.shape[-2]
+    A1 = torch.zeros(n1, p1.shape[-2], dtype=X1.dtype, device=X1.device)
+    A1[o1, torch.arange(p1.shape[-2], device=X1.device)] = 1.0
+    A2 = torch.zeros(n2, p2.shape[-2], dtype=X1.dtype, device=X1.device)
+    A2[o2, torch.arange(p2.shape[-2], device=X1.device)] = 1.0
     return A1 @ K @ A2.mT

@@ -32,6 +32,7 @@ from bo_ncgp.linalg.toeplitz import Grid
 from bo_ncgp.models._alias import Alias
 from bo_ncgp.models._checks import check_device, check_inputs, module_device
 from bo_ncgp.models.base import Callback, LatentGP, check_kernel_and_likelihood
+from bo_ncgp.models.hipgp.conditioned import ConditionedHIPGP
 from bo_ncgp.models.hipgp.interdomain import (
     VALUE,
     OpSpec,
@@ -145,6 +146,7 @@ class HIPGP(torch.nn.Module, LatentGP):
             self.whitened_shape, block_shape, dtype=grid.lower.dtype, device=grid.lower.device
         )
         self._whitener_cache: tuple | None = None
+        self._row_cache: tuple | None = None
         self._Z: Tensor | None = None
         self.last_pcg_iterations: int | None = None
         self._last_pcg_solution: Tensor | None = None
@@ -166,7 +168,7 @@ class HIPGP(torch.nn.Module, LatentGP):
         grid = copy.copy(self.grid)
         grid.lower, grid.upper = fn(self.grid.lower), fn(self.grid.upper)
         self.grid, self._Z, self._whitener_cache = grid, None, None
-        self._last_pcg_solution = None
+        self._last_pcg_solution = self._row_cache = None
         return out
 
     # ----------------------------------------------------------------- pieces
@@ -182,7 +184,12 @@ class HIPGP(torch.nn.Module, LatentGP):
         return self._Z
 
     def _state_key(self) -> tuple:
-        return tuple((id(p), p._version) for p in self.kernel.parameters())
+        # the values too: GPyTorch's setters (``kernel.lengthscale = ...``) write through
+        # ``.data``, which leaves the version counter unchanged
+        return tuple(
+            (id(p), p._version, p.detach().cpu().numpy().tobytes())
+            for p in self.kernel.parameters()
+        )
 
     def whitener(self) -> FFTWhitener | CholeskyWhitener:
         """The whitening operator for the current hyperparameters, cached until they change.
@@ -252,6 +259,64 @@ class HIPGP(torch.nn.Module, LatentGP):
         if w.last_result is not None:
             self.last_pcg_iterations = int(w.last_result.iterations)
         return K
+
+    @torch.no_grad()
+    def remember_rows(self, X: Tensor, op: OpSpec = None) -> None:
+        """Whiten the rows ``k_n^T`` (Eq. 20) of the fixed points ``X (n, D)`` once and serve
+        them to later predictions and conditionings at these points (with the same
+        operators) while the hyperparameters stay as they are (a pool of candidates and a
+        test set in active learning: one PCG solve per point instead of one per query).
+
+        The cache is bypassed where gradients are needed (inputs that require grad, or
+        grad mode with trainable hyperparameters) and replaced by the next call.
+
+        Example:
+            >>> k = gpytorch.kernels.RBFKernel()
+            >>> k.lengthscale = 0.2
+            >>> m = HIPGP(k, Grid([0.0], [1.0], (32,)), likelihood=Gaussian(noise=0.01))
+            >>> pool = torch.rand(50, 1)
+            >>> m.remember_rows(pool)
+            >>> m.last_pcg_iterations = None
+            >>> with torch.no_grad():
+            ...     mean, var = m.predict_f(pool[:5])  # served from the cache
+            >>> m.last_pcg_iterations is None  # no PCG solve ran
+            True
+        """
+        X = self._check_X(X, matrix=True)
+        codes = as_op_codes(op, X.shape[0], self.dim, X.device)
+        rows = self.whitened_cross_covariance(X, codes).detach()
+        keys = X.detach().cpu().numpy()
+        lookup = {
+            (int(c), x.tobytes()): i
+            for i, (x, c) in enumerate(zip(keys, codes.tolist(), strict=True))
+        }
+        self._row_cache = (self._state_key(), lookup, rows)
+
+    def _rows(self, X: Tensor, codes: Tensor) -> Tensor:
+        """:meth:`whitened_cross_covariance` of ``X (n, D)``, rows remembered by
+        :meth:`remember_rows` taken from its cache where it may serve them."""
+        cache = self._row_cache
+        if (
+            cache is None
+            or cache[0] != self._state_key()
+            or X.requires_grad
+            or (torch.is_grad_enabled() and any(p.requires_grad for p in self.parameters()))
+        ):
+            return self.whitened_cross_covariance(X, codes)
+        _, lookup, rows = cache
+        keys = X.detach().cpu().numpy()
+        found = [
+            lookup.get((int(c), x.tobytes()), -1) for x, c in zip(keys, codes.tolist(), strict=True)
+        ]
+        idx = torch.tensor(found, dtype=torch.long, device=X.device)
+        hit = idx >= 0
+        if bool(hit.all()):
+            return rows[idx].to(X)
+        out = X.new_zeros(X.shape[0], rows.shape[-1])
+        out[hit] = rows[idx[hit]].to(X)
+        miss = ~hit
+        out[miss] = self.whitened_cross_covariance(X[miss], codes[miss])
+        return out
 
     def _moments(self, K: Tensor, X: Tensor, codes: Tensor) -> tuple[Tensor, Tensor]:
         """Mean ``k_n^T m`` and variance ``k** - k_n^T k_n + k_n^T S k_n`` (Eq. 14)."""
@@ -460,7 +525,7 @@ class HIPGP(torch.nn.Module, LatentGP):
         codes = as_op_codes(op, n, self.dim, X.device)
         Xf = X.reshape(-1, self.dim)
         cf = codes.repeat(max(1, batch.numel()))
-        K = self.whitened_cross_covariance(Xf, cf)
+        K = self._rows(Xf, cf)
         mean, var = self._moments(K, Xf, cf)
         mean = mean.reshape(*batch, n)
         if not full_cov:
@@ -484,6 +549,28 @@ class HIPGP(torch.nn.Module, LatentGP):
         of an observation is ``predict_f(X, op=op)[1] + likelihood.noise``."""
         mean, var = self.predict_f(X, op=op)
         return self.likelihood.predictive_mean(mean, var)
+
+    def condition(
+        self, X: Tensor, Y: Tensor, *, op: OpSpec = None, obs_noise: Tensor | float | None = None
+    ) -> ConditionedHIPGP:
+        """This posterior conditioned on Gaussian observations ``Y (..., n)`` of ``L rho`` at
+        ``X (..., n, D)`` (operator(s) ``op``; noise variances ``obs_noise``, default the
+        Gaussian likelihood's), with the hyperparameters and ``q(eps)`` fixed: exact Gaussian
+        conditioning of the variational posterior GP, jointly over the conditioned and the
+        query points (:class:`~bo_ncgp.models.hipgp.conditioned.ConditionedHIPGP`). Leading
+        dimensions of ``X`` / ``Y`` (fantasies x candidates) become its ``batch_shape``.
+
+        Example:
+            >>> k = gpytorch.kernels.RBFKernel()
+            >>> k.lengthscale = 0.2
+            >>> m = HIPGP(k, Grid([0.0], [1.0], (32,)), likelihood=Gaussian(noise=0.01))
+            >>> _ = m.fit(torch.rand(20, 1), torch.zeros(20))
+            >>> x = torch.tensor([[0.3]])
+            >>> mean, var = m.condition(x, torch.tensor([1.0])).predict_f(x)
+            >>> bool(0 < mean < 1), bool(var < m.predict_f(x)[1])  # pulled up, less uncertain
+            (True, True)
+        """
+        return ConditionedHIPGP.from_model(self, X, Y, op=op, obs_noise=obs_noise)
 
     @torch.no_grad()
     def latent_grid_mean(self) -> Tensor:
