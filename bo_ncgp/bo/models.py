@@ -427,14 +427,16 @@ class HIPGPModel(LatentGPModel):
 
 @contextlib.contextmanager
 def _pcg_tolerance(model: Module, tol: float | None) -> Iterator[None]:
-    """``model.pcg_tol`` lowered to ``tol`` for the duration (never raised)."""
-    old = model.pcg_tol
+    """``pcg_tol`` of the HIP-GP (of a conditioned one: its base) lowered to ``tol`` for the
+    duration (never raised)."""
+    hip = getattr(model, "base", model)
+    old = hip.pcg_tol
     if tol is not None and tol < old:
-        model.pcg_tol = tol
+        hip.pcg_tol = tol
     try:
         yield
     finally:
-        model.pcg_tol = old
+        hip.pcg_tol = old
 
 
 class SparseGAMModel(LatentGPModel):
