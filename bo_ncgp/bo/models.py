@@ -133,7 +133,7 @@ class DualSVGPModel(LatentGPModel):
             that BoTorch's and Ax's ``construct_inputs`` can pass it.
         num_inducing: the most inducing points (``max_inducing``); with ``n <= num_inducing``
             every input is one, and a Gaussian model equals the exact GP.
-        memory_size, num_hyper_steps, lr, **settings: fields of
+        memory_size, num_hyper_steps, lr, ``**settings``: fields of
             :class:`~bo_ncgp.models.dual.DualSVGPConfig` (every point kept in memory; 100 Adam
             steps of learning rate 0.05 per round when fitted).
 
