@@ -427,16 +427,14 @@ class HIPGPModel(LatentGPModel):
 
 @contextlib.contextmanager
 def _pcg_tolerance(model: Module, tol: float | None) -> Iterator[None]:
-    """``pcg_tol`` of the HIP-GP (of a conditioned one: its base) lowered to ``tol`` for the
-    duration (never raised)."""
-    hip = getattr(model, "base", model)
-    old = hip.pcg_tol
+    """``model.pcg_tol`` lowered to ``tol`` for the duration (never raised)."""
+    old = model.pcg_tol
     if tol is not None and tol < old:
-        hip.pcg_tol = tol
+        model.pcg_tol = tol
     try:
         yield
     finally:
-        hip.pcg_tol = old
+        model.pcg_tol = old
 
 
 class SparseGAMModel(LatentGPModel):

@@ -173,6 +173,15 @@ class ConditionedHIPGP(torch.nn.Module, LatentGP):
     conditioned_codes: Alias[Tensor] = Alias("_codes", "``(n,)`` their operator codes.")
 
     @property
+    def pcg_tol(self) -> float:
+        """The PCG tolerance of the solves, the base HIP-GP's (setting it sets the base's)."""
+        return self.base.pcg_tol
+
+    @pcg_tol.setter
+    def pcg_tol(self, value: float) -> None:
+        self.base.pcg_tol = value
+
+    @property
     def batch_shape(self) -> torch.Size:
         """Leading batch dimensions of the conditioned inputs and targets."""
         return torch.broadcast_shapes(self._X.shape[:-2], self._y.shape[:-1])
