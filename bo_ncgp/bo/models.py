@@ -280,6 +280,10 @@ class IterNCGPModel(LatentGPModel):
         kernel: a GPyTorch kernel (default: ``SingleTaskGP``'s, see :class:`DualSVGPModel`).
         condition_iters: solver iterations per Newton step of each conditioning (None: the
             default of :meth:`IterNCGP.condition`).
+        uncertainty: what the posterior's covariance contains: ``"combined"`` (default;
+            mathematical plus computational uncertainty, Eq. 9) or ``"mathematical"`` (the
+            Laplace covariance of the current Newton step alone, for ablations);
+            :meth:`IterNCGP.predict_f`.
         **model_options: keywords of :class:`~bo_ncgp.models.IterNCGP` (``policy``,
             ``max_newton_steps``, ...).
 
@@ -304,6 +308,7 @@ class IterNCGPModel(LatentGPModel):
         train_Yvar: Tensor | None = None,
         *,
         condition_iters: int | None = None,
+        uncertainty: str = "combined",
         **model_options: Any,
     ) -> None:
         from bo_ncgp.models import IterNCGP
@@ -322,12 +327,21 @@ class IterNCGPModel(LatentGPModel):
         super().__init__(
             model, input_transform=input_transform, outcome_transform=outcome_transform
         )
-        self._configure(condition_iters)
+        self._configure(condition_iters, uncertainty)
         self.train_data = (X, y)
         self._data_dtype = X.dtype
 
-    def _configure(self, condition_iters: int | None = None) -> None:
+    def _configure(self, condition_iters: int | None = None, uncertainty: str = "combined") -> None:
+        if uncertainty not in ("combined", "mathematical"):
+            raise InputDataError(
+                f"IterNCGPModel: uncertainty must be 'combined' or 'mathematical', got "
+                f"{uncertainty!r}"
+            )
         self.condition_iters = condition_iters
+        self.uncertainty = uncertainty
+
+    def _predict_options(self) -> dict[str, Any]:
+        return {"uncertainty": self.uncertainty}
 
     def _condition_options(self) -> dict[str, Any]:
         return {} if self.condition_iters is None else {"num_iters": self.condition_iters}

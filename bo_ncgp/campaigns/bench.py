@@ -73,7 +73,7 @@ SUITES: dict[str, dict[str, Any]] = {
     },
     "constrained": {
         "problems": ("branin-halfplane", "branin-disc", "hartmann6-ring", "levy4-corner"),
-        "strategies": ("random", "botorch-labels", "dual"),
+        "strategies": ("random", "botorch-labels", "dual", "dual-iterncgp", "dual-iterncgp-math"),
         "baseline": "botorch-labels",
         "evaluations": 50,
         "batch_size": 1,

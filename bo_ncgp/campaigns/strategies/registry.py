@@ -17,6 +17,7 @@ from typing import Any
 from bo_ncgp.campaigns.strategies import blackbox as bb
 from bo_ncgp.campaigns.strategies import hotspot_models as hm
 from bo_ncgp.campaigns.strategies import hotspots as hs
+from bo_ncgp.campaigns.strategies import iterncgp_constrained as ic
 from bo_ncgp.campaigns.strategies import lunar as ll
 from bo_ncgp.campaigns.strategies import survey as sv
 from bo_ncgp.campaigns.strategies.base import RandomSearch, Strategy
@@ -181,6 +182,17 @@ def _label_gp(batch: ll.BatchConfig) -> Strategy:
     return bb.LabelGPConstrainedBO("botorch-labels", ll.DualModelConfig(), ll.ExactGPReward(), rule)
 
 
+def _iterncgp(name: str, classifier: type, text: str) -> StrategySpec:
+    """Streaming DualSVGP value model x IterNCGP classifier x constrained log EI."""
+
+    def build(model: ll.DualModelConfig, clf, batch: ll.BatchConfig) -> Strategy:
+        return ic.IterNCGPConstrainedBO(name, model, clf, batch)
+
+    return StrategySpec(
+        "constrained", name, text, (ll.DualModelConfig, classifier, ll.BatchConfig), build
+    )
+
+
 def _survey(name: str, field: type, acquisition: type, text: str) -> StrategySpec:
     """``field model x acquisition`` on the magnetometer survey."""
 
@@ -233,6 +245,17 @@ STRATEGIES: dict[tuple[str, str], StrategySpec] = {
             "LogConstrainedEI (label > 1/2), Kriging-believer batches",
             (ll.BatchConfig,),
             _label_gp,
+        ),
+        _iterncgp(
+            "dual-iterncgp",
+            ic.IterNCGPClassifierConfig,
+            "streaming DualSVGP value x IterNCGP classifier (recycled warm starts; P(feasible) "
+            "with mathematical + computational variance) x constrained log EI (ours)",
+        ),
+        _iterncgp(
+            "dual-iterncgp-math",
+            ic.MathematicalClassifierConfig,
+            "dual-iterncgp with P(feasible) from the mathematical variance alone (ablation)",
         ),
     )
 }

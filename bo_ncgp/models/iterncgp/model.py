@@ -50,6 +50,9 @@ from bo_ncgp.models.training import FitClock
 
 __all__ = ["IterNCGP", "RatePrediction"]
 
+#: what the predictive variance contains (:meth:`IterNCGP.predict_f`)
+Uncertainty = Literal["combined", "mathematical"]
+
 
 def _samples(num_samples: int) -> int:
     """The number of Monte-Carlo samples, checked."""
@@ -220,6 +223,8 @@ class IterNCGP(torch.nn.Module, LatentGP):
         self._belief: Belief | None = None
         self._mean_weights: Tensor | None = None
         self._fitted_policy: Policy | None = None
+        self._problem: PseudoRegressionProblem | None = None
+        self._exact: Tensor | None = None
         self.history: list = []
         self.num_solver_iters = 0
         self.fit_seconds = 0.0
@@ -348,7 +353,7 @@ class IterNCGP(torch.nn.Module, LatentGP):
         def hook(i: int, j: int, belief: Belief, problem: PseudoRegressionProblem) -> bool:
             if j > 0:
                 total[0] += 1
-            self._belief = belief
+            self._belief, self._problem, self._exact = belief, problem, None
             self._mean_weights = belief.v  # Eq. 8 with the current v_j
             self.num_solver_iters = total[0]
             if callback is None:
@@ -371,15 +376,43 @@ class IterNCGP(torch.nn.Module, LatentGP):
         self.fit_seconds = clock.elapsed()
 
     # ------------------------------------------------------------- predictions
-    def _components(self, X: Tensor) -> tuple[Tensor, Tensor]:
-        """Mean ``(..., C, m)`` and ``A = K(X, X_train) Q`` ``(..., C, m, B)``."""
+    def _components(
+        self, X: Tensor, uncertainty: Uncertainty = "combined"
+    ) -> tuple[Tensor, Tensor]:
+        """Mean ``(..., C, m)`` and ``A = K(X, X_train) Q`` ``(..., C, m, B)`` (``Q``: the root
+        of ``C_j``, or of ``K_hat^{-1}`` for the mathematical uncertainty)."""
         self._require_fit()
         X = self._check_inputs(X, train=False)
-        belief = self._belief
-        V = torch.cat([self._mean_weights.expand_as(belief.v), belief.Q], dim=-1)
+        if uncertainty == "combined":
+            root = self._belief.Q
+        elif uncertainty == "mathematical":
+            root = self._exact_root()
+        else:
+            raise InputDataError(
+                f"IterNCGP: uncertainty must be 'combined' or 'mathematical', got {uncertainty!r}"
+            )
+        w = self._mean_weights
+        batch = torch.broadcast_shapes(w.shape[:-1], root.shape[:-1])
+        V = torch.cat([w.expand(*batch, 1), root.expand(*batch, root.shape[-1])], dim=-1)
         KV = self._K.cross_matmul(X, V)
         mean = self._prior_mean(X) + KV[..., 0]  # Eq. 8
         return mean, KV[..., 1:]
+
+    def _exact_root(self) -> Tensor:
+        """``L^{-T}`` with ``L L^T = K_hat(f_i) = K + W(f_i)^{-1}`` of the last Newton step:
+        the root of the precision that ``C_j`` approximates (dense, O(n^3); cached)."""
+        if self.num_latents != 1:
+            raise UnsupportedError(
+                "IterNCGP: the mathematical uncertainty alone is available for scalar "
+                f"likelihoods, got {self.likelihood.name} with {self.num_latents} latents"
+            )
+        if self._exact is None:
+            X = self._X
+            eye = torch.eye(X.shape[-2], dtype=X.dtype, device=X.device).unsqueeze(0)
+            with torch.no_grad():
+                L = stable_cholesky(self._problem.matmul(eye), name="K + W^{-1}")
+                self._exact = torch.linalg.solve_triangular(L.mT, eye, upper=True)
+        return self._exact
 
     def _latent_var(self, X: Tensor, A: Tensor) -> Tensor:
         prior = self._K.prior_diag(X)
@@ -402,18 +435,38 @@ class IterNCGP(torch.nn.Module, LatentGP):
         """``(..., C, m)`` -> ``(..., m)`` or ``(..., m, C)``."""
         return T[..., 0, :] if self.num_latents == 1 else T.transpose(-1, -2)
 
-    def predict_f(self, X: Tensor, full_cov: bool = False) -> tuple[Tensor, Tensor]:
+    def predict_f(
+        self, X: Tensor, full_cov: bool = False, uncertainty: Uncertainty = "combined"
+    ) -> tuple[Tensor, Tensor]:
         """Latent posterior ``GP(m_ij, K_ij)`` (Eqs. 8-9), including computational uncertainty.
 
         Args:
             X: ``(..., m, d)`` test inputs.
             full_cov: return the covariance matrix instead of the marginal variance.
+            uncertainty: ``"combined"`` (default): mathematical plus computational
+                uncertainty, ``K - K(., X) C_j K(X, .)`` (Eq. 9); ``"mathematical"``: the
+                Laplace covariance of the current Newton step, ``K - K(., X) K_hat^{-1}
+                K(X, .)`` with ``K_hat = K + W(f_i)^{-1}`` (Wenger et al. 2022; their
+                difference is the computational uncertainty, never negative). The mean is
+                Eq. 8 in both cases. ``"mathematical"`` needs a scalar likelihood and
+                factorises the ``n x n`` ``K_hat`` once per model.
 
         Returns:
             ``(mean, var)`` or ``(mean, cov)``; shapes in the module docstring. Differentiable
             with respect to ``X`` (the solver's state is held fixed).
+
+        Example:
+            >>> from bo_ncgp.likelihoods import Bernoulli
+            >>> X = torch.linspace(0, 1, 20, dtype=torch.float64).unsqueeze(-1)
+            >>> model = IterNCGP(gpytorch.kernels.RBFKernel(), Bernoulli(),
+            ...                  max_solver_iters_per_step=2, max_newton_steps=3)
+            >>> model = model.fit(X, (X[:, 0] > 0.5).double())
+            >>> _, combined = model.predict_f(X)
+            >>> _, math_only = model.predict_f(X, uncertainty="mathematical")
+            >>> bool((combined >= math_only - 1e-10).all()), bool((combined > math_only).any())
+            (True, True)
         """
-        mean, A = self._components(X)
+        mean, A = self._components(X, uncertainty)
         if not full_cov:
             return self._to_output(mean), self._to_output(self._latent_var(X, A))
         cov = self._K.prior_cov(X) - A @ A.mT
