@@ -334,6 +334,8 @@ class ConstrainedBO(UnitCubeStrategy):
         return out
 
     def observe(self, X: np.ndarray, evaluations: list[Evaluation], history: History) -> None:
+        from bo_ncgp.likelihoods import Bernoulli
+
         U = self._unit(X)
         vals = np.array([e.value for e in evaluations], dtype=float)
         y = self._standardise(vals)
@@ -343,15 +345,9 @@ class ConstrainedBO(UnitCubeStrategy):
         if not ok:
             return
         labels = torch.tensor([float(bool(evaluations[i].success)) for i in ok], dtype=DTYPE)
-        self._update_classifier(U[ok], labels)
-
-    def _update_classifier(self, U: torch.Tensor, labels: torch.Tensor) -> None:
-        """Stream labelled unit-cube points ``U`` with 0/1 ``labels`` into the classifier."""
-        from bo_ncgp.likelihoods import Bernoulli
-
         if self.classifier is None:
-            self.classifier = _dual(self.model_config, Bernoulli(), U)
-        self.classifier.update(U, labels)
+            self.classifier = _dual(self.model_config, Bernoulli(), U[ok])
+        self.classifier.update(U[ok], labels)
 
     def ask(self, history: History, q: int, rng: np.random.Generator) -> np.ndarray:
         from bo_ncgp.bo.acquisition import ConstrainedLogExpectedImprovement
