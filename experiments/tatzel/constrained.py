@@ -9,11 +9,12 @@ computational part in the latent variance at the chosen points, and the first ev
 which ``dual-iterncgp`` and the ablation chose different points (the two are identical until
 the computational uncertainty changes a decision).
 
-Classifier update times: the evaluations of ``dual-iterncgp``'s first run on each problem are
+Replayed timings: the evaluations of ``dual-iterncgp``'s first run on each problem are
 replayed through the two classifiers (the DualSVGP classifier of ``dual``: one
 ``DualSVGP.update`` with 50 Adam steps; the IterNCGP classifier: one recycled
-``IterNCGP.condition``), the two timed alternately in one process, so that the machine's load
-hits both.
+``IterNCGP.condition``), then one acquisition step (``ask``) of each strategy is timed on all
+the run's data (median of 3); the two strategies are timed alternately in one process, so
+that the machine's load hits both (the bench's own seconds come from runs at other times).
 
 Usage::
 
@@ -85,30 +86,52 @@ def _share(run: dict) -> float:
     return float(np.mean(v)) if v else math.nan
 
 
-def replay_update_seconds(run: dict, problem: str) -> dict[str, float]:
-    """Mean seconds of one classifier update, DualSVGP vs IterNCGP, on ``run``'s
-    evaluations (alternating)."""
+def replay_seconds(run: dict, problem: str, reps: int = 3) -> dict[str, dict[str, float]]:
+    """Mean seconds of one classifier update and of one acquisition step (``ask``), ``dual``
+    vs ``dual-iterncgp``, on ``run``'s evaluations, the two strategies timed alternately."""
+    from bo_ncgp.campaigns.strategies.base import History
     from bo_ncgp.campaigns.strategies.registry import build_strategy
     from bo_ncgp.problems.registry import make_problem
 
     inst = make_problem(problem, seed=0)
     X = np.array([e["point"] for e in run["evaluations"]], dtype=float)
-    labels = [e.get("success") for e in run["evaluations"]]
+    evs = [inst.evaluate(x) for x in X]
     n0 = len(run["batches"][0])
-    strategies = {name: build_strategy("constrained", name) for name in (DUAL, OURS)}
+    names = (DUAL, OURS)
+    strategies = {name: build_strategy("constrained", name) for name in names}
     for s in strategies.values():
         s.setup(inst, 0)
+        s.observe(X[:n0], evs[:n0], None)
     U = strategies[OURS]._unit(X)
-    y = torch.tensor([float(bool(v)) for v in labels], dtype=torch.float64)
-    times: dict[str, list[float]] = {DUAL: [], OURS: []}
-    for s in strategies.values():
-        s._update_classifier(U[:n0], y[:n0])
+    y = torch.tensor([float(bool(e.success)) for e in evs], dtype=torch.float64)
+    update: dict[str, list[float]] = {name: [] for name in names}
     for i in range(n0, len(U)):
         for name, s in strategies.items():
             t0 = time.perf_counter()
-            s._update_classifier(U[i : i + 1], y[i : i + 1])
-            times[name].append(time.perf_counter() - t0)
-    return {name: float(np.mean(t)) for name, t in times.items()}
+            if name == OURS:
+                s._update_classifier(U[i : i + 1], y[i : i + 1])
+            else:  # the DualSVGP classifier of ConstrainedBO
+                s.classifier.update(U[i : i + 1], y[i : i + 1])
+            update[name].append(time.perf_counter() - t0)
+    for s in strategies.values():  # the value model too, for the acquisition steps
+        s.reward_model.observe(
+            U[n0:],
+            s._standardise(np.array([e.value for e in evs[n0:]])),
+            torch.as_tensor(np.isfinite([e.value for e in evs[n0:]])),
+        )
+    values = np.array([e.value for e in evs], dtype=float)
+    success = np.array([float(bool(e.success)) for e in evs])
+    history = History(X, values, success, None, [np.arange(len(X))])
+    ask: dict[str, list[float]] = {name: [] for name in names}
+    for rep in range(reps):
+        for name, s in strategies.items():
+            t0 = time.perf_counter()
+            s.ask(history, 1, np.random.default_rng(rep))
+            ask[name].append(time.perf_counter() - t0)
+    return {
+        "classifier_update": {name: float(np.mean(t)) for name, t in update.items()},
+        "acquisition": {name: float(np.median(t)) for name, t in ask.items()},
+    }
 
 
 def _cell(s: dict, digits: int = 3) -> str:
@@ -144,7 +167,7 @@ def summarise(folder: Path, replay: bool = True) -> dict:
                 s: divergence(ours[s], ablation[s]) for s in sorted(set(ours) & set(ablation))
             }
             if replay and ours:
-                row["classifier_update_seconds"] = replay_update_seconds(ours[min(ours)], problem)
+                row["replayed_seconds"] = replay_seconds(ours[min(ours)], problem)
         out["problems"][problem] = row
     return out
 
@@ -159,14 +182,16 @@ def table(result: dict) -> str:
         "lead over ablation",
         "comp. share",
         "diverges at (median)",
-        "s/it dual / ours",
+        "s/it dual / ours (bench)",
         "clf update s: DualSVGP / IterNCGP",
+        "acq. s: dual / ours",
     ]
     rows = []
     for problem, r in result["problems"].items():
         div = [v for v in r.get("first_divergent_evaluation", {}).values() if v is not None]
         sec = r["seconds_per_iteration"]
-        upd = r.get("classifier_update_seconds", {})
+        rep = r.get("replayed_seconds", {})
+        upd, acq = rep.get("classifier_update", {}), rep.get("acquisition", {})
         rows.append(
             [
                 problem,
@@ -179,6 +204,7 @@ def table(result: dict) -> str:
                 f"{sec.get(DUAL, {}).get('mean', math.nan):.2f} / "
                 f"{sec.get(OURS, {}).get('mean', math.nan):.2f}",
                 f"{upd.get(DUAL, math.nan):.3f} / {upd.get(OURS, math.nan):.4f}",
+                f"{acq.get(DUAL, math.nan):.2f} / {acq.get(OURS, math.nan):.2f}",
             ]
         )
     return harness.markdown_table(header, rows)
