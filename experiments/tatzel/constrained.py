@@ -61,7 +61,9 @@ def paired(a: dict[int, float], b: dict[int, float]) -> dict[str, float]:
 def _runs(folder: Path, problem: str, strategy: str) -> dict[int, dict]:
     out = {}
     for path in sorted((folder / problem / strategy).glob("seed_*/state.json")):
-        out[int(path.parent.name.split("_")[1])] = json.loads(path.read_text())
+        state = json.loads(path.read_text())
+        if state.get("finished"):  # a run still going is left out
+            out[int(path.parent.name.split("_")[1])] = state
     return out
 
 

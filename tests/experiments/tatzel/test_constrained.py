@@ -25,6 +25,7 @@ def _bench(tmp_path):
                 "evaluations": [{"point": p} for p in points],
                 "batches": [[0], [1], [2]],
                 "iterations": [{"metrics": {}}, {"metrics": {"computational_share": 0.25}}],
+                "finished": True,
             }
             (folder / "state.json").write_text(json.dumps(state))
     summary = {"settings": {"seeds": [0, 1]}, "problems": {"p": {"strategies": strategies}}}
