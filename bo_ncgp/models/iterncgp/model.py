@@ -35,7 +35,7 @@ import torch
 from torch import Tensor
 
 from bo_ncgp.exceptions import InputDataError, NumericalWarning, UnsupportedError
-from bo_ncgp.likelihoods import Bernoulli, Gaussian, Likelihood, Poisson, Softmax
+from bo_ncgp.likelihoods import Bernoulli, Gaussian, Likelihood, Poisson, Softmax, soft_targets
 from bo_ncgp.linalg import stable_cholesky
 from bo_ncgp.linalg._args import check_count, check_positive
 from bo_ncgp.models._checks import check_device, check_inputs, model_dtype, module_device
@@ -409,7 +409,9 @@ class IterNCGP(torch.nn.Module, LatentGP):
         if self._exact is None:
             X = self._X
             eye = torch.eye(X.shape[-2], dtype=X.dtype, device=X.device).unsqueeze(0)
-            with torch.no_grad():
+            # the targets were checked when the model was fitted or conditioned (relaxed ones,
+            # e.g. fantasies, inside soft_targets()): W^{-1} is recomputed without a new check
+            with torch.no_grad(), soft_targets():
                 L = stable_cholesky(self._problem.matmul(eye), name="K + W^{-1}")
                 self._exact = torch.linalg.solve_triangular(L.mT, eye, upper=True)
         return self._exact

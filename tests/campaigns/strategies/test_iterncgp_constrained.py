@@ -84,6 +84,17 @@ def test_an_exact_solve_has_no_computational_uncertainty():
     assert torch.allclose(var_c, var_m, rtol=1e-6, atol=1e-9)
 
 
+def test_the_mathematical_variance_of_a_model_conditioned_on_soft_labels():
+    from bo_ncgp.likelihoods import soft_targets
+
+    X, y = _labels(12)
+    model = _budgeted(X, y)
+    with soft_targets():  # posterior-mean fantasies: probabilities as labels
+        fantasy = model.condition(X[:2] + 0.01, torch.tensor([0.3, 0.8], dtype=D), num_iters=2)
+    _, var = fantasy.predict_f(X, uncertainty="mathematical")  # outside the context
+    assert bool(torch.isfinite(var).all())
+
+
 def test_uncertainty_is_checked():
     X, y = _labels(10)
     model = _budgeted(X, y)
@@ -193,3 +204,12 @@ def test_the_classifier_recycles_the_previous_solve(campaign, monkeypatch):
     ((self_, kwargs),) = calls
     assert self_ is before and kwargs == {"num_iters": 2, "max_newton_steps": 2}
     assert strategy.classifier._X.shape[-2] == before._X.shape[-2] + 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["dual-iterncgp", "dual-iterncgp-math"])
+def test_batches_of_two_condition_the_classifier_on_fantasies(tmp_path, name):
+    from bo_ncgp.campaigns import bench
+
+    r = bench.bench_job("branin-disc", name, 0, tmp_path, evaluations=8, batch_size=2, initial=6)
+    assert "error" not in r and math.isfinite(r["final"])
