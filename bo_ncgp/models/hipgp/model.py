@@ -42,7 +42,7 @@ from bo_ncgp.models.hipgp.interdomain import (
     transformed_variance,
 )
 from bo_ncgp.models.hipgp.variational import BlockGaussian
-from bo_ncgp.models.hipgp.whitening import CholeskyWhitener, FFTWhitener
+from bo_ncgp.models.hipgp.whitening import CholeskyWhitener, FFTWhitener, interpolation_guess
 from bo_ncgp.models.training import STEP_ERRORS, AdamStepper, FitClock, NonFinitePolicy
 
 __all__ = ["HIPGP"]
@@ -105,6 +105,7 @@ class HIPGP(torch.nn.Module, LatentGP):
         precondition: bool = True,
         embedding_factor: int | Sequence[int] = 2,
         pcg_warm_start: bool = True,
+        pcg_initial_guess: str = "interpolation",
     ) -> None:
         super().__init__()
         if not isinstance(grid, Grid):
@@ -117,6 +118,11 @@ class HIPGP(torch.nn.Module, LatentGP):
         if variational not in ("block", "mean_field", "full"):
             raise InputDataError(
                 f"HIPGP: variational must be 'block', 'mean_field' or 'full', got {variational!r}"
+            )
+        if pcg_initial_guess not in ("interpolation", "zero"):
+            raise InputDataError(
+                "HIPGP: pcg_initial_guess must be 'interpolation' or 'zero', got "
+                f"{pcg_initial_guess!r}"
             )
         who = "HIPGP"
         if pcg_max_iters is not None:
@@ -132,6 +138,7 @@ class HIPGP(torch.nn.Module, LatentGP):
         self.jitter, self.num_quad, self.precondition = jitter, num_quad, precondition
         self.embedding_factor = embedding_factor
         self.pcg_warm_start = bool(pcg_warm_start)
+        self.pcg_initial_guess = pcg_initial_guess
         self.whitened_shape = (
             grid.padded_shape(self.embedding_factor) if whitening == "fft" else grid.shape
         )
@@ -250,15 +257,26 @@ class HIPGP(torch.nn.Module, LatentGP):
         self, X: Tensor, codes: Tensor, x0: Tensor | None = None
     ) -> Tensor:
         """Rows ``k_n^T`` (Eq. 20) for ``X (n, D)``, shape ``(n, N)``; ``x0 (n, M)``
-        warm-starts the PCG solves for ``K_uu^{-1} k*_{u,n}`` (``fft`` whitening)."""
+        warm-starts the PCG solves for ``K_uu^{-1} k*_{u,n}`` (``fft`` whitening; default
+        :meth:`initial_guess`)."""
         Z = self.inducing_points().to(X)
         k_un = cross_covariance(self.kernel, Z, X, codes, num_quad=self.num_quad)  # Eq. 7
         w = self.whitener()
+        if x0 is None and self.whitening == "fft":
+            x0 = self.initial_guess(X, codes)
         K = w.whiten(k_un.mT, x0=x0)
         self._last_pcg_solution = w.last_solution
         if w.last_result is not None:
             self.last_pcg_iterations = int(w.last_result.iterations)
         return K
+
+    @torch.no_grad()
+    def initial_guess(self, X: Tensor, codes: Tensor) -> Tensor | None:
+        """Start ``(n, M)`` of the PCG solves ``K_uu^{-1} k*_{u,n}`` for ``X (n, D)`` without
+        a warm start (see ``pcg_initial_guess``); ``None`` for zeros."""
+        if self.pcg_initial_guess == "zero":
+            return None
+        return interpolation_guess(X.detach(), self.grid, codes)
 
     @torch.no_grad()
     def remember_rows(self, X: Tensor, op: OpSpec = None) -> None:
@@ -421,7 +439,7 @@ class HIPGP(torch.nn.Module, LatentGP):
         obs_noise: Tensor | None = None,
         num_epochs: int = 1,
         batch_size: int | None = None,
-        natgrad_lr: float = 1.0,
+        natgrad_lr: float | None = None,
         learn_hyperparameters: bool = False,
         hyper_lr: float = 0.01,
         generator: torch.Generator | None = None,
@@ -439,7 +457,9 @@ class HIPGP(torch.nn.Module, LatentGP):
                 loss ``-ELBO / n``; ``True`` stops.
             num_epochs: passes over the data.
             batch_size: minibatch size (all data when omitted).
-            natgrad_lr: natural-gradient step size (1 = jump to the minibatch optimum).
+            natgrad_lr: natural-gradient step size in ``(0, 1]``; 1 jumps to the minibatch's
+                optimum (with the Gaussian likelihood), which forgets the other minibatches.
+                Default: 1 when the whole data set is one batch, 0.1 with minibatches.
             learn_hyperparameters: also learn kernel/likelihood hyperparameters.
             hyper_lr: Adam learning rate for the hyperparameters.
             generator: RNG for the minibatch order.
@@ -456,6 +476,8 @@ class HIPGP(torch.nn.Module, LatentGP):
         who = "HIPGP.fit"
         bs = n if batch_size is None else check_count(batch_size, "batch_size", who, minimum=1)
         num_epochs = check_count(num_epochs, "num_epochs", who)
+        if natgrad_lr is None:
+            natgrad_lr = 1.0 if bs >= n else 0.1
         check_number(natgrad_lr, "natgrad_lr", who, low=0, high=1, low_open=True)
         check_positive(hyper_lr, "hyper_lr", who)
         hypers = [p for p in self.parameters() if p.requires_grad]
@@ -484,7 +506,12 @@ class HIPGP(torch.nn.Module, LatentGP):
                 idx = perm[s : s + bs]
                 Xb, yb, cb = X[idx], y[idx], codes[idx]
                 nb = None if obs_noise is None else obs_noise[idx]
-                x0 = sols[idx] if warm and bool(seen[idx].any()) else None
+                x0 = None
+                if warm and bool(seen[idx].any()):
+                    x0 = sols[idx]
+                    guess = self.initial_guess(Xb, cb)
+                    if guess is not None:
+                        x0 = torch.where(seen[idx, None], x0, guess)
                 try:
                     with torch.set_grad_enabled(stepper is not None):
                         K = self.whitened_cross_covariance(Xb, cb, x0=x0)
