@@ -412,11 +412,14 @@ class HIPGP(torch.nn.Module, LatentGP):
         lr: float = 1.0,
         obs_noise: Tensor | None = None,
         K: Tensor | None = None,
+        tol: float = 1e-3,
     ) -> None:
-        """One natural-gradient step of ``q`` on a minibatch (Sec. 3.4); with the Gaussian
-        likelihood, the whole data set, ``variational='full'`` and ``lr=1`` this is the exact
-        optimum."""
+        """One natural-gradient step of ``q`` on a minibatch (Sec. 3.4,
+        :meth:`BlockGaussian.natgrad_step`); with the Gaussian likelihood, the whole data
+        set and ``lr=1`` it reaches the optimal mean (to the relative residual ``tol`` of the
+        mean step's CG; exactly for ``variational='full'``)."""
         check_number(lr, "lr", "HIPGP.natgrad_step", low=0, high=1, low_open=True)
+        check_positive(tol, "tol", "HIPGP.natgrad_step")
         if num_data is not None:
             num_data = check_count(num_data, "num_data", "HIPGP.natgrad_step", minimum=1)
         X, y, codes, obs_noise = self._prepare(X, y, op, obs_noise)
@@ -427,7 +430,7 @@ class HIPGP(torch.nn.Module, LatentGP):
         _, alpha, beta = self._expected(y, mean, var, obs_noise)
         beta = beta.expand_as(mean)
         scale = (num_data or X.shape[0]) / X.shape[0]
-        self.q.natgrad_step(K, alpha, beta, scale, lr)
+        self.q.natgrad_step(K, alpha, beta, scale, lr, tol=tol)
 
     def fit(
         self,

@@ -127,7 +127,7 @@ class BlockGaussian(torch.nn.Module):
         beta: Tensor,
         scale: float,
         lr: float,
-        tol: float = 1e-8,
+        tol: float = 1e-3,
         max_iters: int = 100,
     ) -> None:
         """One natural-gradient step (Sec. 3.4) from a minibatch.
