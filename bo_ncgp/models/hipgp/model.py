@@ -62,7 +62,10 @@ class HIPGP(torch.nn.Module, LatentGP):
             axis). The whitened grid has ``embedding_factor * M_d`` points per axis (``M_d`` for
             Cholesky).
         whitening: ``"fft"`` (HIP-GP, Eq. 20) or ``"cholesky"`` (the SVGP baseline).
-        pcg_max_iters: PCG iteration cap per solve (``None``: no cap beyond CG's default).
+        pcg_max_iters: PCG iteration cap per solve (``None``: no cap beyond CG's default;
+            0: no solve, ``k_n = R^T W_n`` from the interpolation guess ``W_n`` of
+            ``pcg_initial_guess``, i.e. ``k*_{u,n} ~= K_uu W_n`` as in structured kernel
+            interpolation; value and derivative observations only).
         pcg_tol: relative residual tolerance of the PCG solves.
         jitter: added to the diagonal of ``K_uu`` (and to the circulant spectrum).
         num_quad: Gauss-Legendre nodes for line integrals of non-RBF kernels.
@@ -126,7 +129,12 @@ class HIPGP(torch.nn.Module, LatentGP):
             )
         who = "HIPGP"
         if pcg_max_iters is not None:
-            pcg_max_iters = check_count(pcg_max_iters, "pcg_max_iters", who, minimum=1)
+            pcg_max_iters = check_count(pcg_max_iters, "pcg_max_iters", who, minimum=0)
+            if pcg_max_iters == 0 and pcg_initial_guess != "interpolation":
+                raise InputDataError(
+                    "HIPGP: pcg_max_iters=0 takes k_n from the interpolation guess and needs "
+                    f"pcg_initial_guess='interpolation', got {pcg_initial_guess!r}"
+                )
         pcg_tol = check_positive(pcg_tol, "pcg_tol", who, allow_zero=True)
         jitter = check_positive(jitter, "jitter", who, allow_zero=True)
         num_quad = check_count(num_quad, "num_quad", who, minimum=1)
@@ -259,9 +267,11 @@ class HIPGP(torch.nn.Module, LatentGP):
         """Rows ``k_n^T`` (Eq. 20) for ``X (n, D)``, shape ``(n, N)``; ``x0 (n, M)``
         warm-starts the PCG solves for ``K_uu^{-1} k*_{u,n}`` (``fft`` whitening; default
         :meth:`initial_guess`)."""
+        w = self.whitener()
+        if self.whitening == "fft" and self.pcg_max_iters == 0:
+            return self._interpolated_rows(w, X, codes)
         Z = self.inducing_points().to(X)
         k_un = cross_covariance(self.kernel, Z, X, codes, num_quad=self.num_quad)  # Eq. 7
-        w = self.whitener()
         if x0 is None and self.whitening == "fft":
             x0 = self.initial_guess(X, codes)
         K = w.whiten(k_un.mT, x0=x0)
@@ -269,6 +279,18 @@ class HIPGP(torch.nn.Module, LatentGP):
         if w.last_result is not None:
             self.last_pcg_iterations = int(w.last_result.iterations)
         return K
+
+    def _interpolated_rows(self, w: FFTWhitener, X: Tensor, codes: Tensor) -> Tensor:
+        """``k_n = R^T W_n`` without a solve (``pcg_max_iters=0``), differentiable in ``X``
+        and the hyperparameters."""
+        if bool((codes < 0).any()):
+            raise UnsupportedError(
+                "HIPGP: pcg_max_iters=0 has no interpolation guess for line integrals; "
+                "use pcg_max_iters >= 1 for integral observations"
+            )
+        W = interpolation_guess(X, self.grid, codes)
+        self._last_pcg_solution, self.last_pcg_iterations = W.detach(), 0
+        return w.root_t_mv(W)
 
     @torch.no_grad()
     def initial_guess(self, X: Tensor, codes: Tensor) -> Tensor | None:
@@ -499,7 +521,7 @@ class HIPGP(torch.nn.Module, LatentGP):
             epochs = tqdm(epochs, desc="HIPGP epochs")
         clock, count = FitClock(), 0
         # warm starts: the last PCG solution of every observation, and whether it has one
-        warm = self.pcg_warm_start and self.whitening == "fft"
+        warm = self.pcg_warm_start and self.whitening == "fft" and self.pcg_max_iters != 0
         sols = X.new_zeros(n, self.num_inducing) if warm else None
         seen = torch.zeros(n, dtype=torch.bool, device=X.device) if warm else None
         for epoch in epochs:

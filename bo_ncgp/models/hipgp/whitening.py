@@ -148,6 +148,10 @@ class FFTWhitener:
         """``u = R eps`` (Eq. 11)."""
         return self.embedding.root_mv(e)
 
+    def root_t_mv(self, v: Tensor) -> Tensor:
+        """``R^T v`` for ``v (..., M)``, result ``(..., N)`` (Eq. 20 without the solve)."""
+        return self.embedding.root_t_mv(v)
+
 
 class CholeskyWhitener:
     """Cholesky whitening ``R = chol(K_uu)`` (the standard SVGP baseline).

@@ -7,6 +7,7 @@ import gpytorch
 import pytest
 import torch
 
+from bo_ncgp.exceptions import UnsupportedError
 from bo_ncgp.likelihoods import Gaussian
 from bo_ncgp.linalg.cg_solve import cg_solve
 from bo_ncgp.linalg.toeplitz import CirculantEmbedding, Grid, circulant_first_row
@@ -161,3 +162,28 @@ def test_model_with_the_interpolation_guess_converges_to_the_zero_start_answer()
     torch.testing.assert_close(v1, v2, atol=1e-6, rtol=0)
     with pytest.raises(ValueError, match="pcg_initial_guess must be"):
         HIPGP(k, g, pcg_initial_guess="ones")
+
+
+def test_no_solve_whitening_from_the_interpolation_guess_is_close_to_the_solved_one():
+    k, g, X, _ = _long_lengthscale_problem()
+    y = torch.sin(4 * X[:, 0])
+    solved = HIPGP(k, g, likelihood=Gaussian(0.1), pcg_tol=1e-10)
+    guessed = HIPGP(k, g, likelihood=Gaussian(0.1), pcg_max_iters=0)
+    codes = torch.tensor([0, 0, 0, 1, 2, 0])
+    rows = [m.whitened_cross_covariance(X, codes).detach() for m in (solved, guessed)]
+    assert guessed.last_pcg_iterations == 0
+    rel = (rows[0] - rows[1]).norm(dim=-1) / rows[0].norm(dim=-1)
+    # values to ~1 %; derivatives of the cubic weights are an order less accurate
+    assert float(rel[codes == 0].max()) < 0.02 and float(rel.max()) < 0.2
+    for m in (solved, guessed):
+        m.fit(X, y)
+    Xs = torch.rand(5, 2, generator=torch.Generator().manual_seed(3), dtype=D, requires_grad=True)
+    (m1, v1), (m2, v2) = (m.predict_f(Xs) for m in (solved, guessed))
+    torch.testing.assert_close(m2, m1, atol=0.02, rtol=0)
+    torch.testing.assert_close(v2, v1, atol=0.02, rtol=0)
+    (grad,) = torch.autograd.grad(m2.sum(), Xs)  # differentiable in the inputs
+    assert bool(torch.isfinite(grad).all()) and float(grad.abs().sum()) > 0
+    with pytest.raises(UnsupportedError, match="line integrals"):
+        guessed.whitened_cross_covariance(X[:1], torch.tensor([-1]))
+    with pytest.raises(ValueError, match="pcg_initial_guess='interpolation'"):
+        HIPGP(k, g, pcg_max_iters=0, pcg_initial_guess="zero")
