@@ -266,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
         cfg["reps"] = args.reps
     if args.max_epochs:
         cfg["max_epochs"] = args.max_epochs
-    if args.pcg_cap:
+    if args.pcg_cap is not None:
         cfg["pcg_cap"] = args.pcg_cap
     if args.hipgp_lr:
         cfg["hipgp_lr"] = args.hipgp_lr
