@@ -448,7 +448,11 @@ class HIPGP(torch.nn.Module, LatentGP):
         if K is None:
             K = self.whitened_cross_covariance(X, codes)
         K = K.detach()
-        mean, var = self._moments(K, X, codes)
+        if obs_noise is None and not isinstance(self.likelihood, Gaussian):
+            mean, var = self._moments(K, X, codes)
+        else:  # alpha and beta of the Gaussian likelihood do not depend on the variance
+            mean = K @ self.q.mean.to(K)
+            var = torch.zeros_like(mean)
         _, alpha, beta = self._expected(y, mean, var, obs_noise)
         beta = beta.expand_as(mean)
         scale = (num_data or X.shape[0]) / X.shape[0]
