@@ -79,6 +79,13 @@ class HIPGP(torch.nn.Module, LatentGP):
             solves still stop at ``pcg_tol`` (or the cap), so with fixed hyperparameters an
             epoch refines the solves of the one before until they meet ``pcg_tol`` and cost
             one product each; with learned ones the solutions move slowly between epochs.
+        pcg_initial_guess: where a PCG solve without a warm start begins (``fft``
+            whitening): ``"interpolation"`` (local cubic interpolation weights of the point
+            on the grid, :func:`~bo_ncgp.models.hipgp.whitening.interpolation_guess`, which
+            already hold ``k_n`` to about 1 % for kernels smooth on the grid's scale) or
+            ``"zero"`` (plain PCG); ``None``: interpolation for capped solves
+            (``pcg_max_iters`` set), where it decides how accurate ``k_n`` is, and zero for
+            solves to ``pcg_tol``, whose answers it would change only within the tolerance.
 
     Example:
         >>> k = gpytorch.kernels.ScaleKernel(gpytorch.kernels.RBFKernel())
@@ -108,7 +115,7 @@ class HIPGP(torch.nn.Module, LatentGP):
         precondition: bool = True,
         embedding_factor: int | Sequence[int] = 2,
         pcg_warm_start: bool = True,
-        pcg_initial_guess: str = "interpolation",
+        pcg_initial_guess: str | None = None,
     ) -> None:
         super().__init__()
         if not isinstance(grid, Grid):
@@ -122,18 +129,18 @@ class HIPGP(torch.nn.Module, LatentGP):
             raise InputDataError(
                 f"HIPGP: variational must be 'block', 'mean_field' or 'full', got {variational!r}"
             )
-        if pcg_initial_guess not in ("interpolation", "zero"):
+        if pcg_initial_guess not in (None, "interpolation", "zero"):
             raise InputDataError(
-                "HIPGP: pcg_initial_guess must be 'interpolation' or 'zero', got "
+                "HIPGP: pcg_initial_guess must be 'interpolation', 'zero' or None, got "
                 f"{pcg_initial_guess!r}"
             )
         who = "HIPGP"
         if pcg_max_iters is not None:
             pcg_max_iters = check_count(pcg_max_iters, "pcg_max_iters", who, minimum=0)
-            if pcg_max_iters == 0 and pcg_initial_guess != "interpolation":
+            if pcg_max_iters == 0 and pcg_initial_guess == "zero":
                 raise InputDataError(
                     "HIPGP: pcg_max_iters=0 takes k_n from the interpolation guess and needs "
-                    f"pcg_initial_guess='interpolation', got {pcg_initial_guess!r}"
+                    "pcg_initial_guess='interpolation' or None, got 'zero'"
                 )
         pcg_tol = check_positive(pcg_tol, "pcg_tol", who, allow_zero=True)
         jitter = check_positive(jitter, "jitter", who, allow_zero=True)
@@ -296,7 +303,10 @@ class HIPGP(torch.nn.Module, LatentGP):
     def initial_guess(self, X: Tensor, codes: Tensor) -> Tensor | None:
         """Start ``(n, M)`` of the PCG solves ``K_uu^{-1} k*_{u,n}`` for ``X (n, D)`` without
         a warm start (see ``pcg_initial_guess``); ``None`` for zeros."""
-        if self.pcg_initial_guess == "zero":
+        guess = self.pcg_initial_guess
+        if guess is None:
+            guess = "zero" if self.pcg_max_iters is None else "interpolation"
+        if guess == "zero":
             return None
         return interpolation_guess(X.detach(), self.grid, codes)
 

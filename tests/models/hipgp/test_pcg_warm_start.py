@@ -185,5 +185,5 @@ def test_no_solve_whitening_from_the_interpolation_guess_is_close_to_the_solved_
     assert bool(torch.isfinite(grad).all()) and float(grad.abs().sum()) > 0
     with pytest.raises(UnsupportedError, match="line integrals"):
         guessed.whitened_cross_covariance(X[:1], torch.tensor([-1]))
-    with pytest.raises(ValueError, match="pcg_initial_guess='interpolation'"):
+    with pytest.raises(ValueError, match="needs pcg_initial_guess='interpolation' or None"):
         HIPGP(k, g, pcg_max_iters=0, pcg_initial_guess="zero")
