@@ -78,7 +78,7 @@ def fitted_1d(**options):
 
 @pytest.mark.parametrize("x0", [0.37, 0.61])
 def test_posterior_gradients_in_x_match_finite_differences(x0):
-    model = HIPGPModel.from_model(fitted_1d())  # training's PCG tolerance: 1e-6
+    model = HIPGPModel.from_model(fitted_1d(pcg_tol=1e-10))
 
     def moments(x):
         post = model.posterior(x)

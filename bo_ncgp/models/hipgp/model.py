@@ -42,7 +42,7 @@ from bo_ncgp.models.hipgp.interdomain import (
     transformed_variance,
 )
 from bo_ncgp.models.hipgp.variational import BlockGaussian
-from bo_ncgp.models.hipgp.whitening import CholeskyWhitener, FFTWhitener
+from bo_ncgp.models.hipgp.whitening import CholeskyWhitener, FFTWhitener, interpolation_guess
 from bo_ncgp.models.training import STEP_ERRORS, AdamStepper, FitClock, NonFinitePolicy
 
 __all__ = ["HIPGP"]
@@ -62,7 +62,10 @@ class HIPGP(torch.nn.Module, LatentGP):
             axis). The whitened grid has ``embedding_factor * M_d`` points per axis (``M_d`` for
             Cholesky).
         whitening: ``"fft"`` (HIP-GP, Eq. 20) or ``"cholesky"`` (the SVGP baseline).
-        pcg_max_iters: PCG iteration cap per solve (``None``: no cap beyond CG's default).
+        pcg_max_iters: PCG iteration cap per solve (``None``: no cap beyond CG's default;
+            0: no solve, ``k_n = R^T W_n`` from the interpolation guess ``W_n`` of
+            ``pcg_initial_guess``, i.e. ``k*_{u,n} ~= K_uu W_n`` as in structured kernel
+            interpolation; value and derivative observations only).
         pcg_tol: relative residual tolerance of the PCG solves.
         jitter: added to the diagonal of ``K_uu`` (and to the circulant spectrum).
         num_quad: Gauss-Legendre nodes for line integrals of non-RBF kernels.
@@ -76,6 +79,13 @@ class HIPGP(torch.nn.Module, LatentGP):
             solves still stop at ``pcg_tol`` (or the cap), so with fixed hyperparameters an
             epoch refines the solves of the one before until they meet ``pcg_tol`` and cost
             one product each; with learned ones the solutions move slowly between epochs.
+        pcg_initial_guess: where a PCG solve without a warm start begins (``fft``
+            whitening): ``"interpolation"`` (local cubic interpolation weights of the point
+            on the grid, :func:`~bo_ncgp.models.hipgp.whitening.interpolation_guess`, which
+            already hold ``k_n`` to about 1 % for kernels smooth on the grid's scale) or
+            ``"zero"`` (plain PCG); ``None``: interpolation for capped solves
+            (``pcg_max_iters`` set), where it decides how accurate ``k_n`` is, and zero for
+            solves to ``pcg_tol``, whose answers it would change only within the tolerance.
 
     Example:
         >>> k = gpytorch.kernels.ScaleKernel(gpytorch.kernels.RBFKernel())
@@ -105,6 +115,7 @@ class HIPGP(torch.nn.Module, LatentGP):
         precondition: bool = True,
         embedding_factor: int | Sequence[int] = 2,
         pcg_warm_start: bool = True,
+        pcg_initial_guess: str | None = None,
     ) -> None:
         super().__init__()
         if not isinstance(grid, Grid):
@@ -118,9 +129,19 @@ class HIPGP(torch.nn.Module, LatentGP):
             raise InputDataError(
                 f"HIPGP: variational must be 'block', 'mean_field' or 'full', got {variational!r}"
             )
+        if pcg_initial_guess not in (None, "interpolation", "zero"):
+            raise InputDataError(
+                "HIPGP: pcg_initial_guess must be 'interpolation', 'zero' or None, got "
+                f"{pcg_initial_guess!r}"
+            )
         who = "HIPGP"
         if pcg_max_iters is not None:
-            pcg_max_iters = check_count(pcg_max_iters, "pcg_max_iters", who, minimum=1)
+            pcg_max_iters = check_count(pcg_max_iters, "pcg_max_iters", who, minimum=0)
+            if pcg_max_iters == 0 and pcg_initial_guess == "zero":
+                raise InputDataError(
+                    "HIPGP: pcg_max_iters=0 takes k_n from the interpolation guess and needs "
+                    "pcg_initial_guess='interpolation' or None, got 'zero'"
+                )
         pcg_tol = check_positive(pcg_tol, "pcg_tol", who, allow_zero=True)
         jitter = check_positive(jitter, "jitter", who, allow_zero=True)
         num_quad = check_count(num_quad, "num_quad", who, minimum=1)
@@ -132,6 +153,7 @@ class HIPGP(torch.nn.Module, LatentGP):
         self.jitter, self.num_quad, self.precondition = jitter, num_quad, precondition
         self.embedding_factor = embedding_factor
         self.pcg_warm_start = bool(pcg_warm_start)
+        self.pcg_initial_guess = pcg_initial_guess
         self.whitened_shape = (
             grid.padded_shape(self.embedding_factor) if whitening == "fft" else grid.shape
         )
@@ -250,15 +272,43 @@ class HIPGP(torch.nn.Module, LatentGP):
         self, X: Tensor, codes: Tensor, x0: Tensor | None = None
     ) -> Tensor:
         """Rows ``k_n^T`` (Eq. 20) for ``X (n, D)``, shape ``(n, N)``; ``x0 (n, M)``
-        warm-starts the PCG solves for ``K_uu^{-1} k*_{u,n}`` (``fft`` whitening)."""
+        warm-starts the PCG solves for ``K_uu^{-1} k*_{u,n}`` (``fft`` whitening; default
+        :meth:`initial_guess`)."""
+        w = self.whitener()
+        if self.whitening == "fft" and self.pcg_max_iters == 0:
+            return self._interpolated_rows(w, X, codes)
         Z = self.inducing_points().to(X)
         k_un = cross_covariance(self.kernel, Z, X, codes, num_quad=self.num_quad)  # Eq. 7
-        w = self.whitener()
+        if x0 is None and self.whitening == "fft":
+            x0 = self.initial_guess(X, codes)
         K = w.whiten(k_un.mT, x0=x0)
         self._last_pcg_solution = w.last_solution
         if w.last_result is not None:
             self.last_pcg_iterations = int(w.last_result.iterations)
         return K
+
+    def _interpolated_rows(self, w: FFTWhitener, X: Tensor, codes: Tensor) -> Tensor:
+        """``k_n = R^T W_n`` without a solve (``pcg_max_iters=0``), differentiable in ``X``
+        and the hyperparameters."""
+        if bool((codes < 0).any()):
+            raise UnsupportedError(
+                "HIPGP: pcg_max_iters=0 has no interpolation guess for line integrals; "
+                "use pcg_max_iters >= 1 for integral observations"
+            )
+        W = interpolation_guess(X, self.grid, codes)
+        self._last_pcg_solution, self.last_pcg_iterations = W.detach(), 0
+        return w.root_t_mv(W)
+
+    @torch.no_grad()
+    def initial_guess(self, X: Tensor, codes: Tensor) -> Tensor | None:
+        """Start ``(n, M)`` of the PCG solves ``K_uu^{-1} k*_{u,n}`` for ``X (n, D)`` without
+        a warm start (see ``pcg_initial_guess``); ``None`` for zeros."""
+        guess = self.pcg_initial_guess
+        if guess is None:
+            guess = "zero" if self.pcg_max_iters is None else "interpolation"
+        if guess == "zero":
+            return None
+        return interpolation_guess(X.detach(), self.grid, codes)
 
     @torch.no_grad()
     def remember_rows(self, X: Tensor, op: OpSpec = None) -> None:
@@ -394,22 +444,29 @@ class HIPGP(torch.nn.Module, LatentGP):
         lr: float = 1.0,
         obs_noise: Tensor | None = None,
         K: Tensor | None = None,
+        tol: float = 1e-3,
     ) -> None:
-        """One natural-gradient step of ``q`` on a minibatch (Sec. 3.4); with the Gaussian
-        likelihood, the whole data set, ``variational='full'`` and ``lr=1`` this is the exact
-        optimum."""
+        """One natural-gradient step of ``q`` on a minibatch (Sec. 3.4,
+        :meth:`BlockGaussian.natgrad_step`); with the Gaussian likelihood, the whole data
+        set and ``lr=1`` it reaches the optimal mean (to the relative residual ``tol`` of the
+        mean step's CG; exactly for ``variational='full'``)."""
         check_number(lr, "lr", "HIPGP.natgrad_step", low=0, high=1, low_open=True)
+        check_positive(tol, "tol", "HIPGP.natgrad_step")
         if num_data is not None:
             num_data = check_count(num_data, "num_data", "HIPGP.natgrad_step", minimum=1)
         X, y, codes, obs_noise = self._prepare(X, y, op, obs_noise)
         if K is None:
             K = self.whitened_cross_covariance(X, codes)
         K = K.detach()
-        mean, var = self._moments(K, X, codes)
+        if obs_noise is None and not isinstance(self.likelihood, Gaussian):
+            mean, var = self._moments(K, X, codes)
+        else:  # alpha and beta of the Gaussian likelihood do not depend on the variance
+            mean = K @ self.q.mean.to(K)
+            var = torch.zeros_like(mean)
         _, alpha, beta = self._expected(y, mean, var, obs_noise)
         beta = beta.expand_as(mean)
         scale = (num_data or X.shape[0]) / X.shape[0]
-        self.q.natgrad_step(K, alpha, beta, scale, lr)
+        self.q.natgrad_step(K, alpha, beta, scale, lr, tol=tol)
 
     def fit(
         self,
@@ -421,7 +478,7 @@ class HIPGP(torch.nn.Module, LatentGP):
         obs_noise: Tensor | None = None,
         num_epochs: int = 1,
         batch_size: int | None = None,
-        natgrad_lr: float = 1.0,
+        natgrad_lr: float | None = None,
         learn_hyperparameters: bool = False,
         hyper_lr: float = 0.01,
         generator: torch.Generator | None = None,
@@ -439,7 +496,9 @@ class HIPGP(torch.nn.Module, LatentGP):
                 loss ``-ELBO / n``; ``True`` stops.
             num_epochs: passes over the data.
             batch_size: minibatch size (all data when omitted).
-            natgrad_lr: natural-gradient step size (1 = jump to the minibatch optimum).
+            natgrad_lr: natural-gradient step size in ``(0, 1]``; 1 jumps to the minibatch's
+                optimum (with the Gaussian likelihood), which forgets the other minibatches.
+                Default: 1 when the whole data set is one batch, 0.1 with minibatches.
             learn_hyperparameters: also learn kernel/likelihood hyperparameters.
             hyper_lr: Adam learning rate for the hyperparameters.
             generator: RNG for the minibatch order.
@@ -456,6 +515,8 @@ class HIPGP(torch.nn.Module, LatentGP):
         who = "HIPGP.fit"
         bs = n if batch_size is None else check_count(batch_size, "batch_size", who, minimum=1)
         num_epochs = check_count(num_epochs, "num_epochs", who)
+        if natgrad_lr is None:
+            natgrad_lr = 1.0 if bs >= n else 0.1
         check_number(natgrad_lr, "natgrad_lr", who, low=0, high=1, low_open=True)
         check_positive(hyper_lr, "hyper_lr", who)
         hypers = [p for p in self.parameters() if p.requires_grad]
@@ -474,7 +535,7 @@ class HIPGP(torch.nn.Module, LatentGP):
             epochs = tqdm(epochs, desc="HIPGP epochs")
         clock, count = FitClock(), 0
         # warm starts: the last PCG solution of every observation, and whether it has one
-        warm = self.pcg_warm_start and self.whitening == "fft"
+        warm = self.pcg_warm_start and self.whitening == "fft" and self.pcg_max_iters != 0
         sols = X.new_zeros(n, self.num_inducing) if warm else None
         seen = torch.zeros(n, dtype=torch.bool, device=X.device) if warm else None
         for epoch in epochs:
@@ -484,7 +545,12 @@ class HIPGP(torch.nn.Module, LatentGP):
                 idx = perm[s : s + bs]
                 Xb, yb, cb = X[idx], y[idx], codes[idx]
                 nb = None if obs_noise is None else obs_noise[idx]
-                x0 = sols[idx] if warm and bool(seen[idx].any()) else None
+                x0 = None
+                if warm and bool(seen[idx].any()):
+                    x0 = sols[idx]
+                    guess = self.initial_guess(Xb, cb)
+                    if guess is not None:
+                        x0 = torch.where(seen[idx, None], x0, guess)
                 try:
                     with torch.set_grad_enabled(stepper is not None):
                         K = self.whitened_cross_covariance(Xb, cb, x0=x0)

@@ -1,5 +1,7 @@
 """Tests of bo_ncgp.models.hipgp (Wu et al. 2022): textbook limits and bad input."""
 
+import itertools
+
 import gpytorch
 import pytest
 import torch
@@ -121,6 +123,44 @@ def test_structured_family_natgrad_reaches_the_optimal_mean(variational):
     torch.testing.assert_close(m.q.mean, full.q.mean, atol=1e-6, rtol=0)
     # and the ELBO of the structured family cannot exceed the full-rank optimum
     assert float(m.elbo(X, y)) <= float(full.elbo(X, y)) + 1e-8
+
+
+def test_block_natgrad_with_lr_one_reaches_the_optimal_mean_in_one_step_and_lr_below_ascends():
+    # the mean step solves the minibatch's full precision (CG preconditioned by the blocks),
+    # so the coupling between blocks is not lost
+    k = _kernel(2, 0.3, family="matern")
+    grid = Grid([0.0, 0.0], [1.0, 1.0], (8, 8))
+    X, y = torch.rand(40, 2), torch.randn(40)
+    full = HIPGP(k, grid, variational="full", pcg_tol=1e-12, likelihood=Gaussian(0.1))
+    full.natgrad_step(X, y)
+    m = HIPGP(k, grid, block_shape=(2, 2), pcg_tol=1e-12, likelihood=Gaussian(0.1))
+    K = m.whitened_cross_covariance(X, as_op_codes(None, 40, 2))
+    for tol, close in ((1e-3, 1e-2), (1e-10, 1e-8)):  # the default and a tight mean solve
+        m.q.reset()
+        m.natgrad_step(X, y, K=K, tol=tol)
+        gap = (m.q.mean - full.q.mean).norm() / full.q.mean.norm()
+        assert float(gap) < close
+
+    def objective(mean):  # the ELBO's dependence on the mean (Gaussian likelihood)
+        return float(-0.5 * mean.square().sum() - 0.5 / 0.1 * (y - K @ mean).square().sum())
+
+    m.q.reset()
+    values = [objective(m.q.mean)]
+    for _ in range(5):
+        m.natgrad_step(X, y, lr=0.3, K=K)
+        values.append(objective(m.q.mean))
+    assert all(b > a for a, b in itertools.pairwise(values))
+
+
+def test_fit_takes_steps_of_one_on_the_whole_data_and_of_a_tenth_on_minibatches(monkeypatch):
+    k = _kernel(1, 0.2, family="matern")
+    m = HIPGP(k, Grid([0.0], [1.0], (16,)), likelihood=Gaussian(0.1))
+    seen = []
+    monkeypatch.setattr(m.q, "natgrad_step", lambda *a, **kw: seen.append(a[-1]))
+    X, y = torch.rand(20, 1), torch.randn(20)
+    m.fit(X, y)
+    m.fit(X, y, batch_size=5)
+    assert seen == [1.0] + [0.1] * 4
 
 
 def test_elbo_approaches_log_marginal_likelihood_and_hyper_gradients_match_fd():

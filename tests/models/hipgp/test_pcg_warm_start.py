@@ -1,4 +1,5 @@
-"""HIP-GP's PCG: the circulant preconditioner of a non-PSD minimal embedding, warm starts."""
+"""HIP-GP's PCG: the circulant preconditioner of a non-PSD minimal embedding, warm starts and
+the interpolation initial guess."""
 
 import warnings
 
@@ -6,10 +7,13 @@ import gpytorch
 import pytest
 import torch
 
+from bo_ncgp.exceptions import UnsupportedError
 from bo_ncgp.likelihoods import Gaussian
 from bo_ncgp.linalg.cg_solve import cg_solve
 from bo_ncgp.linalg.toeplitz import CirculantEmbedding, Grid, circulant_first_row
 from bo_ncgp.models.hipgp import HIPGP
+from bo_ncgp.models.hipgp.interdomain import cross_covariance
+from bo_ncgp.models.hipgp.whitening import interpolation_guess
 
 D = torch.float64
 
@@ -103,3 +107,83 @@ def test_fit_with_warm_starts_matches_cold_solves(cap):
         assert torch.allclose(mw.predict_f(X[:10])[0], mc.predict_f(X[:10])[0], atol=1e-6)
     else:
         assert its_w[-1] < cap <= min(its_c)  # warm solves converge below the cap
+
+
+def _long_lengthscale_problem():
+    """lengthscale / spacing ~ 5 on a 16 x 16 grid: plain PCG from zero converges slowly."""
+    k = gpytorch.kernels.ScaleKernel(gpytorch.kernels.MaternKernel(nu=2.5)).to(D)
+    k.base_kernel.lengthscale = 0.3
+    g = Grid(torch.zeros(2, dtype=D), torch.ones(2, dtype=D), (16, 16))
+    X = torch.rand(6, 2, generator=torch.Generator().manual_seed(1), dtype=D)
+    K = k(g.points()).to_dense().detach() + 1e-6 * torch.eye(256, dtype=D)
+    return k, g, X, K
+
+
+def _energy_error(x, exact, K):
+    e = x - exact
+    return float(((e * (e @ K)).sum(-1) / (exact * (exact @ K)).sum(-1)).sqrt().max())
+
+
+def test_interpolation_guess_is_close_to_the_whitening_solution():
+    k, g, X, K = _long_lengthscale_problem()
+    codes = torch.tensor([0, 0, 0, 1, 2, -1])
+    k_un = cross_covariance(k, g.points(), X, codes).detach().mT  # (n, M)
+    exact = torch.linalg.solve(K, k_un.mT).mT
+    W = interpolation_guess(X, g, codes)
+    assert W.shape == (6, 256) and bool((W[5] == 0).all())  # no guess for an integral
+    # K_uu W reproduces the cross-covariances (values and derivatives) ...
+    rel = (W[:5] @ K - k_un[:5]).norm(dim=-1) / k_un[:5].norm(dim=-1)
+    assert float(rel.max()) < 1e-2
+    # ... so W is close to K_uu^{-1} k* in the norm of |R^T e|, where 5 PCG iterations
+    # from zero are not
+    emb = CirculantEmbedding(circulant_first_row(k, g), grid_shape=g.shape, jitter=1e-6, warn=False)
+    assert _energy_error(W[:3], exact[:3], K) < 0.02
+    with torch.no_grad():
+        zero, _ = emb.solve(k_un[:3], tol=1e-12, max_iters=5)
+    assert _energy_error(zero, exact[:3], K) > 0.1
+
+
+def test_model_with_the_interpolation_guess_converges_to_the_zero_start_answer():
+    k, g, X, _ = _long_lengthscale_problem()
+    y = torch.sin(4 * X[:, 0])
+    ms = [
+        HIPGP(k, g, likelihood=Gaussian(0.1), pcg_tol=1e-10, pcg_initial_guess=s)
+        for s in ("interpolation", "zero")
+    ]
+    iters = []
+    for m in ms:
+        m.fit(X, y)
+        iters.append(m.last_pcg_iterations)
+    assert iters[0] < iters[1]
+    Xs = torch.rand(5, 2, generator=torch.Generator().manual_seed(2), dtype=D)
+    with torch.no_grad():
+        (m1, v1), (m2, v2) = (m.predict_f(Xs) for m in ms)
+    torch.testing.assert_close(m1, m2, atol=1e-6, rtol=0)
+    torch.testing.assert_close(v1, v2, atol=1e-6, rtol=0)
+    with pytest.raises(ValueError, match="pcg_initial_guess must be"):
+        HIPGP(k, g, pcg_initial_guess="ones")
+
+
+def test_no_solve_whitening_from_the_interpolation_guess_is_close_to_the_solved_one():
+    k, g, X, _ = _long_lengthscale_problem()
+    y = torch.sin(4 * X[:, 0])
+    solved = HIPGP(k, g, likelihood=Gaussian(0.1), pcg_tol=1e-10)
+    guessed = HIPGP(k, g, likelihood=Gaussian(0.1), pcg_max_iters=0)
+    codes = torch.tensor([0, 0, 0, 1, 2, 0])
+    rows = [m.whitened_cross_covariance(X, codes).detach() for m in (solved, guessed)]
+    assert guessed.last_pcg_iterations == 0
+    rel = (rows[0] - rows[1]).norm(dim=-1) / rows[0].norm(dim=-1)
+    # values to ~1 %; derivatives of the cubic weights are an order less accurate
+    assert float(rel[codes == 0].max()) < 0.02 and float(rel.max()) < 0.2
+    for m in (solved, guessed):
+        m.fit(X, y)
+    Xs = torch.rand(5, 2, generator=torch.Generator().manual_seed(3), dtype=D, requires_grad=True)
+    (m1, v1), (m2, v2) = (m.predict_f(Xs) for m in (solved, guessed))
+    torch.testing.assert_close(m2, m1, atol=0.02, rtol=0)
+    torch.testing.assert_close(v2, v1, atol=0.02, rtol=0)
+    (grad,) = torch.autograd.grad(m2.sum(), Xs)  # differentiable in the inputs
+    assert bool(torch.isfinite(grad).all()) and float(grad.abs().sum()) > 0
+    with pytest.raises(UnsupportedError, match="line integrals"):
+        guessed.whitened_cross_covariance(X[:1], torch.tensor([-1]))
+    with pytest.raises(ValueError, match="needs pcg_initial_guess='interpolation' or None"):
+        HIPGP(k, g, pcg_max_iters=0, pcg_initial_guess="zero")
