@@ -67,11 +67,11 @@ from bo_ncgp.models import DualSVGP
 from bo_ncgp.problems.base import Evaluation
 
 __all__ = [
+    "FEASIBILITY",
     "RULES",
     "BatchRule",
     "CountDualBO",
     "DualConstrainedBO",
-    "FEASIBILITY",
     "LabelGPConstrainedBO",
     "ObjectiveBO",
     "SobolSearch",
@@ -381,11 +381,11 @@ def constrained_log_ei(objective, classifier, best_f: float):
     )
 
 
-#: what :class:`DualConstrainedBO` adds to its configuration
-FEASIBILITY = {
-    "constraint": "latent > 0",
-    "classifier": "matern52, base-rate mean, lbfgs",
-}
+#: the models and the acquisition of :class:`DualConstrainedBO` (its configuration's ``model``)
+FEASIBILITY = (
+    "DualSVGP value + DualSVGP Bernoulli feasibility (Matern-5/2, base-rate mean, L-BFGS) "
+    "x LogConstrainedEI (latent > 0)"
+)
 
 
 class DualConstrainedBO(ConstrainedBO):
@@ -401,13 +401,13 @@ class DualConstrainedBO(ConstrainedBO):
         >>> cfg = DualModelConfig()
         >>> s = DualConstrainedBO("dual", cfg, StreamingDualReward(cfg),
         ...                       DualFantasyBatch(BatchConfig()))
-        >>> s.config()["constraint"]
-        'latent > 0'
+        >>> s.config()["model"] == FEASIBILITY
+        True
     """
 
     def config(self) -> dict[str, Any]:
-        """``{"name", **model config, **batch config, "constraint", "classifier"}``."""
-        return {**super().config(), **FEASIBILITY}
+        """``{"name", "model": FEASIBILITY, **model config, **batch config}``."""
+        return {"name": self.name, "model": FEASIBILITY, **super().config()}
 
     def _new_classifier(self, U: torch.Tensor, labels: torch.Tensor) -> DualSVGP:
         return feasibility_classifier(self.model_config, U, labels)

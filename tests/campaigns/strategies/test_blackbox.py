@@ -100,4 +100,3 @@ def test_the_constrained_acquisition_is_log_ei_plus_log_phi_of_the_latent():
         want = LogExpectedImprovement(objective, best_f=0.5)(x) + torch.special.log_ndtr(mu / sigma)
         got = constrained_log_ei(objective, latent, best_f=0.5)(x)
     torch.testing.assert_close(got, want)
-
