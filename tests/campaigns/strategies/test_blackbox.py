@@ -100,3 +100,15 @@ def test_the_constrained_acquisition_is_log_ei_plus_log_phi_of_the_latent():
         want = LogExpectedImprovement(objective, best_f=0.5)(x) + torch.special.log_ndtr(mu / sigma)
         got = constrained_log_ei(objective, latent, best_f=0.5)(x)
     torch.testing.assert_close(got, want)
+
+
+def test_the_constrained_strategy_builds_a_batch_of_two_distinct_points():
+    problem = make_problem("branin-halfplane")
+    strategy = build_strategy("constrained", "dual", hyper_steps=0, num_restarts=2, raw_samples=32)
+    strategy.setup(problem, seed=0)
+    X = np.array([[0.1, 0.2], [0.2, 0.1], [0.9, 0.4], [0.7, 0.8], [0.5, 0.9], [0.3, 0.3]])
+    evs = [problem.evaluate(x) for x in X]
+    h = _history(X, [e.value for e in evs], [e.success for e in evs])
+    strategy.observe(X, evs, h)
+    batch = strategy.ask(h, 2, np.random.default_rng(0))
+    assert batch.shape == (2, 2) and np.linalg.norm(batch[0] - batch[1]) > 1e-6
