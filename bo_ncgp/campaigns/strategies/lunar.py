@@ -334,8 +334,6 @@ class ConstrainedBO(UnitCubeStrategy):
         return out
 
     def observe(self, X: np.ndarray, evaluations: list[Evaluation], history: History) -> None:
-        from bo_ncgp.likelihoods import Bernoulli
-
         U = self._unit(X)
         vals = np.array([e.value for e in evaluations], dtype=float)
         y = self._standardise(vals)
@@ -346,12 +344,23 @@ class ConstrainedBO(UnitCubeStrategy):
             return
         labels = torch.tensor([float(bool(evaluations[i].success)) for i in ok], dtype=DTYPE)
         if self.classifier is None:
-            self.classifier = _dual(self.model_config, Bernoulli(), U[ok])
+            self.classifier = self._new_classifier(U[ok], labels)
         self.classifier.update(U[ok], labels)
 
-    def ask(self, history: History, q: int, rng: np.random.Generator) -> np.ndarray:
+    def _new_classifier(self, U: torch.Tensor, labels: torch.Tensor) -> DualSVGP:
+        """The success classifier, built on the first labelled points ``(U, labels)``."""
+        from bo_ncgp.likelihoods import Bernoulli
+
+        return _dual(self.model_config, Bernoulli(), U)
+
+    def _acquisition(self, reward, classifier, best: float):
+        """The acquisition of one point from the reward model and the classifier (BoTorch
+        models): ``log EI(reward) + log P(success)``."""
         from bo_ncgp.bo.acquisition import ConstrainedLogExpectedImprovement
 
+        return ConstrainedLogExpectedImprovement(reward, classifier, best_f=best)
+
+    def ask(self, history: History, q: int, rng: np.random.Generator) -> np.ndarray:
         if not history.ok.any() or self.classifier is None:  # no value to model yet
             return self._from_unit(torch.as_tensor(rng.random((q, self.problem.dim)), dtype=DTYPE))
         t0 = time.perf_counter()
@@ -363,7 +372,7 @@ class ConstrainedBO(UnitCubeStrategy):
         batch = self.batch.build(
             reward,
             self.classifier,
-            lambda ms: ConstrainedLogExpectedImprovement(ms[0], ms[1], best_f=best),
+            lambda ms: self._acquisition(ms[0], ms[1], best),
             q,
             bounds,
         )

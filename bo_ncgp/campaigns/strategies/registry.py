@@ -193,6 +193,11 @@ def _iterncgp(name: str, classifier: type, text: str) -> StrategySpec:
     )
 
 
+def _dual_constrained(model: ll.DualModelConfig, batch: ll.BatchConfig) -> Strategy:
+    reward, rule = ll.StreamingDualReward(model), ll.DualFantasyBatch(batch)
+    return bb.DualConstrainedBO("dual", model, reward, rule)
+
+
 def _survey(name: str, field: type, acquisition: type, text: str) -> StrategySpec:
     """``field model x acquisition`` on the magnetometer survey."""
 
@@ -237,7 +242,14 @@ STRATEGIES: dict[tuple[str, str], StrategySpec] = {
         ),
         StrategySpec("constrained", "random", "uniformly random points", (), RandomSearch),
         StrategySpec("constrained", "sobol", "a scrambled Sobol sequence", (), bb.SobolSearch),
-        _lunar("dual", _DUAL_REWARD, _DUAL_BATCH, " (ours)", family="constrained"),
+        StrategySpec(
+            "constrained",
+            "dual",
+            "streaming DualSVGPs of the value and of feasibility (Bernoulli) x BoTorch's "
+            "LogConstrainedEI (latent > 0), dual-conditioned fantasy batches (ours)",
+            (ll.DualModelConfig, ll.BatchConfig),
+            _dual_constrained,
+        ),
         StrategySpec(
             "constrained",
             "botorch-labels",
