@@ -135,7 +135,10 @@ class DualSVGPModel(LatentGPModel):
             every input is one, and a Gaussian model equals the exact GP.
         memory_size, num_hyper_steps, lr, ``**settings``: fields of
             :class:`~bo_ncgp.models.dual.DualSVGPConfig` (every point kept in memory; 100 Adam
-            steps of learning rate 0.05 per round when fitted).
+            steps of learning rate 0.05 per round when fitted). ``learn_mean_constant``
+            defaults to ``True`` for a Gaussian likelihood (a constant prior mean trained with
+            the hyperparameters, as ``SingleTaskGP``'s ``ConstantMean``) and to ``False``
+            otherwise.
 
     Data of another dtype than float64 is cast with one warning. ``from_model(dual)``
     wraps an existing DualSVGP instead (trained by its own ``update``).
@@ -183,6 +186,7 @@ class DualSVGPModel(LatentGPModel):
         )
         kernel = _default_kernel(X.shape[-1], likelihood) if kernel is None else kernel
         kernel, likelihood = kernel.to(X), likelihood.to(X)
+        settings.setdefault("learn_mean_constant", isinstance(likelihood, Gaussian))
         Z = X[:num_inducing] if inducing_points is None else inducing_points
         dual = DualSVGP(
             kernel,
@@ -217,6 +221,7 @@ class DualSVGPModel(LatentGPModel):
             Z,
             config=config,
             generator=self.model.generator,
+            mean_constant=self.model.mean_constant,  # warm-started, as the hyperparameters
         )
         return _stream_in(dual, X, y, num_hyper_steps=config.num_hyper_steps)
 
