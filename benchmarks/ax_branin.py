@@ -104,7 +104,9 @@ def summarise(runs: dict, init: int) -> dict:
     for arm in ARMS:
         final = [r["regret"][-1] for r in runs[arm]]
         model_time = [statistics.fmean(r["seconds"][init:]) for r in runs[arm]]
-        out[arm] = {"regret": _mean_se(final), "seconds": _mean_se(model_time), "n": len(final)}
+        out[arm] = {"n": len(final)}
+        if final:
+            out[arm].update(regret=_mean_se(final), seconds=_mean_se(model_time))
     a, b = (_by_seed(runs[arm]) for arm in ARMS)
     diff = [b[k]["regret"][-1] - a[k]["regret"][-1] for k in sorted(a.keys() & b.keys())]
     out["difference"] = _mean_se(diff) if diff else (math.nan, math.nan)
