@@ -130,8 +130,9 @@ for name in configs:
 # mean with its hyperparameters (`learn_mean_constant`); with the mean fixed at the standardised
 # data's mean its regret was 0.355 +- 0.142. A DualSVGP trial costs about 1.6x a `SingleTaskGP`
 # one. Ax rebuilds the surrogate from all data at every trial (and re-standardises the
-# outcomes), so the DualSVGP's streaming update is not used here: each trial is one batch fit. The DualSVGP earns its place where `SingleTaskGP` cannot go:
-# non-Gaussian outcomes (next section) and long streams of data.
+# outcomes), so the DualSVGP's streaming update is not used here: each trial is one batch fit.
+# The DualSVGP earns its place where `SingleTaskGP` cannot go: non-Gaussian outcomes (next
+# section) and long streams of data.
 
 # %%
 fig, ax = plt.subplots(figsize=(6, 4))
