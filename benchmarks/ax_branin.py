@@ -11,15 +11,19 @@ arms differ only in the surrogate's ``ModelConfig``:
 
 Each seed runs both arms with the same Sobol seed, interleaved (A, B, A, B, ...). Reported:
 the simple regret ``min_t f(x_t) - f*`` after the last trial (mean +- standard error over
-seeds), the paired difference ``dual - default`` per seed, and the mean time of a model
-trial (fit + candidate generation). Results: ``benchmarks/results/ax_branin.json`` and a
-markdown table on stdout.
+seeds), the paired difference ``dual - default`` over the seeds both arms ran, and the mean
+time of a model trial (fit + candidate generation). Results:
+``benchmarks/results/ax_branin.json`` and a markdown table on stdout. ``--arms`` runs a
+subset of the arms (e.g. the DualSVGP arm again after a change of bo_ncgp, which leaves
+Ax's default arm as it was); ``--merge`` tabulates saved runs together, pairing the arms
+by seed.
 
 Usage::
 
     python benchmarks/ax_branin.py                 # 10 seeds x 20 trials
     python benchmarks/ax_branin.py --quick         # smoke test (2 seeds x 7 trials)
     python benchmarks/ax_branin.py --seeds 5 --first-seed 5 --out b.json   # a share of the seeds
+    python benchmarks/ax_branin.py --arms dual-svgp --seeds 1 --first-seed 3 --out d3.json
     python benchmarks/ax_branin.py --merge a.json b.json                   # tabulated together
 """
 
@@ -79,7 +83,7 @@ def run_arm(arm: str, seed: int, trials: int, init: int) -> dict:
         client.complete_trial(index, raw_data={"branin": y})
         best = min(best, y)
         values.append(best - BRANIN_MIN)
-    return {"regret": values, "seconds": seconds}
+    return {"seed": seed, "regret": values, "seconds": seconds}
 
 
 def _mean_se(xs: list[float]) -> tuple[float, float]:
@@ -88,17 +92,25 @@ def _mean_se(xs: list[float]) -> tuple[float, float]:
     return mean, se
 
 
+def _by_seed(runs: list[dict]) -> dict[int, dict]:
+    """Runs keyed by their seed."""
+    return {r["seed"]: r for r in runs}
+
+
 def summarise(runs: dict, init: int) -> dict:
-    """Final regret and model-trial time per arm (mean, s.e.) and the paired difference."""
+    """Final regret and model-trial time per arm (mean, s.e.), the paired difference over the
+    seeds both arms ran and on how many of them the DualSVGP ended worse."""
     out = {}
     for arm in ARMS:
         final = [r["regret"][-1] for r in runs[arm]]
         model_time = [statistics.fmean(r["seconds"][init:]) for r in runs[arm]]
-        out[arm] = {"regret": _mean_se(final), "seconds": _mean_se(model_time)}
-    diff = [
-        b["regret"][-1] - a["regret"][-1] for a, b in zip(*(runs[a] for a in ARMS), strict=True)
-    ]
-    out["difference"] = _mean_se(diff)
+        out[arm] = {"n": len(final)}
+        if final:
+            out[arm].update(regret=_mean_se(final), seconds=_mean_se(model_time))
+    a, b = (_by_seed(runs[arm]) for arm in ARMS)
+    diff = [b[k]["regret"][-1] - a[k]["regret"][-1] for k in sorted(a.keys() & b.keys())]
+    out["difference"] = _mean_se(diff) if diff else (math.nan, math.nan)
+    out["pairs"], out["dual_worse"] = len(diff), sum(d > 0 for d in diff)
     return out
 
 
@@ -110,10 +122,15 @@ def table(summary: dict, seeds: int, trials: int) -> str:
         "|---|---|---|",
     ]
     for arm in ARMS:
+        if not summary[arm]["n"]:
+            continue
         (m, s), (tm, ts) = summary[arm]["regret"], summary[arm]["seconds"]
         rows.append(f"| {arm} | {m:.3f} +- {s:.3f} | {tm:.2f} +- {ts:.2f} |")
     m, s = summary["difference"]
-    rows.append(f"| paired difference dual - default | {m:+.3f} +- {s:.3f} | |")
+    rows.append(
+        f"| paired difference dual - default | {m:+.3f} +- {s:.3f} (dual worse on "
+        f"{summary['dual_worse']} of {summary['pairs']}) | |"
+    )
     return "\n".join(rows)
 
 
@@ -124,6 +141,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--init", type=int, default=5, help="initial trials (default: 5)")
     parser.add_argument("--first-seed", type=int, default=0, help="first seed (default: 0)")
     parser.add_argument("--quick", action="store_true", help="2 seeds x 7 trials")
+    parser.add_argument(
+        "--arms", nargs="+", choices=ARMS, default=list(ARMS), help="arms to run (default: both)"
+    )
     parser.add_argument(
         "--merge", type=Path, nargs="+", help="tabulate the runs of these JSON results together"
     )
@@ -136,24 +156,33 @@ def main(argv: list[str] | None = None) -> int:
     from bo_ncgp.campaigns.storage import write_json
 
     runs: dict[str, list] = {arm: [] for arm in ARMS}
-    if args.merge:
+    if args.merge:  # a later file's run of an arm and seed replaces an earlier file's
         import json
 
+        merged: dict[str, dict[int, dict]] = {arm: {} for arm in ARMS}
         for path in args.merge:
             saved = json.loads(path.read_text())
+            first = saved["setting"].get("first_seed", 0)
             for arm in ARMS:
-                runs[arm] += saved["runs"][arm]
+                for i, run in enumerate(saved["runs"].get(arm, [])):
+                    merged[arm][run.get("seed", first + i)] = {"seed": first + i, **run}
             args.trials, args.init = saved["setting"]["trials"], saved["setting"]["init"]
-        args.seeds = len(runs[ARMS[0]])
+        runs = {arm: [merged[arm][k] for k in sorted(merged[arm])] for arm in ARMS}
+        args.seeds = len(set().union(*(merged[arm] for arm in ARMS)))
     for seed in range(args.first_seed, args.first_seed + (0 if args.merge else args.seeds)):
-        for arm in ARMS:
+        for arm in args.arms:
             runs[arm].append(run_arm(arm, seed, args.trials, args.init))
     summary = summarise(runs, args.init)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     write_json(
         args.out,
         {
-            "setting": {"seeds": args.seeds, "trials": args.trials, "init": args.init},
+            "setting": {
+                "seeds": args.seeds,
+                "first_seed": min((r["seed"] for v in runs.values() for r in v), default=0),
+                "trials": args.trials,
+                "init": args.init,
+            },
             "runs": runs,
             "summary": {k: list(v) if isinstance(v, tuple) else v for k, v in summary.items()},
         },

@@ -99,9 +99,9 @@ def test_an_outcome_constraint_modelled_by_a_bernoulli_dualsvgp(tmp_path):
     client = client_for(gs, constraints=["feasible >= 0.01"])
     run(client, 5, lambda p: {"branin": branin(p), "feasible": float(p["x2"] >= 5.0)})
     models = surrogate_models(client)
-    likelihoods = sorted(type(m.likelihood).__name__ for m in models)
+    likelihoods = sorted(type(m.model.likelihood).__name__ for m in models)
     assert likelihoods == ["Bernoulli", "Gaussian"]
-    labels = next(m for m in models if isinstance(m.likelihood, Bernoulli)).train_data[1]
+    labels = next(m for m in models if isinstance(m.model.likelihood, Bernoulli)).train_data[1]
     assert set(labels.tolist()) <= {0.0, 1.0}  # not standardised by Ax
     path = str(tmp_path / "experiment.json")
     client.save_to_json_file(path)

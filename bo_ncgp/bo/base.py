@@ -458,7 +458,7 @@ class LatentGPModel(Model, FantasizeMixin):
         """
         if mode not in ("mean", "sample"):
             raise InputDataError(f"fantasy mode must be 'mean' or 'sample', got {mode!r}")
-        lik = self.likelihood
+        lik = getattr(self.model, "likelihood", None)  # bo_ncgp's, not a GPyTorch view
         post = self.posterior(X)
         mean, var = post.mean, post.variance
         if lik is None or isinstance(lik, Gaussian):
@@ -502,7 +502,7 @@ class LatentGPModel(Model, FantasizeMixin):
         **kwargs: Any,
     ) -> Model:
         """Fantasy model conditioned on sampled observations at ``X`` (see the class doc)."""
-        lik = self.likelihood
+        lik = getattr(self.model, "likelihood", None)  # bo_ncgp's, not a GPyTorch view
         if lik is None or isinstance(lik, Gaussian):
             return super().fantasize(X, sampler, observation_noise=observation_noise, **kwargs)
         f = sampler(self.posterior(X))  # sample_shape x batch x n x m

@@ -89,8 +89,10 @@ def fantasy_observation(
 
 
 def _is_soft(model: Model) -> bool:
-    lik = getattr(model, "likelihood", None)
-    return isinstance(model, LatentGPModel) and lik is not None and not isinstance(lik, Gaussian)
+    if not isinstance(model, LatentGPModel):
+        return False
+    lik = getattr(model.model, "likelihood", None)  # bo_ncgp's, not a GPyTorch view of it
+    return lik is not None and not isinstance(lik, Gaussian)
 
 
 def build_fantasy_batch(

@@ -4,8 +4,10 @@
 Each adapter is built from data as BoTorch's ``SingleTaskGP`` is --
 ``Adapter(train_X, train_Y, likelihood, ..., input_transform=..., outcome_transform=...)``,
 trained by ``fit_gpytorch_mll`` on a
-:class:`~bo_ncgp.bo.base.LatentGPMarginalLogLikelihood` -- or around an existing trained
-model, ``Adapter.from_model(model, **options)``. They change only what differs for one model:
+:class:`~bo_ncgp.bo.base.LatentGPMarginalLogLikelihood` (a Gaussian :class:`DualSVGPModel`
+also on ``ExactMarginalLogLikelihood(model.likelihood, model)``, the ``SingleTaskGP`` loop
+unchanged) -- or around an existing trained model, ``Adapter.from_model(model, **options)``.
+They change only what differs for one model:
 
 * :class:`DualSVGPModel` -- posteriors and conditioning inside
   :func:`~bo_ncgp.models.dual.fixed_hyperparameters` (dual conditioning, Chang et al.
@@ -31,7 +33,11 @@ from botorch.models.transforms.outcome import Standardize
 from botorch.models.utils.gpytorch_modules import get_covar_module_with_dim_scaled_prior
 from botorch.utils.types import DEFAULT, _DefaultType
 from gpytorch.constraints import GreaterThan
+from gpytorch.likelihoods import _GaussianLikelihoodBase
+from gpytorch.likelihoods.noise_models import Noise
+from gpytorch.models import GP
 from gpytorch.priors import LogNormalPrior
+from linear_operator.operators import DiagLinearOperator
 from torch import Tensor
 from torch.nn import Module
 
@@ -41,7 +47,13 @@ from bo_ncgp.likelihoods import Gaussian, Likelihood
 from bo_ncgp.linalg._args import check_positive
 from bo_ncgp.models.dual import DualSVGP, fixed_hyperparameters
 
-__all__ = ["DualSVGPModel", "HIPGPModel", "IterNCGPModel", "SparseGAMModel"]
+__all__ = [
+    "DualSVGPModel",
+    "GaussianLikelihoodView",
+    "HIPGPModel",
+    "IterNCGPModel",
+    "SparseGAMModel",
+]
 
 
 def _check_data_argument(who: str, train_X: Any) -> None:
@@ -99,17 +111,77 @@ def _data(
     return X, y, likelihood, outcome_transform
 
 
-class DualSVGPModel(LatentGPModel):
+class _SharedNoise(Noise):
+    """GPyTorch's homoskedastic noise model reading the noise of a bo_ncgp
+    :class:`~bo_ncgp.likelihoods.Gaussian` (the same parameter, not a copy)."""
+
+    def __init__(self, gaussian: Gaussian) -> None:
+        super().__init__()
+        self.gaussian = gaussian
+
+    def forward(self, *params: Any, shape: torch.Size | None = None, **kwargs: Any):
+        if "noise" in kwargs:
+            return DiagLinearOperator(kwargs["noise"])
+        if shape is None:
+            p = params[0] if torch.is_tensor(params[0]) else params[0][0]
+            shape = p.shape if p.dim() == 1 else p.shape[:-1]
+        return DiagLinearOperator(self.gaussian.noise.expand(shape))
+
+
+class GaussianLikelihoodView(_GaussianLikelihoodBase):
+    """GPyTorch's Gaussian likelihood on top of a bo_ncgp
+    :class:`~bo_ncgp.likelihoods.Gaussian`: what ``model.likelihood`` of a Gaussian
+    :class:`DualSVGPModel` is, so that BoTorch code written for ``SingleTaskGP`` -- e.g.
+    ``ExactMarginalLogLikelihood(model.likelihood, model)``, ``model.likelihood.noise`` --
+    runs unchanged. It shares the noise parameter (reading and setting ``noise`` act on the
+    bo_ncgp likelihood); ``likelihood(mvn)`` adds the noise as GPyTorch's does.
+
+    Args:
+        gaussian: the bo_ncgp Gaussian likelihood of the wrapped model.
+
+    Example:
+        >>> from bo_ncgp.likelihoods import Gaussian
+        >>> lik = Gaussian(0.1)
+        >>> view = GaussianLikelihoodView(lik)
+        >>> view.noise = 0.2
+        >>> round(float(lik.noise), 6), view.gaussian is lik
+        (0.2, True)
+    """
+
+    def __init__(self, gaussian: Gaussian) -> None:
+        super().__init__(noise_covar=_SharedNoise(gaussian))
+
+    @property
+    def gaussian(self) -> Gaussian:
+        """The bo_ncgp likelihood whose noise this view reads and sets."""
+        return self.noise_covar.gaussian
+
+    @property
+    def noise(self) -> Tensor:
+        """The noise variance (of :attr:`gaussian`)."""
+        return self.gaussian.noise
+
+    @noise.setter
+    def noise(self, value: float | Tensor) -> None:
+        self.gaussian.noise = value
+
+
+class DualSVGPModel(LatentGPModel, GP):
     """BoTorch model of a :class:`~bo_ncgp.models.DualSVGP` (Chang et al. 2023), built from
     data as ``SingleTaskGP`` is.
 
     The constructor transforms the data (``input_transform`` applied, ``outcome_transform``
     trained, as ``SingleTaskGP`` does), builds a DualSVGP and streams the data in with the
     initial hyperparameters (its posterior is then usable, as an unfitted ``SingleTaskGP``'s
-    is). ``fit_gpytorch_mll(LatentGPMarginalLogLikelihood(model.likelihood, model))`` trains
-    the hyperparameters: a fresh DualSVGP (warm-started from the current hyperparameters)
-    takes all data in one :meth:`DualSVGP.update` with ``num_hyper_steps`` steps per round.
-    New observations then stream in with :meth:`update` (the fast path, no refit).
+    is). ``fit_gpytorch_mll(mll)`` trains the hyperparameters: a fresh DualSVGP (warm-started
+    from the current hyperparameters and mean) takes all data in one :meth:`DualSVGP.update`
+    with ``num_hyper_steps`` steps per round. ``mll`` is a training handle naming the model:
+    ``ExactMarginalLogLikelihood(model.likelihood, model)`` as for a ``SingleTaskGP`` (a
+    Gaussian adapter is a GPyTorch ``GP`` whose ``likelihood`` is a GPyTorch Gaussian
+    likelihood, :class:`GaussianLikelihoodView`), or
+    :class:`~bo_ncgp.bo.LatentGPMarginalLogLikelihood` for any likelihood; it is not
+    evaluated. New observations then stream in with :meth:`update` (the fast path, no
+    refit).
 
     Posteriors and conditioning run inside :func:`~bo_ncgp.models.dual.fixed_hyperparameters`:
     differentiable in ``X`` (and in fantasy inputs), not in the hyperparameters, so the
@@ -135,7 +207,10 @@ class DualSVGPModel(LatentGPModel):
             every input is one, and a Gaussian model equals the exact GP.
         memory_size, num_hyper_steps, lr, ``**settings``: fields of
             :class:`~bo_ncgp.models.dual.DualSVGPConfig` (every point kept in memory; 100 Adam
-            steps of learning rate 0.05 per round when fitted).
+            steps of learning rate 0.05 per round when fitted). ``learn_mean_constant``
+            defaults to ``True`` for a Gaussian likelihood (a constant prior mean trained with
+            the hyperparameters, as ``SingleTaskGP``'s ``ConstantMean``) and to ``False``
+            otherwise.
 
     Data of another dtype than float64 is cast with one warning. ``from_model(dual)``
     wraps an existing DualSVGP instead (trained by its own ``update``).
@@ -143,11 +218,11 @@ class DualSVGPModel(LatentGPModel):
     Example:
         >>> from botorch.fit import fit_gpytorch_mll
         >>> from botorch.models.transforms import Normalize
-        >>> from bo_ncgp.bo import LatentGPMarginalLogLikelihood
+        >>> from gpytorch.mlls import ExactMarginalLogLikelihood
         >>> X = 5 * torch.rand(12, 2, dtype=torch.float64)
         >>> Y = X.sin().sum(-1, keepdim=True)
         >>> model = DualSVGPModel(X, Y, input_transform=Normalize(2), num_hyper_steps=10)
-        >>> _ = fit_gpytorch_mll(LatentGPMarginalLogLikelihood(model.likelihood, model))
+        >>> _ = fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
         >>> model.posterior(X[:3]).mean.shape
         torch.Size([3, 1])
         >>> model.update(X[:2] + 0.1, Y[:2]).model.num_data  # stream two more points in
@@ -183,6 +258,7 @@ class DualSVGPModel(LatentGPModel):
         )
         kernel = _default_kernel(X.shape[-1], likelihood) if kernel is None else kernel
         kernel, likelihood = kernel.to(X), likelihood.to(X)
+        settings.setdefault("learn_mean_constant", isinstance(likelihood, Gaussian))
         Z = X[:num_inducing] if inducing_points is None else inducing_points
         dual = DualSVGP(
             kernel,
@@ -209,6 +285,13 @@ class DualSVGPModel(LatentGPModel):
         # acquisitions need gradients in X only: keep the base factorisation cached
         return fixed_hyperparameters()
 
+    @property
+    def likelihood(self) -> Module | None:
+        """The wrapped model's likelihood; for a Gaussian one, GPyTorch's face of it
+        (:class:`GaussianLikelihoodView`, sharing its noise), as ``SingleTaskGP.likelihood``."""
+        lik = getattr(self.model, "likelihood", None)
+        return GaussianLikelihoodView(lik) if isinstance(lik, Gaussian) else lik
+
     def _fit_model(self, X: Tensor, y: Tensor) -> Module:
         config, Z = self._initial
         dual = DualSVGP(
@@ -217,6 +300,7 @@ class DualSVGPModel(LatentGPModel):
             Z,
             config=config,
             generator=self.model.generator,
+            mean_constant=self.model.mean_constant,  # warm-started, as the hyperparameters
         )
         return _stream_in(dual, X, y, num_hyper_steps=config.num_hyper_steps)
 

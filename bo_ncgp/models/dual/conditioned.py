@@ -66,7 +66,8 @@ class ConditionedDualSVGP(torch.nn.Module, LatentGP):
         base: the unconditioned model (a snapshot of its state; kernel and likelihood shared).
         X: ``(*bx, n, d)`` conditioned inputs.
         y: ``(*b, n)`` conditioned targets.
-        eta, beta: ``(*b, L, n)`` their sites (Eq. 12, on ``g = f - mean_constant``).
+        eta, beta: ``(*b, L, n)`` their sites on ``f`` (Eq. 12, ``eta = beta * y_hat``; on
+            ``g = f - mean_constant`` the first is ``eta - beta * mean_constant``).
         num_data: data points seen by ``base`` plus the conditioned ones.
 
     Example:
@@ -144,7 +145,7 @@ class ConditionedDualSVGP(torch.nn.Module, LatentGP):
     )
     Z: Alias[Tensor] = Alias("base.Z", "``(m, d)`` inducing inputs (the unconditioned model's).")
     mean_constant: Alias[float] = Alias(
-        "base.mean_constant", "The fixed constant prior mean ``c`` (the unconditioned model's)."
+        "base.mean_constant", "The constant prior mean ``c`` (the unconditioned model's)."
     )
     memory: Alias[Memory] = Alias(
         "base.memory",
@@ -190,7 +191,8 @@ class ConditionedDualSVGP(torch.nn.Module, LatentGP):
 
     def _block(self, f: DualFactors) -> SiteBlock:
         base = self.base
-        return site_block(f, base._Kzx(self._X), base._kxx(self._X, True), self._eta, self._beta)
+        eta = base._on_g(self._eta, self._beta)
+        return site_block(f, base._Kzx(self._X), base._kxx(self._X, True), eta, self._beta)
 
     def _factors(self) -> tuple[DualFactors, SiteBlock]:
         """The base model's factors (Eq. 10) and the block of the conditioned sites (the

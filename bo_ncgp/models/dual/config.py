@@ -73,7 +73,12 @@ class DualSVGPConfig:
         max_inducing: number of inducing points the pivoted-Cholesky updates keep (Sec. 3.4);
             ``None`` takes the number of initial inducing points (the model stores the
             resolved value).
-        mean_constant: a fixed constant prior mean ``c``: ``f = c + g`` with ``g ~ GP(0, k)``.
+        mean_constant: the constant prior mean ``c``: ``f = c + g`` with ``g ~ GP(0, k)``
+            (its initial value when ``learn_mean_constant``).
+        learn_mean_constant: ``True``: ``c`` is a hyperparameter, trained with the kernel and
+            likelihood hyperparameters on the same objective (Eq. 26 or Eq. 21), as a
+            ``ConstantMean`` is in GPyTorch; ``False``: ``c`` stays fixed. Not available for
+            several latents (a constant shared by the latents of a softmax cancels).
 
     Example:
         >>> from dataclasses import replace
@@ -97,6 +102,7 @@ class DualSVGPConfig:
     num_rounds: int = 1
     max_inducing: int | None = None
     mean_constant: float = 0.0
+    learn_mean_constant: bool = False
 
     def __post_init__(self) -> None:
         who = "DualSVGP"
@@ -137,6 +143,11 @@ class DualSVGPConfig:
         if not isinstance(self.memory_scaling, bool):
             raise InputDataError(
                 f"DualSVGP: memory_scaling must be True or False, got {self.memory_scaling!r}"
+            )
+        if not isinstance(self.learn_mean_constant, bool):
+            raise InputDataError(
+                "DualSVGP: learn_mean_constant must be True or False, got "
+                f"{self.learn_mean_constant!r}"
             )
         check_positive(self.lr, "lr", who)
         mi = self.max_inducing

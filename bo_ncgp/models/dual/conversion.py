@@ -28,6 +28,7 @@ from torch import Tensor
 
 from bo_ncgp.exceptions import InputDataError
 from bo_ncgp.likelihoods import Likelihood
+from bo_ncgp.linalg import stable_cholesky
 
 if TYPE_CHECKING:
     from bo_ncgp.models.dual.model import DualSVGP
@@ -61,7 +62,12 @@ def from_inducing_posterior(
         q(f_*) = N(c + k_*z K^{-1} m,  k_** - k_*z K^{-1} (K - S) K^{-1} k_z*),
 
     and adds new points by dual conditioning (``condition``) or ``update``. The whole
-    ``q(u)`` becomes the folded factor ``(lam_rest, B_rest)``; the memory starts empty.
+    ``q(u)`` becomes the folded factor; the memory starts empty. On ``f`` (the model's
+    convention, :mod:`~bo_ncgp.models.dual.model`) the factor is the Gaussian
+    ``exp(a^T f_z - f_z^T Lam f_z / 2)`` on ``f_z = c 1 + u`` with ``Lam = K^{-1} B_u K^{-1}``
+    and ``a = K^{-1} lam_f``; so ``s = B_u K^{-1} 1``, ``lam_f = lam + c s`` and the totals
+    of its normaliser are ``(1^T K^{-1} lam_f, 1^T Lam 1)``. Where ``c`` is learned afterwards
+    (``learn_mean_constant=True``) the factor stays fixed on ``f(Z)``.
     ``B_u`` need not be positive semi-definite (a ``q(u)`` wider than the prior in some
     direction); ``K + B_u = K S^{-1} K`` always is.
 
@@ -125,8 +131,19 @@ def from_inducing_posterior(
         K = model._Kzz()  # (C, m, m)
         Sinv_K = torch.cholesky_solve(K, L_S)
         B = K @ Sinv_K - K
+        B = 0.5 * (B + B.mT)
         lam = (Sinv_K.mT @ mean.unsqueeze(-1)).squeeze(-1)  # K S^{-1} m
-        model._lam_rest, model._B_rest = lam, 0.5 * (B + B.mT)
+        model._B_rest = B
+        c = model._mean_constant.detach()
+        if bool(c != 0) or model.learn_mean_constant:  # the factor on f (docstring)
+            L_K = stable_cholesky(K, name="K_zz")
+            Kinv1 = torch.cholesky_solve(K.new_ones(C, m, 1), L_K)
+            s = (B @ Kinv1).squeeze(-1)
+            lam = lam + c * s
+            eta_sum = (Kinv1.squeeze(-1) * lam).sum(-1)
+            model._s_rest = s
+            model._rest_totals = torch.stack([eta_sum, (Kinv1.squeeze(-1) * s).sum(-1)], -1)
+        model._lam_rest = lam
         model._num_data = model._num_data.new_tensor(int(num_data))
     model._touch()
     return model

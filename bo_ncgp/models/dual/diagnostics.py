@@ -67,8 +67,9 @@ __all__ = [
 
 
 def hyperparameters(model: DualSVGP) -> dict[str, list[float]]:
-    """The trained hyperparameters of ``model`` (kernel and likelihood), constrained values
-    (e.g. ``outputscale``, not ``raw_outputscale``), flattened, keyed by their dotted names.
+    """The trained hyperparameters of ``model`` (kernel and likelihood, and ``mean_constant``
+    when it is learned), constrained values (e.g. ``outputscale``, not ``raw_outputscale``),
+    flattened, keyed by their dotted names.
 
     Example:
         >>> from gpytorch.kernels import RBFKernel
@@ -86,6 +87,8 @@ def hyperparameters(model: DualSVGP) -> dict[str, list[float]]:
             value = param if constraint is None else constraint.transform(param)
             key = f"{prefix}.{name.replace('raw_', '')}"
             out[key] = [float(v) for v in value.detach().reshape(-1)]
+    if model.learn_mean_constant:
+        out["mean_constant"] = [model.mean_constant]
     return out
 
 
@@ -137,9 +140,11 @@ def _offline_model(
     kernel: gpytorch.kernels.Kernel,
     likelihood: torch.nn.Module,
     site_tolerance: float,
+    mean_constant: float,
 ) -> DualSVGP:
-    """Every point of ``(X, y)`` held as a site with ``kernel`` and ``likelihood`` (shared, not
-    copied); ``Z`` by the policy of ``model``; sites converged."""
+    """Every point of ``(X, y)`` held as a site with ``kernel``, ``likelihood`` (shared, not
+    copied) and the constant mean ``mean_constant`` (learned if ``model`` learns it); ``Z``
+    by the policy of ``model``; sites converged."""
     from bo_ncgp.models.dual.model import DualSVGP
 
     if model.inducing_update == "fixed":
@@ -157,7 +162,8 @@ def _offline_model(
         num_hyper_steps=0,
         inducing_update="fixed",
         hyper_objective=model.hyper_objective,
-        mean_constant=model.mean_constant,
+        mean_constant=mean_constant,
+        learn_mean_constant=model.learn_mean_constant,
     )
     off.update(X, y)
     converge_sites(off, site_tolerance)
@@ -197,7 +203,7 @@ def fit_offline(
     """
     src = model if start is None else start
     kernel, likelihood = copy.deepcopy(src.kernel), copy.deepcopy(src.likelihood)
-    off = _offline_model(model, X, y, kernel, likelihood, site_tolerance)
+    off = _offline_model(model, X, y, kernel, likelihood, site_tolerance, src.mean_constant)
     for _ in range(max_rounds):
         params = _params(off)
         if not params:
@@ -207,7 +213,7 @@ def fit_offline(
         moved = max(
             float((p.detach() - b).abs().max()) for p, b in zip(params, before, strict=True)
         )
-        off = _offline_model(model, X, y, kernel, likelihood, site_tolerance)
+        off = _offline_model(model, X, y, kernel, likelihood, site_tolerance, off.mean_constant)
         if moved < tolerance:
             break
     return off
@@ -219,7 +225,7 @@ def offline_objective(model: DualSVGP, X: Tensor, y: Tensor, site_tolerance: flo
     modified)."""
     kernel, likelihood = copy.deepcopy(model.kernel), copy.deepcopy(model.likelihood)
     with torch.no_grad():
-        off = _offline_model(model, X, y, kernel, likelihood, site_tolerance)
+        off = _offline_model(model, X, y, kernel, likelihood, site_tolerance, model.mean_constant)
         return float(claimed_objective(off))
 
 
@@ -236,10 +242,7 @@ def own_optimum(model: DualSVGP, max_iter: int = 200) -> DualSVGP:
         try:
             minimize_lbfgs(params, lambda: -claimed_objective(own), max_iter, name="own_optimum")
         finally:
-            if own._rest_anchor is not None:
-                with torch.no_grad():
-                    own._lam_rest, own._B_rest = own._rest_pair(own._Kzz())
-                own._rest_anchor = None
+            own._settle_rest()
     own._touch()
     return own
 

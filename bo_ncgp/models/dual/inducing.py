@@ -187,10 +187,12 @@ def project_dual_pair(
 
     Args:
         Kzz_old: ``(L, m_old, m_old)``; K_new_old: ``(L, m_new, m_old)``.
-        lam: ``(L, m_old)``; B: ``(L, m_old, m_old)``.
+        lam: ``(L, m_old)``, or ``(L, k, m_old)``: ``k`` vectors projected alike;
+        B: ``(L, m_old, m_old)``.
 
     Returns:
-        ``(P lam, P B P^T)`` of shapes ``(L, m_new)``, ``(L, m_new, m_new)``.
+        ``(P lam, P B P^T)`` of shapes ``(L, m_new)`` (or ``(L, k, m_new)``),
+        ``(L, m_new, m_new)``.
 
     Example:
         >>> k = lambda A, B: torch.exp(-0.5 * torch.cdist(A, B) ** 2).unsqueeze(0)  # L = 1
@@ -203,6 +205,8 @@ def project_dual_pair(
     L_old = stable_cholesky(Kzz_old, name="K(Z_old, Z_old)")
     Pt = torch.cholesky_solve(K_new_old.mT, L_old)  # K_old^{-1} K(Z_old, Z_new) = P^T
     P = Pt.mT
+    if lam.dim() > P.dim() - 1:
+        P = P.unsqueeze(-3)
     lam_new = (P @ lam.unsqueeze(-1)).squeeze(-1)
-    B_new = repair_psd(P @ B @ Pt, name="projected B_u")
+    B_new = repair_psd(Pt.mT @ B @ Pt, name="projected B_u")
     return lam_new, B_new

@@ -43,6 +43,26 @@ space, as if ``Z`` were extended by the new inputs, vectorised over leading batc
 of the targets (fantasies), O(n m^2 + n^3) per batch element; the result is a
 :class:`~bo_ncgp.models.dual.conditioned.ConditionedDualSVGP`.
 
+Constant prior mean: ``f = c + g`` with ``g ~ GP(0, k)`` and ``u = g(Z)``. A site approximates
+the likelihood, a function of ``f``: its pseudo-output ``y_hat_i`` (Eq. 12) is an observation of
+``f_i``, so the sites are stored on ``f``, ``t_i(f) = exp(eta_i f - beta_i f^2 / 2)`` with
+``eta_i = beta_i y_hat_i``, and do not depend on ``c``. On ``g = f - c`` (with ``f_i ~= c +
+k_zi^T v``, ``v = K_zz^{-1} u``) the same site is
+``exp((eta_i - beta_i c) g_i - beta_i g_i^2 / 2 + kappa_i(c))``,
+``kappa_i(c) = eta_i c - beta_i c^2 / 2``, so the dual pair of Eq. 11 at ``c`` is
+
+    lam(c) = sum_i k_zi (eta_i - beta_i c) = lam_f - c s,   s = sum_i k_zi beta_i,   B_u unchanged.
+
+The summarised old data are held as ``(lam_f, s, B_rest)`` (projected alike by Eq. 27) and the
+totals ``(sum eta_i, sum beta_i)`` of their ``kappa``. Where ``T_rest`` stands for the old
+data's likelihood (``memory_scaling=False``) Eq. 26 adds its log normaliser
+``kappa_rest(c) = c sum eta_i - c^2 sum beta_i / 2``; the ``kappa`` of every other site cancels
+between ``log Z`` and ``E_q[log t_i]``. With ``learn_mean_constant=True``, ``c`` is then a
+hyperparameter of Eq. 26 (or Eq. 21) like the kernel's: for a Gaussian likelihood with every
+point held as a site, Eq. 26 is ``log N(y | c 1, K + sigma^2 I)`` for every ``c`` and its
+optimum the generalised-least-squares mean ``1^T A^{-1} y / 1^T A^{-1} 1``,
+``A = K + sigma^2 I``, as for an exact GP with a ``ConstantMean``.
+
 Deviation from the paper's notation: Eqs. 23-24 / 59-60 are applied to the natural
 parameters, i.e. to the sites ``(eta_i = beta_i y_hat_i, beta_i)``, so that a Gaussian
 likelihood converges in one step with ``rho = 1``. Deviation from the paper's order of
@@ -63,7 +83,7 @@ import gpytorch
 import torch
 from torch import Tensor
 
-from bo_ncgp.exceptions import InputDataError
+from bo_ncgp.exceptions import InputDataError, UnsupportedError
 from bo_ncgp.likelihoods import Likelihood
 from bo_ncgp.linalg import latent_block, log_prior, solve_lower, stable_cholesky
 from bo_ncgp.models._alias import Alias
@@ -128,14 +148,14 @@ class DualSVGP(InducingState, ResizableModule, LatentGP):
             ``num_inner_steps``, ``num_hyper_steps``, ``num_latents``, ``inducing_update``,
             ``memory_selection``, ``memory_cap``, ``hyper_objective``, ``hyper_optimizer``,
             ``rest_factor``, ``memory_scaling``, ``lr``, ``num_rounds``, ``max_inducing``,
-            ``mean_constant``), documented there; each is also an attribute of the model that
-            may be reassigned. ``max_inducing`` defaults to ``m``: a larger value lets ``Z``
-            grow from a small initial design as data arrives. With
-            ``mean_constant = c``, ``f = c + g`` with ``g ~ GP(0, k)`` (not trained by
-            :meth:`update`): the dual parameters, the sites' ``eta`` and
-            :meth:`inducing_posterior` describe ``g``; predictions, :meth:`bls` and the
-            likelihood see ``f`` (a model converted from a GPyTorch SVGP with a
-            ``ConstantMean``, :meth:`from_inducing_posterior`).
+            ``mean_constant``, ``learn_mean_constant``), documented there; each but the last
+            two is also an attribute of the model that may be reassigned. ``max_inducing``
+            defaults to ``m``: a larger value lets ``Z`` grow from a small initial design as
+            data arrives. With ``mean_constant = c``, ``f = c + g`` with ``g ~ GP(0, k)``
+            (fixed, or trained with the hyperparameters when ``learn_mean_constant``; module
+            docstring): the dual parameters and :meth:`inducing_posterior` describe ``g``; the
+            sites, predictions, :meth:`bls` and the likelihood see ``f`` (a model converted
+            from a GPyTorch SVGP with a ``ConstantMean``, :meth:`from_inducing_posterior`).
 
     Shapes: inputs ``(..., n, d)``; for ``C = 1`` latent outputs are ``(..., n)`` (and
     ``(..., n, n)`` joint covariances); for ``C > 1`` they are ``(..., n, C)`` (and
@@ -155,7 +175,7 @@ class DualSVGP(InducingState, ResizableModule, LatentGP):
     """
 
     supports_update = True
-    _resizable = ("_Z", "_lam_rest", "_B_rest", "_prior_var_ref")
+    _resizable = ("_Z", "_lam_rest", "_s_rest", "_B_rest", "_prior_var_ref")
 
     memory_size = _setting("memory_size")
     rho = _setting("rho")
@@ -185,6 +205,12 @@ class DualSVGP(InducingState, ResizableModule, LatentGP):
         super().__init__()
         C = check_latent_kernel("DualSVGP", kernel, likelihood)
         cfg = DualSVGPConfig(**settings) if config is None else replace(config, **settings)
+        if cfg.learn_mean_constant and C > 1:
+            raise UnsupportedError(
+                f"DualSVGP: learn_mean_constant=True needs a single latent function, got {C} "
+                f"for the likelihood {likelihood.name} (a constant shared by the latents of a "
+                "softmax cancels)"
+            )
         if cfg.num_latents is not None and int(cfg.num_latents) != C:
             raise InputDataError(
                 f"DualSVGP: num_latents={cfg.num_latents} but the likelihood {likelihood.name} "
@@ -212,10 +238,18 @@ class DualSVGP(InducingState, ResizableModule, LatentGP):
         self._C = C
         self._base_cache: tuple[tuple, DualFactors] | None = None
         self.register_buffer("_Z", Z)
+        # the summarised old data on f (module docstring): lam_f = sum k eta, s = sum k beta,
+        # B = sum k beta k^T, and the totals (sum eta, sum beta) of the sites folded in
         self.register_buffer("_lam_rest", Z.new_zeros(C, m))
+        self.register_buffer("_s_rest", Z.new_zeros(C, m))
         self.register_buffer("_B_rest", Z.new_zeros(C, m, m))
+        self.register_buffer("_rest_totals", Z.new_zeros(C, 2))
         self.register_buffer("_num_data", torch.zeros((), dtype=torch.long, device=Z.device))
-        self.register_buffer("_mean_constant", Z.new_tensor(cfg.mean_constant))
+        c = Z.new_tensor(cfg.mean_constant)
+        if cfg.learn_mean_constant:
+            self._mean_constant = torch.nn.Parameter(c)
+        else:
+            self.register_buffer("_mean_constant", c)
         # the largest prior variance per latent seen after an update (collapse warning)
         self._collapse_warned = False
         self._rest_anchor: Tensor | None = None  # set during hyperparameter steps
@@ -225,8 +259,13 @@ class DualSVGP(InducingState, ResizableModule, LatentGP):
     # -------------------------------------------------------------- properties
     @property
     def mean_constant(self) -> float:
-        """The fixed constant prior mean ``c`` (``f = c + g``)."""
-        return float(self._mean_constant)
+        """The constant prior mean ``c`` (``f = c + g``): fixed, or its current learned value."""
+        return float(self._mean_constant.detach())
+
+    @property
+    def learn_mean_constant(self) -> bool:
+        """Whether ``c`` is trained with the hyperparameters (:class:`DualSVGPConfig`)."""
+        return self.config.learn_mean_constant
 
     memory_inputs: Alias[Tensor] = Alias("memory.X", "``(n_M, d)`` inputs held in memory.")
     memory_targets: Alias[Tensor] = Alias("memory.y", "``(n_M,)`` targets held in memory.")
@@ -237,8 +276,6 @@ class DualSVGP(InducingState, ResizableModule, LatentGP):
         self._base_cache = None
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
-        # states saved before ``mean_constant`` existed load as zero-mean models
-        state_dict.setdefault(prefix + "_mean_constant", self._mean_constant.clone())
         state_dict.setdefault(prefix + "_prior_var_ref", self._prior_var_ref.new_zeros(0))
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
@@ -267,7 +304,8 @@ class DualSVGP(InducingState, ResizableModule, LatentGP):
         modified in place, so compared by identity) and snapshots of the hyperparameter values
         (GPyTorch setters write through ``.data``, which leaves ``_version`` unchanged)."""
         mem = self.memory
-        key: list = [self._Z, self._lam_rest, self._B_rest, mem.X, mem.eta, mem.beta]
+        key: list = [self._Z, self._lam_rest, self._s_rest, self._B_rest, mem.X, mem.eta]
+        key += [mem.beta, Snapshot(self._mean_constant)]
         key += [Snapshot(p) for p in self.parameters()]
         return tuple(key)
 
@@ -301,13 +339,24 @@ class DualSVGP(InducingState, ResizableModule, LatentGP):
 
     # ------------------------------------------------------------- posterior
     def _memory_sites(self) -> tuple[Tensor, Tensor]:
+        """The memory's sites on ``f``, ``(eta, beta)`` ``(L, n_M)``."""
         return self.memory.eta.mT, self.memory.beta.mT
 
+    def _on_g(self, eta: Tensor, beta: Tensor) -> Tensor:
+        """The first natural parameter on ``g = f - c`` of sites ``(eta, beta)`` on ``f``:
+        ``eta - beta c`` (module docstring; differentiable in a learned ``c``)."""
+        return eta - beta * self._mean_constant
+
+    def _contributions(self, X: Tensor, eta: Tensor, beta: Tensor) -> tuple[Tensor, Tensor]:
+        """``(sum_i k_zi (eta_i - beta_i c), sum_i k_zi beta_i k_zi^T)``: Eq. 11 on ``g`` for
+        sites ``(eta, beta)`` on ``f`` at inputs ``X``."""
+        return site_contributions(self._Kzx(X), self._on_g(eta, beta), beta)
+
     def _total_pair(self) -> tuple[Tensor, Tensor]:
-        """``(lam, B_u)`` of the posterior at the current ``Z`` (Eq. 11)."""
-        lam, B = self._lam_rest, self._B_rest
+        """``(lam, B_u)`` of the posterior of ``g`` at the current ``Z`` (Eq. 11)."""
+        lam, B = self._lam_rest - self._mean_constant * self._s_rest, self._B_rest
         if len(self.memory):
-            dl, dB = site_contributions(self._Kzx(self.memory.X), *self._memory_sites())
+            dl, dB = self._contributions(self.memory.X, *self._memory_sites())
             lam, B = lam + dl, B + dB
         return lam, B
 
@@ -334,10 +383,9 @@ class DualSVGP(InducingState, ResizableModule, LatentGP):
         return mean + self._mean_constant, (var if full_cov else var.clamp_min(0))
 
     def _site_targets(self, y: Tensor, mean: Tensor, var: Tensor) -> tuple[Tensor, Tensor]:
-        """Sites on ``g = f - c`` from the marginals ``N(mean, var)`` of ``f``: the likelihood
-        sees ``f``; ``eta = beta * y_hat`` moves with the pseudo-output (Eq. 12)."""
-        eta, beta = site_targets(self.likelihood, y, mean, var)
-        return eta - beta * self._mean_constant, beta
+        """Sites on ``f`` (``eta = beta * y_hat``, Eq. 12) from the marginals
+        ``N(mean, var)`` of ``f``."""
+        return site_targets(self.likelihood, y, mean, var)
 
     def _out(self, t: Tensor, matrix: bool = False) -> Tensor:
         if self._C == 1:
@@ -431,36 +479,60 @@ class DualSVGP(InducingState, ResizableModule, LatentGP):
         which: str,
         q_fixed: tuple[Tensor, Tensor] | None = None,
     ) -> Tensor:
-        """Eq. 26 (``which="dual"``) or Eq. 21 (``"elbo"``, with ``q_fixed = (m_u, L_V)``)."""
+        """Eq. 26 (``which="dual"``) or Eq. 21 (``"elbo"``, with ``q_fixed = (m_u, L_V)``) on
+        the active points ``(Xa, ya)`` with their sites ``(eta, beta)`` on ``f``."""
         Kzz, Kza, kaa = self._Kzz(), self._Kzx(Xa), self._kxx(Xa, False)
         lam_r, B_r = self._rest_pair(Kzz)
+        c = self._mean_constant
         if which == "elbo":
             m_u, L_V = q_fixed if q_fixed is not None else self._fixed_q()
             return sequential_elbo(
                 self.likelihood, Kzz, Kza, kaa, ya, weights, m_u, L_V,
-                lam_r, B_r, mean_offset=self._mean_constant,
+                lam_r, B_r, mean_offset=c,
             )  # fmt: skip
-        return dual_objective(
-            self.likelihood, Kzz, Kza, kaa, ya, eta, beta, weights,
-            lam_r, B_r, include_rest=rest, mean_offset=self._mean_constant,
+        out = dual_objective(
+            self.likelihood, Kzz, Kza, kaa, ya, self._on_g(eta, beta), beta, weights,
+            lam_r, B_r, include_rest=rest, mean_offset=c,
         )  # fmt: skip
+        if not rest:  # T_rest stands for the old data's likelihood: its normaliser on f
+            eta_sum, beta_sum = self._rest_totals.unbind(-1)
+            out = out + (c * eta_sum - 0.5 * c.square() * beta_sum).sum()
+        return out
 
-    def _rest_pair(self, Kzz: Tensor) -> tuple[Tensor, Tensor]:
-        """The summarised factor ``(lam_rest, B_rest)`` at the hyperparameters of ``Kzz``.
+    def _rest_factor(self, Kzz: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """The summarised factor ``(lam_f, s, B_rest)`` (module docstring) at the
+        hyperparameters of ``Kzz``.
 
-        With ``rest_factor="dual"`` (Eq. 26 as written) the stored pair is held fixed. With
+        With ``rest_factor="dual"`` (Eq. 26 as written) the stored factor is held fixed. With
         ``"inducing"``, while hyperparameter steps run (``_rest_anchor`` set to the Cholesky
-        factor ``L_0`` of ``K_zz`` at the hyperparameters the pair was formed under), the
-        factor is held fixed as a Gaussian on ``u = f(Z)``: ``(P lam, P B P^T)`` with
+        factor ``L_0`` of ``K_zz`` at the hyperparameters the factor was formed under), it is
+        held fixed as a Gaussian on ``u``: ``(P lam_f, P s, P B P^T)`` with
         ``P = K_zz K_0^{-1}`` (Eq. 27's projection across hyperparameters instead of inducing
         inputs), differentiable in the hyperparameters.
         """
-        lam, B = self._lam_rest, self._B_rest
+        lam, s, B = self._lam_rest, self._s_rest, self._B_rest
         L0 = self._rest_anchor
         if L0 is None:
-            return lam, B
+            return lam, s, B
         Pt = torch.cholesky_solve(Kzz.mT, L0)  # K_0^{-1} K_zz = P^T
-        return (Pt.mT @ lam.unsqueeze(-1)).squeeze(-1), Pt.mT @ B @ Pt
+        ls = Pt.mT @ torch.stack([lam, s], -1)
+        return ls[..., 0], ls[..., 1], Pt.mT @ B @ Pt
+
+    def _rest_pair(self, Kzz: Tensor) -> tuple[Tensor, Tensor]:
+        """The summarised dual pair on ``g``, ``(lam_f - c s, B_rest)``
+        (:meth:`_rest_factor`), at the hyperparameters of ``Kzz`` and the current ``c``."""
+        lam, s, B = self._rest_factor(Kzz)
+        return lam - self._mean_constant * s, B
+
+    @torch.no_grad()
+    def _settle_rest(self) -> None:
+        """End the hyperparameter steps of ``rest_factor="inducing"``: store the summarised
+        factor re-expressed at the current hyperparameters and drop the anchor."""
+        if self._rest_anchor is not None:
+            lam, s, B = self._rest_factor(self._Kzz())
+            self._lam_rest, self._s_rest, self._B_rest = lam, s, 0.5 * (B + B.mT)
+            self._rest_anchor = None
+        self._touch()
 
     def _memory_weights(self, n_old: int) -> Tensor:
         n_M = len(self.memory)
@@ -533,8 +605,10 @@ class DualSVGP(InducingState, ResizableModule, LatentGP):
                 return self
             Kzz_old = self._Kzz()
             K_on = self._Kzx(Z_new)  # K(Z_old, Z_new)
-            lam, B = project_dual_pair(Kzz_old, K_on.mT, self._lam_rest, self._B_rest)
-            self._Z, self._lam_rest, self._B_rest = Z_new.clone(), lam, B
+            ls = torch.stack([self._lam_rest, self._s_rest], -2)  # (L, 2, m): both as lam
+            ls, B = project_dual_pair(Kzz_old, K_on.mT, ls, self._B_rest)
+            self._Z, self._B_rest = Z_new.clone(), B
+            self._lam_rest, self._s_rest = ls.unbind(-2)
         self._touch()
         return self
 

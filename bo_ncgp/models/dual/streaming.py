@@ -167,15 +167,18 @@ def check_collapse(model: DualSVGP, X: Tensor) -> bool:
 def inner_steps(
     model: DualSVGP, Xa: Tensor, ya: Tensor, eta: Tensor, beta: Tensor
 ) -> tuple[Tensor, Tensor]:
-    """Damped natural-gradient steps on the sites of the active points (Eqs. 23-24, 54)."""
+    """Damped natural-gradient steps on the sites ``(eta, beta)`` (on ``f``) of the active
+    points (Eqs. 23-24, 54)."""
     with torch.no_grad():
         Kzz, Kza, kaa = model._Kzz(), model._Kzx(Xa), model._kxx(Xa, False)
         L_K = stable_cholesky(Kzz, name="K_zz")
+        lam_r, B_r = model._rest_pair(Kzz)
+        c = model._mean_constant
         for _ in range(model.num_inner_steps):
-            lam_s, B_s = site_contributions(Kza, eta, beta)
-            f = dual_factors(Kzz, model._B_rest + B_s, model._lam_rest + lam_s, L_K=L_K)
+            lam_s, B_s = site_contributions(Kza, model._on_g(eta, beta), beta)
+            f = dual_factors(Kzz, B_r + B_s, lam_r + lam_s, L_K=L_K)
             mean, var = dual_predict(f, Kza, kaa)
-            target = model._site_targets(ya, mean + model._mean_constant, var.clamp_min(0))
+            target = model._site_targets(ya, mean + c, var.clamp_min(0))
             eta, beta = damp((eta, beta), target, model.rho)
     return eta, beta
 
@@ -256,12 +259,8 @@ def hyper_steps(
     try:
         return _hyper_steps(model, params, active, report, round_)
     finally:
-        if anchored:
-            with torch.no_grad():  # the factor on f(Z) at the new hyperparameters
-                lam, B = model._rest_pair(model._Kzz())
-                model._lam_rest, model._B_rest = lam, 0.5 * (B + B.mT)
-            model._rest_anchor = None
-            model._touch()
+        if anchored:  # the factor on u at the new hyperparameters
+            model._settle_rest()
 
 
 def _hyper_steps(
@@ -412,12 +411,17 @@ def project_unenforced_constraints(model: DualSVGP) -> None:
 
 
 def fold(model: DualSVGP, X: Tensor, eta: Tensor, beta: Tensor) -> None:
-    """Fold sites ``(L, n)`` at inputs ``X`` into ``(lam_rest, B_rest)`` (Eq. 11)."""
+    """Fold sites ``(L, n)`` on ``f`` at inputs ``X`` into the summarised factor (Eq. 11 on
+    ``f``: ``lam_f += sum k eta``, ``s += sum k beta``, ``B += sum k beta k^T``, and the totals
+    ``sum eta``, ``sum beta``; :mod:`~bo_ncgp.models.dual.model`)."""
     if X.shape[-2] == 0:
         return
-    dl, dB = site_contributions(model._Kzx(X), eta, beta)
+    Kzx = model._Kzx(X)
+    dl, dB = site_contributions(Kzx, eta, beta)
     model._lam_rest = model._lam_rest + dl
+    model._s_rest = model._s_rest + (Kzx @ beta.unsqueeze(-1)).squeeze(-1)
     model._B_rest = model._B_rest + 0.5 * (dB + dB.mT)
+    model._rest_totals = model._rest_totals + torch.stack([eta.sum(-1), beta.sum(-1)], -1)
 
 
 def _select(model: DualSVGP, scores: Tensor, y: Tensor, k: int) -> Tensor:
@@ -441,7 +445,7 @@ def add_to_memory(model: DualSVGP, X: Tensor, y: Tensor, eta: Tensor, beta: Tens
     model._touch()
     # the total posterior is the same whichever way points are split between the memory
     # and the folded factor, so one set of variances serves both selections
-    lam_n, B_n = site_contributions(model._Kzx(X), eta, beta)
+    lam_n, B_n = model._contributions(X, eta, beta)
     lam, B = model._total_pair()
     f = dual_factors(model._Kzz(), B + B_n, lam + lam_n)
     memory = model.memory
