@@ -13,8 +13,9 @@ for every method.
   search on ``Psi(f) = log p(y | f) - a^T K a / 2`` (the undamped iteration diverges on this
   kernel), to a relative change of ``exact_tol``.
 * **IterNCGP** in the configurations of ``--configs`` (``default``: the library defaults, CG
-  policy with 10 iterations per Newton step; ``cg<k>``: ``k`` iterations per step, solver
-  tolerances off, outer tolerance 1e-4).
+  policy with 10 iterations per Newton step; ``cg-<k>`` / ``pcg-<k>``: the CG / Jacobi-
+  preconditioned CG policy with ``k`` iterations per step, solver tolerances off, outer
+  tolerance 1e-4).
 
 Per IterNCGP run the gap to the exact test NLL is split into its parts: the NLL of IterNCGP's
 predictive mean with the *exact* variances (the error of the mode / mean), and of the exact mean
@@ -118,10 +119,13 @@ def iterncgp_settings(name: str) -> dict:
     """Constructor arguments of a ``--configs`` entry."""
     if name == "default":
         return {}
-    if name.startswith("cg") and name[2:].isdigit():
-        return {"max_solver_iters_per_step": int(name[2:]), "tol": 1e-4, "solver_rtol": 0.0,
-                "solver_atol": 0.0}  # fmt: skip
-    raise ValueError(f"unknown IterNCGP configuration {name!r}; use 'default' or 'cg<k>'")
+    policy, _, iters = name.partition("-")
+    if policy in ("cg", "pcg") and iters.isdigit():
+        return {"policy": policy, "max_solver_iters_per_step": int(iters), "tol": 1e-4,
+                "solver_rtol": 0.0, "solver_atol": 0.0}  # fmt: skip
+    raise ValueError(
+        f"unknown IterNCGP configuration {name!r}; use 'default', 'cg-<k>' or 'pcg-<k>'"
+    )
 
 
 def run_iterncgp(d: dict, name: str, exact: dict) -> dict:
@@ -183,14 +187,19 @@ def table(out: dict) -> str:
     return markdown_table(header, rows)
 
 
-DEFAULT = {"n": 2_000, "n_test": 2_000, "exact_tol": 1e-8, "configs": ["default", "cg30"]}
+DEFAULT = {
+    "n": 2_000,
+    "n_test": 2_000,
+    "exact_tol": 1e-8,
+    "configs": ["default", "cg-30", "pcg-30"],
+}
 QUICK = dict(DEFAULT, n=200, n_test=200)
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true")
-    p.add_argument("--configs", nargs="+", default=None, help="'default' and/or 'cg<k>'")
+    p.add_argument("--configs", nargs="+", default=None, help="'default', 'cg-<k>', 'pcg-<k>'")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--out", type=Path, default=OUT / "iterncgp_softmax_gap.json")
     args = p.parse_args(argv)
