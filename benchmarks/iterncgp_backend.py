@@ -21,10 +21,12 @@ reference diverges, so the softmax model keeps the experiment's kernel.)
    the same points, the wall-clock time (metric evaluations excluded) until the test NLL
    reaches the target, of
 
-   * IterNCGP, ``backend="auto"``, CG policy, ``race_iters`` solver iterations per Newton
-     step with the solver tolerances off (fewer iterations, or the default tolerances, stop
-     at a higher NLL: the remaining computational uncertainty keeps the variances too
-     large), NLL checked after every solver iteration;
+   * IterNCGP, ``backend="auto"``, the Jacobi-preconditioned CG policy (``policy="pcg"``,
+     ``race_policy``), ``race_iters`` solver iterations per Newton step with the solver
+     tolerances off (fewer iterations, or the default tolerances, stop at a higher NLL: the
+     remaining computational uncertainty keeps the variances too large), NLL checked after
+     every solver iteration;
+   * the same with the plain CG policy (``race_before_policy``, the "before" row);
    * a GPyTorch SVGP (:class:`bo_ncgp.models.svgp.SVGP`: whitened Cholesky ``q(u)``,
      ``svgp_inducing`` inducing points per latent function at a random subset of the data,
      fixed kernel), Adam (learning rate ``svgp_lr``) on minibatches of 1,024, NLL checked
@@ -194,8 +196,8 @@ def exact_nll(task: str, d: dict) -> tuple[float, int, float]:
 
 
 # ------------------------------------------------------------------- the race
-def race_iterncgp(d: dict, target: float, cfg: dict) -> dict:
-    """IterNCGP (auto backend) until the test NLL reaches ``target``."""
+def race_iterncgp(d: dict, target: float, cfg: dict, policy: str) -> dict:
+    """IterNCGP (auto backend, ``policy``) until the test NLL reaches ``target``."""
     best = [math.inf]
     hit: list[float] = []
 
@@ -207,7 +209,7 @@ def race_iterncgp(d: dict, target: float, cfg: dict) -> dict:
             hit.append(step.seconds)
         return bool(hit) or step.seconds > cfg["budget"]
 
-    model = IterNCGP(kernel(d["task"]), d["likelihood"], policy="cg",
+    model = IterNCGP(kernel(d["task"]), d["likelihood"], policy=policy,
                      max_solver_iters_per_step=cfg["race_iters"],
                      max_newton_steps=cfg["race_newton_steps"], tol=1e-4,
                      solver_rtol=0.0, solver_atol=0.0)  # fmt: skip
@@ -297,14 +299,20 @@ def _summary(runs: list[dict]) -> dict:
 
 
 def time_to_target(task: str, cfg: dict) -> dict:
-    """Exact-Laplace target, then ``race_reps`` interleaved races (IterNCGP, SVGP, IterNCGP,
-    ...; the SVGP's inducing points and minibatches are re-drawn with the repetition's seed)."""
+    """Exact-Laplace target, then ``race_reps`` interleaved races (IterNCGP with
+    ``race_policy``, IterNCGP with ``race_before_policy``, SVGP, IterNCGP, ...; the SVGP's
+    inducing points and minibatches are re-drawn with the repetition's seed)."""
     d = problem(task, cfg["n_target"][task], cfg["n_test"])
     exact, steps, secs = exact_nll(task, d)
     target = exact + 0.002
+    before = cfg.get("race_before_policy")
     runs: dict[str, list[dict]] = {"iterncgp": [], "svgp": []}
+    if before:
+        runs["iterncgp_before"] = []
     for rep in range(cfg["race_reps"]):
-        runs["iterncgp"].append(race_iterncgp(d, target, cfg))
+        runs["iterncgp"].append(race_iterncgp(d, target, cfg, cfg["race_policy"]))
+        if before:
+            runs["iterncgp_before"].append(race_iterncgp(d, target, cfg, before))
         runs["svgp"].append(race_svgp(d, target, cfg, seed=rep))
     return {"task": task, "n": cfg["n_target"][task], "exact_nll": exact,
             "exact_newton_steps": steps, "exact_seconds": secs, "target_nll": target,
@@ -342,19 +350,26 @@ def table(out: dict) -> str:
     ]  # fmt: skip
     text = markdown_table(header, rows) if rows else ""
     if out["time_to_target"]:
-        header = ["task", "N", "exact NLL (s)", "target", "IterNCGP s to target",
-                  "SVGP s to target", "IterNCGP / SVGP"]  # fmt: skip
+        cfg = out["config"]
+        before = cfg.get("race_before_policy")
+        header = ["task", "N", "exact NLL (s)", "target",
+                  f"IterNCGP ({cfg['race_policy']}) s to target",
+                  *([f"IterNCGP ({before}) s to target"] if before else []),
+                  "SVGP s to target", "IterNCGP / SVGP",
+                  *([f"{cfg['race_policy']} / {before}"] if before else [])]  # fmt: skip
         rows = []
+
+        def ratio(a: dict, b: dict) -> str:
+            if a["seconds_to_target"] and b["seconds_to_target"]:
+                return f"{a['seconds_to_target'] / b['seconds_to_target']:.2f}"
+            return "-"
+
         for t in out["time_to_target"]:
             a, s = t["iterncgp"], t["svgp"]
-            ratio = (
-                f"{a['seconds_to_target'] / s['seconds_to_target']:.2f}"
-                if a["seconds_to_target"] and s["seconds_to_target"]
-                else "-"
-            )
+            b = t.get("iterncgp_before")
             rows.append([t["task"], str(t["n"]), f"{t['exact_nll']:.4f} ({t['exact_seconds']:.3g})",
-                         f"{t['target_nll']:.4f}",
-                         _fmt(a), _fmt(s), ratio])  # fmt: skip
+                         f"{t['target_nll']:.4f}", _fmt(a), *([_fmt(b)] if b else []),
+                         _fmt(s), ratio(a, s), *([ratio(a, b)] if b else [])])  # fmt: skip
         text += ("\n\n" if text else "") + markdown_table(header, rows)
     return text
 
@@ -363,6 +378,7 @@ DEFAULT = {"tasks": ["binary", "softmax"], "backends": list(BACKENDS), "n": 10_0
            "n_test": 2_000, "reps": 3,
            "iters": 5, "newton_steps": 3, "race": True,
            "n_target": {"binary": 4_000, "softmax": 2_000}, "race_iters": 100,
+           "race_policy": "pcg", "race_before_policy": "cg",
            "race_newton_steps": 30, "race_reps": 3, "budget": 120.0, "svgp_inducing": 256,
            "svgp_lr": 0.05, "svgp_eval_every": 4}  # fmt: skip
 QUICK = dict(DEFAULT, n=300, n_test=100, reps=1, n_target={"binary": 150, "softmax": 150},

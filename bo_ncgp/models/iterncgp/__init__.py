@@ -7,7 +7,8 @@ Off Computation For Uncertainty" (workshop version: "IterGLM").
 * :mod:`.newton` -- Algorithm 1, Newton's method as a sequence of GP regressions;
 * :mod:`.problem` -- pseudo targets and noise ``W^{-1}`` / ``W^+`` of one Newton step (Eq. 6);
 * :mod:`.itergp` -- Algorithm 2, IterGP with a virtual solver run;
-* :mod:`.policies` -- actions: :class:`CGPolicy`, :class:`UnitVectorPolicy`;
+* :mod:`.policies` -- actions: :class:`CGPolicy`, :class:`JacobiCGPolicy`,
+  :class:`UnitVectorPolicy`;
 * :mod:`.belief` -- belief over the representer weights and its update (Eqs. 8-10);
 * :mod:`.stopping` -- inner / outer stopping criteria (Sec. B.2);
 * :mod:`.linesearch` -- step-size control of the Newton steps (extension);
@@ -26,7 +27,13 @@ from bo_ncgp.models.iterncgp.newton import (
     newton_laplace,
 )
 from bo_ncgp.models.iterncgp.operators import LatentKernelOperator
-from bo_ncgp.models.iterncgp.policies import CGPolicy, Policy, UnitVectorPolicy, make_policy
+from bo_ncgp.models.iterncgp.policies import (
+    CGPolicy,
+    JacobiCGPolicy,
+    Policy,
+    UnitVectorPolicy,
+    make_policy,
+)
 from bo_ncgp.models.iterncgp.problem import PseudoRegressionProblem, null_space_projection
 from bo_ncgp.models.iterncgp.recycling import (
     ActionBuffers,
@@ -50,6 +57,7 @@ __all__ = [
     "CGPolicy",
     "IterGPResult",
     "IterNCGP",
+    "JacobiCGPolicy",
     "LaplaceState",
     "LatentKernelOperator",
     "MaxIterations",

@@ -88,7 +88,9 @@ class IterNCGP(torch.nn.Module, LatentGP):
         kernel: GPyTorch kernel (batch shape ``()`` shared, or ``(C,)`` per latent function).
         likelihood: a :mod:`bo_ncgp.likelihoods` likelihood (Bernoulli, Binomial, Poisson,
             Gaussian, Softmax(C)).
-        policy: ``"cg"`` (residual actions), ``"unit_vector"`` (data order) or a
+        policy: ``"cg"`` (residual actions), ``"pcg"`` (Jacobi-preconditioned residual
+            actions: fewer actions to the Laplace variances on classification data),
+            ``"unit_vector"`` (data order) or a
             :class:`~bo_ncgp.models.iterncgp.policies.Policy` instance (e.g.
             ``UnitVectorPolicy(permutation)``).
         max_solver_iters_per_step: IterGP iterations per Newton step (products with ``K``);

@@ -6,6 +6,11 @@ observes next (``alpha_j = s_j^T r_{j-1}``). A new policy is one small class: su
 
 * :class:`CGPolicy` -- residual actions ``s_j = r_{j-1}``: conjugate gradients (Sec. 3.2,
   "(Conjugate) Gradient Policy"; Wenger et al. 2022, Tab. 1);
+* :class:`JacobiCGPolicy` -- preconditioned residual actions ``s_j = D^{-1} r_{j-1}`` with
+  ``D = diag(K_hat) = diag(K) + diag(W^{-1})``: preconditioned CG (Wenger et al. 2022, Tab. 1,
+  with the Jacobi preconditioner). Points whose curvature ``W`` is small (confidently
+  classified, saturated logits) carry a large noise ``W^{-1}`` and receive little weight, so
+  the actions concentrate on the data that move the posterior;
 * :class:`UnitVectorPolicy` -- unit vectors ``s_j = e_j``: partial Cholesky, i.e. exact
   conditioning on a growing subset of the data (Sec. 3.2, "Unit Vector Policy = Subset of
   Data"), in data order or a given permutation of the points. Vectors are enumerated point
@@ -27,7 +32,7 @@ from torch import Tensor
 from bo_ncgp.exceptions import InputDataError
 from bo_ncgp.models.iterncgp.problem import PseudoRegressionProblem
 
-__all__ = ["CGPolicy", "Policy", "UnitVectorPolicy", "make_policy"]
+__all__ = ["CGPolicy", "JacobiCGPolicy", "Policy", "UnitVectorPolicy", "make_policy"]
 
 
 class Policy(abc.ABC):
@@ -84,6 +89,41 @@ class CGPolicy(Policy):
         self, residual: Tensor, problem: PseudoRegressionProblem, iteration: int
     ) -> Tensor | None:
         return residual
+
+
+class JacobiCGPolicy(Policy):
+    """Jacobi-preconditioned residual actions ``s_j = P D^{-1} r_{j-1}``,
+    ``D = diag(K) + diag(W(f_i)^{-1})`` (IterNCGP-PCG).
+
+    The diagonal is computed once per Newton step (:meth:`reset`: ``C`` products with
+    ``W^{-1}``, O(N C^2)); each action costs O(N C) on top of the product with ``K``.
+
+    Example:
+        >>> import gpytorch
+        >>> from bo_ncgp.likelihoods import Bernoulli
+        >>> from bo_ncgp.models.iterncgp import LatentKernelOperator, PseudoRegressionProblem
+        >>> X = torch.linspace(0, 1, 5).unsqueeze(-1); y = (X[:, 0] > 0.5).double()
+        >>> K = LatentKernelOperator(gpytorch.kernels.RBFKernel(), X, 1, backend="dense")
+        >>> f = torch.tensor([-3.0, -1, 0, 1, 3]).reshape(1, 5, 1).double()
+        >>> problem = PseudoRegressionProblem(K, Bernoulli(), y, f, 0.0)
+        >>> policy = JacobiCGPolicy(); policy.reset(problem, recycled=False)
+        >>> s = policy(torch.ones(1, 5, 1).double(), problem, 0)
+        >>> bool(s[0, 2, 0] > s[0, 0, 0])  # the uncertain point (f = 0) weighs most
+        True
+    """
+
+    def __init__(self) -> None:
+        self._inv_diag: Tensor | None = None
+
+    def reset(self, problem: PseudoRegressionProblem, recycled: bool) -> None:
+        self._inv_diag = (problem.kernel_diagonal() + problem.noise_diagonal()).reciprocal()
+
+    def __call__(
+        self, residual: Tensor, problem: PseudoRegressionProblem, iteration: int
+    ) -> Tensor | None:
+        if self._inv_diag is None:
+            self.reset(problem, recycled=False)
+        return problem.project(self._inv_diag * residual)
 
 
 class UnitVectorPolicy(Policy):
@@ -166,7 +206,8 @@ class UnitVectorPolicy(Policy):
 
 
 def make_policy(policy: str | Policy) -> Policy:
-    """``"cg"`` / ``"unit_vector"`` or a :class:`Policy` instance (copied).
+    """``"cg"`` / ``"pcg"`` (:class:`JacobiCGPolicy`) / ``"unit_vector"`` or a
+    :class:`Policy` instance (copied).
 
     Example:
         >>> type(make_policy("cg")).__name__, type(make_policy("unit_vector")).__name__
@@ -180,8 +221,10 @@ def make_policy(policy: str | Policy) -> Policy:
         return copy.deepcopy(policy)
     if policy == "cg":
         return CGPolicy()
+    if policy == "pcg":
+        return JacobiCGPolicy()
     if policy == "unit_vector":
         return UnitVectorPolicy()
     raise InputDataError(
-        f"IterNCGP: unknown policy {policy!r}; use 'cg', 'unit_vector' or a Policy instance"
+        f"IterNCGP: unknown policy {policy!r}; use 'cg', 'pcg', 'unit_vector' or a Policy instance"
     )

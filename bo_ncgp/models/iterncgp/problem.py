@@ -117,6 +117,19 @@ class PseudoRegressionProblem:
         out = from_likelihood_layout(out, self.C).movedim(0, -1)
         return out.expand(torch.broadcast_shapes(out.shape, V.shape))
 
+    def kernel_diagonal(self) -> Tensor:
+        """``diag K`` in the latent layout, ``(*bx, C|1, n, 1)``."""
+        return self.kernel_op.prior_diag(self.kernel_op.X).unsqueeze(-1)
+
+    def noise_diagonal(self) -> Tensor:
+        """``diag W(f_i)^{-1}`` (softmax: ``diag W^+``), ``(*b, C, n, 1)``, from ``C`` products
+        with the per-point noise blocks."""
+        C, n = self.C, self.f.shape[-2]
+        eye = torch.eye(C, dtype=self.f.dtype, device=self.f.device)
+        E = eye[:, None, :].expand(C, n, C)  # column k: class k's unit vector at every point
+        out = self.noise_matmul(E)  # (*b, C, n, C)
+        return torch.diagonal(out, dim1=-3, dim2=-1).transpose(-1, -2).unsqueeze(-1)
+
     def matmul(self, V: Tensor) -> Tensor:
         """``K_hat V = K V + W^{-1} V``."""
         return self.kernel_matmul(V) + self.noise_matmul(V)

@@ -15,6 +15,7 @@ from bo_ncgp.models.iterncgp import (
     Belief,
     CGPolicy,
     IterNCGP,
+    JacobiCGPolicy,
     LatentKernelOperator,
     MaxIterations,
     Policy,
@@ -68,6 +69,35 @@ def test_softmax_noise_matmul_is_the_dense_pseudo_inverse_in_latent_layout():
     torch.testing.assert_close(Wv(problem.noise_matmul(Wv(V))), Wv(V))
     torch.testing.assert_close(Wv(problem.noise_matmul(V)), problem.project(V))
     torch.testing.assert_close(W @ Wp @ W, W)
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_jacobi_policy_divides_the_residual_by_the_diagonal_of_khat(batched):
+    problem, _, y, f = softmax_problem(n=7, C=3, batched=batched, f_scale=2.0)
+    n, C = 7, 3
+    lik = problem.likelihood
+    Wp = torch.block_diag(*lik.neg_hessian_pinv(y, f[..., 0].mT))  # point-major (n C, n C)
+    noise_diag = Wp.diagonal().reshape(n, C).T[..., None]  # latent layout (C, n, 1)
+    torch.testing.assert_close(problem.noise_diagonal(), noise_diag)
+    K = torch.stack([problem.kernel_matmul(torch.eye(n).expand(C, n, n))[c] for c in range(C)])
+    k_diag = torch.diagonal(K, dim1=-2, dim2=-1)[..., None]
+    torch.testing.assert_close(problem.kernel_diagonal().expand(C, n, 1), k_diag)
+    policy = JacobiCGPolicy()
+    policy.reset(problem, recycled=False)
+    r = problem.project(torch.randn(C, n, 1))
+    torch.testing.assert_close(policy(r, problem, 0), problem.project(r / (k_diag + noise_diag)))
+
+
+def test_jacobi_policy_weighs_points_by_their_curvature():
+    X = torch.rand(30, 2)
+    f = torch.linspace(-8, 8, 30).reshape(1, 30, 1)  # saturated at both ends
+    y = (f[0, :, 0] > 0).double()
+    Kop = LatentKernelOperator(kernel(), X, 1, backend="dense")
+    problem = PseudoRegressionProblem(Kop, Bernoulli(), y, f, 0.0)
+    policy = JacobiCGPolicy()
+    policy.reset(problem, recycled=False)
+    s = policy(torch.ones(1, 30, 1), problem, 0)[0, :, 0]
+    assert s[14] > 100 * s[0] and s[15] > 100 * s[-1]
 
 
 def test_pseudo_targets_are_the_newton_step():
