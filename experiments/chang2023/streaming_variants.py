@@ -1,5 +1,5 @@
-"""Settings of the streaming dual SVGP compared on banana and split MNIST (Chang et al. 2023,
-Secs. 3.4-3.5, 4.2-4.3), paired over seeds.
+"""Settings of the streaming dual SVGP compared on banana, split MNIST and split Fashion-MNIST
+(Chang et al. 2023, Secs. 3.4-3.5, 4.2-4.3), paired over seeds.
 
 Each variant is a set of :class:`~bo_ncgp.models.DualSVGP` settings (:data:`VARIANTS`) on top
 of the experiment's own configuration (:mod:`experiments.chang2023.banana`'s or
@@ -12,11 +12,20 @@ memory rule:
 * ``default`` -- the library's defaults (L-BFGS to convergence, the summarised old data held
   on ``f(Z)``, memory points counted once);
 * ``default_random``, ``default_balanced``, ``default_no_memory`` -- the defaults with a
-  uniformly random memory, a label-balanced BLS memory, no memory.
+  uniformly random memory, a label-balanced BLS memory, no memory;
+* ``default_50``, ``default_balanced_50`` -- ``default`` and ``default_balanced`` with up to
+  50 hyperparameter steps per update (the paper's split-MNIST count).
 
-Cells: final test accuracy / NLPD, mean (std) over seeds, seconds per run; the same seeds for
-every variant (paired). Results: ``experiments/chang2023/results/streaming_variants/
-<dataset>.json``.
+``default`` and ``default_50`` keep the paper's plain BLS memory whatever the library's default
+``memory_selection`` is, so that every rule is named by its variant.
+
+Cells: final test accuracy / NLPD, mean (std) over seeds, seconds per run, and the paired
+difference of each variant's accuracy to ``default``'s, mean +- standard error over seeds; the
+same seeds for every variant (paired). Results: ``experiments/chang2023/results/
+streaming_variants/<dataset>.json``, rewritten after every run; ``--first-seed`` runs a later
+range of seeds into ``<dataset>_seeds<a>-<b>.json`` and ``--merge`` summarises all files of a
+data set in ``--out`` and its subfolders together (runs split over processes, one ``--out``
+subfolder each).
 
 Usage::
 
@@ -24,10 +33,13 @@ Usage::
     bo-ncgp streaming-variants --dataset banana --seeds 5
     bo-ncgp streaming-variants --dataset mnist --seeds 3 --max-train-per-task 500 \\
         --max-test-per-task 200 --batch-size 100 --m 100
+    bo-ncgp streaming-variants --dataset fashion --seeds 2 --batch-size 2000
+    bo-ncgp streaming-variants --dataset fashion --merge
 """
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 
@@ -46,7 +58,12 @@ VARIANTS = {
     "default_random": ({}, "ours_random", {}),
     "default_balanced": ({"memory_selection": "bls_balanced"}, "ours", {}),
     "default_no_memory": ({}, "ours_no_memory", {}),
+    "default_50": ({}, "ours", {"hyper_steps": 50}),
+    "default_balanced_50": ({"memory_selection": "bls_balanced"}, "ours", {"hyper_steps": 50}),
 }
+#: the variant that the paired differences are taken against
+REFERENCE = "default"
+HEADER = ["variant", "accuracy", "NLPD", "seconds", "seeds", f"accuracy - {REFERENCE}'s"]
 
 
 def run_banana(cfg: dict, settings: dict, method: str, seed: int, root=None) -> dict:
@@ -74,13 +91,56 @@ def run_mnist(cfg: dict, settings: dict, method: str, seed: int, root=None) -> d
         "nlpd": res["final"]["nlpd"],
         "seconds": time.perf_counter() - t0,
         "memory_classes": res.get("memory_classes"),
+        "task_accuracy": res["per_task"][-1]["task_accuracy"],
     }
+
+
+def paired_difference(runs: list[dict], reference: list[dict]) -> dict[str, float] | None:
+    """Mean and standard error over the shared seeds of ``accuracy - reference accuracy``
+    (``None`` without a shared seed; the standard error is NaN for one seed)."""
+    ref = {r["seed"]: r["accuracy"] for r in reference}
+    d = [r["accuracy"] - ref[r["seed"]] for r in runs if r["seed"] in ref]
+    if not d:
+        return None
+    mean = sum(d) / len(d)
+    var = sum((x - mean) ** 2 for x in d) / (len(d) - 1) if len(d) > 1 else math.nan
+    return {"mean": mean, "se": math.sqrt(var / len(d)), "n": len(d)}
+
+
+def summarise(runs: dict[str, list[dict]]) -> list[list]:
+    """Table rows: variant, accuracy, NLPD, seconds, seeds, paired accuracy difference to
+    :data:`REFERENCE`."""
+    rows = []
+    for name, rs in runs.items():
+        acc = harness.summary([r["accuracy"] for r in rs])
+        nlpd = harness.summary([r["nlpd"] for r in rs])
+        secs = harness.summary([r["seconds"] for r in rs])
+        diff = paired_difference(rs, runs.get(REFERENCE, []))
+        cell = "--" if diff is None else f"{diff['mean']:+.3f} +- {diff['se']:.3f}"
+        rows.append([name, harness.fmt(acc), harness.fmt(nlpd), f"{secs['mean']:.1f}", len(rs),
+                     cell])  # fmt: skip
+    return rows
+
+
+def merge(out, dataset: str) -> dict[str, list[dict]]:
+    """All runs of ``dataset`` stored in ``out`` and its subfolders (``<dataset>.json`` and
+    its seed ranges), one per (variant, seed), by seed."""
+    runs: dict[str, dict[int, dict]] = {}
+    paths = sorted(out.rglob(f"{dataset}.json")) + sorted(out.rglob(f"{dataset}_seeds*.json"))
+    for path in paths:
+        for name, rs in harness.read_json(path)["runs"].items():
+            for r in rs:
+                runs.setdefault(name, {})[r["seed"]] = r
+    return {name: [rs[s] for s in sorted(rs)] for name, rs in runs.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
     p = harness.parser(__doc__, OUT, seeds=True, root=True)
     p.add_argument(
-        "--dataset", choices=("banana", "mnist"), default="banana", help="the stream to learn"
+        "--dataset",
+        choices=("banana", "mnist", "fashion"),
+        default="banana",
+        help="the stream to learn (fashion: all of split Fashion-MNIST)",
     )
     p.add_argument(
         "--variants",
@@ -99,13 +159,30 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument(
             f"--{name}", type=int, default=None, help=f"{text} (default: the experiment's)"
         )
+    p.add_argument("--first-seed", type=int, default=0, help="the first seed to run")
+    p.add_argument(
+        "--merge",
+        action="store_true",
+        help="summarise all stored runs of the data set, compute nothing",
+    )
     args = p.parse_args(argv)
     harness.setup(args.threads)
+    if args.merge:
+        runs = merge(args.out, args.dataset)
+        if not runs:
+            raise FileNotFoundError(f"no stored runs of {args.dataset!r} in {args.out}")
+        rows = summarise(runs)
+        summary = {"dataset": args.dataset, "reference": REFERENCE, "summary": rows, "runs": runs}
+        harness.write_json(args.out / f"{args.dataset}_summary.json", summary)
+        print(harness.markdown_table(HEADER, rows))
+        return 0
     if args.dataset == "banana":
         from experiments.chang2023 import banana as module
     else:
         from experiments.chang2023 import split_mnist as module
     cfg = harness.preset(module.DEFAULT, module.QUICK, args)
+    if args.dataset == "fashion":
+        cfg["dataset"] = "fashion"
     for key in ("m", "batch_size", "max_train_per_task", "max_test_per_task", "hyper_steps"):
         if getattr(args, key) is not None:
             cfg[key] = getattr(args, key)
@@ -115,22 +192,19 @@ def main(argv: list[str] | None = None) -> int:
     run = run_banana if args.dataset == "banana" else run_mnist
     results = {"experiment": "dual_svgp_streaming_variants", "dataset": args.dataset,
                "config": cfg, "runs": {}}  # fmt: skip
-    for seed in range(seeds):  # seeds outermost: every variant gets each seed (paired)
-        for name in names:
-            settings, method, over = VARIANTS[name]
+    seed_range = range(args.first_seed, args.first_seed + seeds)
+    name = args.dataset if args.first_seed == 0 else (
+        f"{args.dataset}_seeds{seed_range[0]}-{seed_range[-1]}")  # fmt: skip
+    for seed in seed_range:  # seeds outermost: every variant gets each seed (paired)
+        for variant in names:
+            settings, method, over = VARIANTS[variant]
             res = run(dict(cfg, **over), settings, method, seed, args.root)
-            results["runs"].setdefault(name, []).append({"seed": seed, **res})
-            harness.log(f"{args.dataset} {name} seed {seed}: {res}")
-    rows, values = [], []
-    for name, rs in results["runs"].items():
-        acc = harness.summary([r["accuracy"] for r in rs])
-        nlpd = harness.summary([r["nlpd"] for r in rs])
-        secs = harness.summary([r["seconds"] for r in rs])
-        values += [r["nlpd"] for r in rs]
-        rows.append([name, harness.fmt(acc), harness.fmt(nlpd), f"{secs['mean']:.1f}", len(rs)])
-    results["summary"] = rows
-    harness.write_json(args.out / f"{args.dataset}.json", results)
-    print(harness.markdown_table(["variant", "accuracy", "NLPD", "seconds", "seeds"], rows))
+            results["runs"].setdefault(variant, []).append({"seed": seed, **res})
+            harness.log(f"{args.dataset} {variant} seed {seed}: {res}")
+            results["summary"] = summarise(results["runs"])
+            harness.write_json(args.out / f"{name}.json", results)
+    values = [r["nlpd"] for rs in results["runs"].values() for r in rs]
+    print(harness.markdown_table(HEADER, results["summary"]))
     print(f"results written to {args.out}", file=sys.stderr)
     return harness.exit_code(values)
 

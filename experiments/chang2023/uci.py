@@ -10,6 +10,8 @@ dimension and cut into 50 streaming sets; a streaming model sees one set at a ti
   100 inducing points moved by pivoted Cholesky, 10 memory points per set chosen by the
   Bayesian leverage score, hyperparameters learned by Eq. 26;
 * ``ours_random``  -- the same with 10 uniformly sampled memory points per set;
+* ``ours_balanced`` -- the same with 10 label-balanced BLS memory points per set (an equal
+  share per label, BLS within each label);
 * ``bui``          -- Bui et al. (2017): Adam on Eq. 5 over q(u), the hyperparameters and the
   inducing inputs (initialised by the same pivoted-Cholesky rule), 100 inducing points.
 
@@ -43,7 +45,8 @@ from experiments.chang2023.continual import (
 )
 
 OUT = harness.results_dir(__file__, "uci")
-METHODS = ("offline", "ours", "ours_random", "bui")
+METHODS = ("offline", "ours", "ours_random", "ours_balanced", "bui")
+SELECTION = {"ours": "bls", "ours_random": "random", "ours_balanced": "bls_balanced"}
 PAPER_TABLE1 = {  # NLPD mean (std): offline, ours, Bui et al.
     "bank": ((0.25, 0.03), (0.26, 0.03), (0.28, 0.04)),
     "mammographic": ((0.40, 0.04), (0.41, 0.05), (0.42, 0.05)),
@@ -102,9 +105,8 @@ def run_unit(method: str, X, y, test_idx, cfg: dict, fold: int) -> dict:
     if method == "bui":
         model = make_bui(kernel(cfg, d), Bernoulli(), Z0, cfg, cfg["m"])
     else:
-        sel = "random" if method == "ours_random" else "bls"
-        model = make_dual(kernel(cfg, d), Bernoulli(), Z0, cfg, cfg["memory_size"], sel, fold,
-                          cfg["m"])  # fmt: skip
+        model = make_dual(kernel(cfg, d), Bernoulli(), Z0, cfg, cfg["memory_size"],
+                          SELECTION[method], fold, cfg["m"])  # fmt: skip
     seconds = sum(timed_update(model, Xtr[idx], ytr[idx]) for idx in sets if len(idx))
     return {"seconds": seconds, **evaluate(model, Xte, yte)}
 
@@ -114,6 +116,7 @@ _KEYS = {
     "offline": ("offline_steps", "offline_lr", "offline_batch"),
     "ours": ("memory_size", "rho", "inner_steps", "hyper_steps", "lr"),
     "ours_random": ("memory_size", "rho", "inner_steps", "hyper_steps", "lr"),
+    "ours_balanced": ("memory_size", "rho", "inner_steps", "hyper_steps", "lr"),
     "bui": ("bui_steps", "bui_lr", "bui_learn_inducing"),
 }
 

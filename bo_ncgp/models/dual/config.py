@@ -92,7 +92,7 @@ class DualSVGPConfig:
     num_hyper_steps: int = 50
     num_latents: int | None = None
     inducing_update: Literal["pivoted_cholesky", "fixed"] = "pivoted_cholesky"
-    memory_selection: Literal["bls", "bls_balanced", "random"] = "bls"
+    memory_selection: Literal["bls", "bls_balanced", "random"] = "bls_balanced"
     memory_cap: int | None = 1000
     hyper_objective: Literal["dual", "elbo"] = "dual"
     hyper_optimizer: Literal["auto", "lbfgs", "adam"] = "auto"

@@ -17,7 +17,11 @@ ablation. For class labels, :func:`sample_balanced` splits the budget equally ac
 labels present (as far as each label has points) and draws by BLS within each label: the
 plain BLS draws a label's points in proportion to their summed scores, so a label the model
 has learnt (small predictive variances, e.g. the classes of an old task) loses its memory to
-the labels it is still uncertain about, and is forgotten.
+the labels it is still uncertain about, and is forgotten. The loss compounds under a memory
+cap, where the whole memory is re-drawn by the same rule: on class-incremental streams plain
+BLS evicts the classes of earlier tasks almost entirely. The label-balanced rule is therefore
+the default ``memory_selection`` of :class:`~bo_ncgp.models.dual.DualSVGPConfig` (it equals
+plain BLS for likelihoods without class labels); ``"bls"`` keeps the paper's rule.
 
 Example:
     >>> mem = Memory(dim=2, num_latents=1)

@@ -34,3 +34,21 @@ def test_streaming_variants_quick(data_root, tmp_path, capsys):
     assert set(saved["runs"]) == {"paper", "default_no_memory"}
     assert all(0 <= r["accuracy"] <= 1 for rs in saved["runs"].values() for r in rs)
     assert "| default_no_memory |" in capsys.readouterr().out
+
+
+def test_streaming_variants_seed_ranges_merge_paired(data_root, tmp_path, capsys):
+    argv = ["--quick", "--variants", "default", "default_no_memory", "--root", str(data_root)]
+    assert streaming_variants.main([*argv, "--out", str(tmp_path)]) == 0
+    assert streaming_variants.main([*argv, "--first-seed", "1", "--out", str(tmp_path / "b")]) == 0
+    assert (tmp_path / "b" / "banana_seeds1-1.json").is_file()
+    capsys.readouterr()
+    assert streaming_variants.main(["--merge", "--out", str(tmp_path)]) == 0
+    saved = json.loads((tmp_path / "banana_summary.json").read_text())
+    assert [r["seed"] for r in saved["runs"]["default_no_memory"]] == [0, 1]
+    rows = {r[0]: r for r in saved["summary"]}
+    assert rows["default"][4] == 2 and rows["default"][5] == "+0.000 +- 0.000"
+    runs = saved["runs"]
+    pairs = zip(runs["default"], runs["default_no_memory"], strict=True)
+    d = [b["accuracy"] - a["accuracy"] for a, b in pairs]
+    assert rows["default_no_memory"][5].startswith(f"{sum(d) / 2:+.3f} +- ")
+    assert "| default_no_memory |" in capsys.readouterr().out

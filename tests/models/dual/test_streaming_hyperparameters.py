@@ -183,3 +183,20 @@ def test_balanced_memory_keeps_old_classes_under_a_cap():
             model.update(X[idx], y[idx])
         counts[rule] = int((model.memory_targets == 0).sum())
     assert counts["bls_balanced"] == 10
+
+
+def test_default_memory_keeps_an_equal_share_of_each_label_under_a_cap():
+    # class-incremental: the learnt class 0 has small scores once class 1 arrives; plain BLS
+    # eviction would hand its share of the capped memory to class 1
+    g = torch.Generator().manual_seed(0)
+    X = torch.rand(120, 1, generator=g) * 6
+    y = (X[:, 0] > 3).double()
+    order = torch.argsort(y, stable=True)
+    X, y = X[order], y[order]
+    for seed in range(3):
+        gen = torch.Generator().manual_seed(seed)
+        model = DualSVGP(rbf(), Bernoulli(), X[:6], memory_size=10, memory_cap=20,
+                         num_hyper_steps=0, generator=gen)  # fmt: skip
+        for idx in torch.arange(120).split(20):
+            model.update(X[idx], y[idx])
+        assert int((model.memory_targets == 0).sum()) == 10
