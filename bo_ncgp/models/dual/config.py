@@ -41,7 +41,7 @@ class DualSVGPConfig:
         memory_selection: ``"bls"`` (Eq. 31, the paper's), ``"bls_balanced"`` (for class
             labels -- Bernoulli and Softmax likelihoods -- an equal share of the memory per
             label, BLS within each label, :func:`~bo_ncgp.models.dual.memory.sample_balanced`;
-            plain BLS for other likelihoods) or ``"random"`` (ablation).
+            plain BLS for other likelihoods; the default) or ``"random"`` (ablation).
         memory_cap: total memory size (``None``: unbounded); beyond it, points are kept by the
             ``memory_selection`` rule and the sites of evicted points are folded into
             ``B_rest``. Bounds the memory, and with it the cost of an update, over any number
