@@ -129,6 +129,9 @@ class ObjectiveModelConfig:
         restart: after every update, also fit the hyperparameters from the prior's mode on
             the same data and keep the fit of larger evidence (as a refitted exact GP starts
             every fit there); ``False``: only from where the last update left them.
+        warm_start: fit from where the last update left the hyperparameters; ``False``
+            (with ``restart``): only from the prior's mode, as ``fit_gpytorch_mll`` refits a
+            ``SingleTaskGP``.
 
     Example:
         >>> ObjectiveModelConfig().num_inducing, ObjectiveModelConfig().restart
@@ -139,6 +142,14 @@ class ObjectiveModelConfig:
     hyper_steps: int = 100
     rounds: int = 3
     restart: bool = True
+    warm_start: bool = True
+
+    def __post_init__(self) -> None:
+        if not (self.restart or self.warm_start):
+            raise InputDataError(
+                "ObjectiveModelConfig: restart and warm_start are both False, so no fit "
+                "would start anywhere; set at least one"
+            )
 
 
 def _objective_kernel(dim: int):
@@ -218,7 +229,7 @@ class StreamingDualObjective(StreamingDualReward):
         if self.model is None:
             self.model = self._build(U).update(U, y)
             return
-        fits = [self.model]
+        fits = [self.model] if self.config.warm_start else []
         if self.config.restart:
             fresh = self.model.copy()
             fresh.kernel.load_state_dict(self._start["kernel"])

@@ -113,3 +113,11 @@ def test_fantasy_batches_raise_the_incumbent_so_the_batch_spreads(rule):
     batch = BatchRule(rule, BatchConfig(num_restarts=2, raw_samples=64))
     X = batch.select(model, s.U, best=-10.0, q=3)
     assert min_distance(X.numpy()) > 0.05
+
+
+def test_a_fit_that_starts_nowhere_is_refused():
+    from bo_ncgp.campaigns.strategies.blackbox import ObjectiveModelConfig
+    from bo_ncgp.exceptions import InputDataError
+
+    with pytest.raises(InputDataError, match="restart and warm_start are both False"):
+        ObjectiveModelConfig(restart=False, warm_start=False)
