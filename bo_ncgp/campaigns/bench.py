@@ -66,7 +66,14 @@ SUITES: dict[str, dict[str, Any]] = {
     },
     "q4": {
         "problems": _UNCONSTRAINED,
-        "strategies": ("botorch", "botorch-believer", "dual", "dual-fantasy", "dual-fantasy-mean"),
+        "strategies": (
+            "random",
+            "botorch",
+            "botorch-believer",
+            "dual",
+            "dual-fantasy",
+            "dual-fantasy-mean",
+        ),
         "baseline": "botorch",
         "evaluations": 62,
         "batch_size": 4,

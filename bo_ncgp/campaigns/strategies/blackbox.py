@@ -4,9 +4,10 @@ batch rule, Trieste-style, from the parts of :mod:`~bo_ncgp.campaigns.strategies
 Surrogates of the objective (standardised with the mean and standard deviation of the
 initial design, fixed afterwards; inputs scaled to the unit cube):
 
-* :class:`~bo_ncgp.campaigns.strategies.lunar.StreamingDualReward`: ours, a streaming
-  DualSVGP updated with :meth:`~bo_ncgp.models.DualSVGP.update` after every batch and handed
-  to BoTorch as a :class:`~bo_ncgp.bo.DualSVGPModel`;
+* :class:`StreamingDualObjective`: ours, a streaming DualSVGP updated with
+  :meth:`~bo_ncgp.models.DualSVGP.update` after every batch, its hyperparameters fitted by
+  L-BFGS to convergence from two starts (where the last update left them and the prior's
+  mode), and handed to BoTorch as a :class:`~bo_ncgp.bo.DualSVGPModel`;
 * :class:`~bo_ncgp.campaigns.strategies.lunar.ExactGPReward`: BoTorch's standard, a
   ``SingleTaskGP`` refitted with ``fit_gpytorch_mll`` before every acquisition.
 
@@ -43,9 +44,10 @@ Example:
 
 from __future__ import annotations
 
+import copy
 import math
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -74,7 +76,9 @@ __all__ = [
     "DualConstrainedBO",
     "LabelGPConstrainedBO",
     "ObjectiveBO",
+    "ObjectiveModelConfig",
     "SobolSearch",
+    "StreamingDualObjective",
     "constrained_log_ei",
     "feasibility_classifier",
     "min_distance",
@@ -122,6 +126,136 @@ class SobolSearch(Strategy):
         return lo + (hi - lo) * U
 
 
+@dataclass(frozen=True)
+class ObjectiveModelConfig:
+    """Settings of :class:`StreamingDualObjective`.
+
+    Attributes:
+        num_inducing: the most inducing points (the set grows up to it as data arrive).
+        hyper_steps: the most L-BFGS iterations of a hyperparameter fit per update.
+        restart: after every update, also fit the hyperparameters from the prior's mode on
+            the same data and keep the fit of larger evidence (as a refitted exact GP starts
+            every fit there); ``False``: only from where the last update left them.
+        warm_start: fit from where the last update left the hyperparameters; ``False``
+            (with ``restart``): only from the prior's mode, as ``fit_gpytorch_mll`` refits a
+            ``SingleTaskGP``.
+
+    Example:
+        >>> ObjectiveModelConfig().num_inducing, ObjectiveModelConfig().restart
+        (64, True)
+    """
+
+    num_inducing: int = 64
+    hyper_steps: int = 100
+    rounds: int = 3
+    restart: bool = True
+    warm_start: bool = True
+
+    def __post_init__(self) -> None:
+        if not (self.restart or self.warm_start):
+            raise InputDataError(
+                "ObjectiveModelConfig: restart and warm_start are both False, so no fit "
+                "would start anywhere; set at least one"
+            )
+
+
+def _objective_kernel(dim: int):
+    """BoTorch's RBF kernel with the dimension-scaled ``LogNormal`` lengthscale prior
+    (``get_covar_module_with_dim_scaled_prior``), its lower bound ``2.5e-2`` given a
+    softplus transform so that unbounded L-BFGS respects it, lengthscales at the prior's
+    mode; inside a ``ScaleKernel`` (the targets keep the initial design's scale)."""
+    from botorch.models.utils.gpytorch_modules import get_covar_module_with_dim_scaled_prior
+    from gpytorch.constraints import GreaterThan
+    from gpytorch.kernels import ScaleKernel
+
+    base = get_covar_module_with_dim_scaled_prior(dim)
+    bound = base.raw_lengthscale_constraint.lower_bound
+    base.register_constraint("raw_lengthscale", GreaterThan(bound))
+    base.lengthscale = base.lengthscale_prior.mode
+    return ScaleKernel(base).to(DTYPE)
+
+
+class StreamingDualObjective(StreamingDualReward):
+    """Ours: a streaming DualSVGP regression of the standardised objective (Gaussian
+    likelihood with a ``LogNormal(-4, 1)`` noise prior, the kernel of
+    :func:`_objective_kernel`, every point in memory, the inducing set grown by pivoted
+    Cholesky up to ``num_inducing`` points), whose hyperparameters are fitted to convergence
+    after every update: L-BFGS on the model's objective (the log marginal likelihood plus log
+    priors) from where the last update left them and, with ``restart``, from the prior's
+    mode, keeping the fit with the larger objective at converged sites.
+
+    Example:
+        >>> s = StreamingDualObjective(ObjectiveModelConfig(num_inducing=8))
+        >>> s.setup(2)
+        >>> U = torch.rand(6, 2, dtype=torch.float64)
+        >>> s.observe(U, U.sum(-1), torch.ones(6, dtype=torch.bool))
+        >>> s.model.num_data, s.model.hyper_optimizer
+        (6, 'lbfgs')
+    """
+
+    def __init__(self, config: ObjectiveModelConfig) -> None:
+        super().__init__(config)
+
+    def setup(self, dim: int) -> None:
+        """Forget the model and the start of the hyperparameter fits."""
+        self.model = None
+        self._start: dict[str, Any] | None = None
+
+    def _build(self, Z: torch.Tensor):
+        from gpytorch.priors import LogNormalPrior
+
+        from bo_ncgp.likelihoods import Gaussian
+        from bo_ncgp.models import DualSVGP
+
+        noise = Gaussian(noise=math.exp(-4.0), noise_prior=LogNormalPrior(-4.0, 1.0))
+        model = DualSVGP(
+            _objective_kernel(Z.shape[-1]),
+            noise.to(DTYPE),
+            Z[: self.config.num_inducing],
+            max_inducing=self.config.num_inducing,
+            memory_size=None,
+            memory_cap=None,
+            num_hyper_steps=self.config.hyper_steps,
+            hyper_optimizer="lbfgs",
+            rho=1.0,
+            num_inner_steps=1,
+            num_rounds=self.config.rounds,
+        )
+        self._start = {
+            "kernel": copy.deepcopy(model.kernel.state_dict()),
+            "likelihood": copy.deepcopy(model.likelihood.state_dict()),
+        }
+        return model
+
+    def observe(self, U: torch.Tensor, y: torch.Tensor, ok: torch.Tensor) -> None:
+        """Update with the successful rows ``ok`` of ``(U, y)``, then keep the better of
+        the two hyperparameter fits (class docstring)."""
+        if not ok.any():
+            return
+        U, y = U[ok], y[ok]
+        if self.model is None:
+            self.model = self._build(U).update(U, y)
+            return
+        fits = [self.model] if self.config.warm_start else []
+        if self.config.restart:
+            fresh = self.model.copy()
+            fresh.kernel.load_state_dict(self._start["kernel"])
+            fresh.likelihood.load_state_dict(self._start["likelihood"])
+            fits.append(fresh)
+        self.model = max((m.update(U, y) for m in fits), key=_evidence)
+
+
+def _evidence(model) -> float:
+    """The model's objective at converged sites (for a Gaussian likelihood with every point
+    in memory: the log marginal likelihood of its sparse GP plus the log priors)."""
+    from bo_ncgp.models.dual.streaming import converge_sites
+
+    converge_sites(model)
+    with torch.no_grad():
+        value = float(model.log_marginal())
+    return value if math.isfinite(value) else -math.inf
+
+
 class BatchRule:
     """How a batch is chosen from the objective model (module docstring).
 
@@ -160,10 +294,11 @@ class BatchRule:
         fantasy = "sample" if self.rule == "fantasy" else "mean"
         batch = build_fantasy_batch(
             model,
-            lambda ms: LogExpectedImprovement(ms[0], best_f=best),
+            lambda ms, incumbent: LogExpectedImprovement(ms[0], best_f=incumbent),
             q=q,
             bounds=bounds,
             fantasy=fantasy,
+            best_f=best,  # raised to the fantasised values inside the batch
             **opts,
         )
         return batch.X.detach()
@@ -188,7 +323,8 @@ class ObjectiveBO(_UnitCube):
     Args:
         name: the strategy's name.
         model: DualSVGP settings (used by a streaming surrogate).
-        surrogate: :class:`StreamingDualReward` or :class:`ExactGPReward`.
+        surrogate: :class:`StreamingDualObjective`, :class:`StreamingDualReward` or
+            :class:`ExactGPReward`.
         rule: the batch rule.
 
     Example:
@@ -201,7 +337,7 @@ class ObjectiveBO(_UnitCube):
     def __init__(
         self,
         name: str,
-        model: DualModelConfig,
+        model: DualModelConfig | ObjectiveModelConfig,
         surrogate: StreamingDualReward | ExactGPReward,
         rule: BatchRule,
     ) -> None:

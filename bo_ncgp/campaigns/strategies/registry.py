@@ -132,11 +132,11 @@ def _objective(family: str, name: str, streaming: bool, rule: str, text: str) ->
     ours streaming DualSVGP or BoTorch's refitted ``SingleTaskGP``."""
     if streaming:
 
-        def build(model: ll.DualModelConfig, batch: ll.BatchConfig) -> Strategy:
-            r = ll.StreamingDualReward(model)
+        def build(model: bb.ObjectiveModelConfig, batch: ll.BatchConfig) -> Strategy:
+            r = bb.StreamingDualObjective(model)
             return bb.ObjectiveBO(name, model, r, bb.BatchRule(rule, batch))
 
-        return StrategySpec(family, name, text, (ll.DualModelConfig, ll.BatchConfig), build)
+        return StrategySpec(family, name, text, (bb.ObjectiveModelConfig, ll.BatchConfig), build)
 
     def build_exact(batch: ll.BatchConfig) -> Strategy:
         r = ll.ExactGPReward()
