@@ -150,22 +150,6 @@ class IterNCGPFantasyBatch(DualFantasyBatch):
             uncertainty=self.classifier.uncertainty,
         )
 
-    def build(self, reward, classifier, acquisition_factory, q: int, bounds: torch.Tensor):
-        """A ``q``-point :class:`~bo_ncgp.bo.fantasy.FantasyBatch` with posterior-mean
-        fantasies (:func:`~bo_ncgp.bo.build_fantasy_batch`)."""
-        from bo_ncgp.bo import build_fantasy_batch
-
-        return build_fantasy_batch(
-            [reward, self.wrap(classifier)],
-            acquisition_factory,
-            q=q,
-            bounds=bounds,
-            fantasy="mean",
-            condition=self.condition,
-            num_restarts=self.config.num_restarts,
-            raw_samples=self.config.raw_samples,
-        )
-
 
 class IterNCGPConstrainedBO(ConstrainedBO):
     """Streaming DualSVGP value model x IterNCGP feasibility classifier x constrained log EI

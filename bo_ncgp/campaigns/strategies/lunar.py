@@ -199,13 +199,20 @@ class DualFantasyBatch:
     def __init__(self, config: BatchConfig) -> None:
         self.config = config
 
+    def wrap(self, classifier):
+        """The BoTorch model of the DualSVGP ``classifier``."""
+        from bo_ncgp.bo import DualSVGPModel
+
+        return DualSVGPModel.from_model(classifier)
+
     def build(self, reward, classifier, acquisition_factory, q: int, bounds: torch.Tensor):
         """A ``q``-point :class:`~bo_ncgp.bo.fantasy.FantasyBatch` with posterior-mean
-        fantasies (:func:`~bo_ncgp.bo.build_fantasy_batch`)."""
-        from bo_ncgp.bo import DualSVGPModel, build_fantasy_batch
+        fantasies (:func:`~bo_ncgp.bo.build_fantasy_batch`) of the value model and the
+        classifier as :meth:`wrap` hands it to BoTorch."""
+        from bo_ncgp.bo import build_fantasy_batch
 
         return build_fantasy_batch(
-            [reward, DualSVGPModel.from_model(classifier)],
+            [reward, self.wrap(classifier)],
             acquisition_factory,
             q=q,
             bounds=bounds,
