@@ -271,16 +271,22 @@ def test_remembered_rows_serve_predictions_and_conditionings_unchanged():
         torch.testing.assert_close(after, twin.predict_f(pool[:4])[0])
 
 
-def test_conditioning_where_the_circulant_embedding_is_clamped():
-    """A lengthscale long against the grid clamps the embedding (R R^T != K_uu), so the
-    Nystrom deficit k** - k^T k is negative near the edge; the conditioned covariance uses the
-    clamped variances of predict_f and stays positive definite."""
+def _clamped_model() -> HIPGP:
+    """A HIP-GP whose lengthscale is long against its grid, so the embedding is clamped."""
     k = gpytorch.kernels.RBFKernel()
     k.lengthscale = 1.5
     with pytest.warns(Warning, match="clamped"):
         m = HIPGP(k, Grid([0.0], [1.0], (8,)), likelihood=Gaussian(1e-3), variational="full")
         X = torch.linspace(0, 1, 20).unsqueeze(-1)
         m.fit(X, torch.sin(3 * X[:, 0]))
+    return m
+
+
+def test_conditioning_where_the_circulant_embedding_is_clamped():
+    """A lengthscale long against the grid clamps the embedding (R R^T != K_uu), so the
+    Nystrom deficit k** - k^T k is negative near the edge; the conditioned covariance uses the
+    clamped variances of predict_f and stays positive definite."""
+    m = _clamped_model()
     x = torch.zeros(1, 1)
     with torch.no_grad():
         K = m.whitened_cross_covariance(x, torch.zeros(1, dtype=torch.long))
@@ -294,12 +300,7 @@ def test_an_indefinite_approximate_covariance_is_repaired_with_a_warning():
     """Many conditioned points and small noise where the embedding is clamped: the HIP-GP
     covariance of the conditioned points is indefinite; the directions it gets wrong are left
     unconditioned (NumericalWarning) instead of failing."""
-    k = gpytorch.kernels.RBFKernel()
-    k.lengthscale = 1.5
-    with pytest.warns(Warning, match="clamped"):
-        m = HIPGP(k, Grid([0.0], [1.0], (8,)), likelihood=Gaussian(1e-3), variational="full")
-        X = torch.linspace(0, 1, 20).unsqueeze(-1)
-        m.fit(X, torch.sin(3 * X[:, 0]))
+    m = _clamped_model()
     Xc = torch.linspace(-0.1, 1.1, 12).unsqueeze(-1)
     Yc = torch.zeros(12)
     with torch.no_grad():
