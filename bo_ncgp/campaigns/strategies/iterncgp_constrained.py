@@ -56,7 +56,6 @@ from bo_ncgp.campaigns.strategies.lunar import (
 )
 from bo_ncgp.exceptions import InputDataError
 from bo_ncgp.linalg._args import check_count, check_positive
-from bo_ncgp.problems.base import Evaluation
 
 __all__ = [
     "IterNCGPClassifierConfig",
@@ -196,16 +195,6 @@ class IterNCGPConstrainedBO(ConstrainedBO):
         kernel = ScaleKernel(get_covar_module_with_dim_scaled_prior(ard_num_dims=dim)).to(DTYPE)
         kernel.outputscale = self.classifier_config.outputscale
         return kernel.requires_grad_(False)  # fixed hyperparameters
-
-    def observe(self, X: np.ndarray, evaluations: list[Evaluation], history: History) -> None:
-        U = self._unit(X)
-        vals = np.array([e.value for e in evaluations], dtype=float)
-        self.reward_model.observe(U, self._standardise(vals), torch.as_tensor(np.isfinite(vals)))
-        # every labelled evaluation trains the classifier, failed ones too (no value there)
-        ok = [i for i, e in enumerate(evaluations) if e.success is not None]
-        if ok:
-            labels = torch.tensor([float(bool(evaluations[i].success)) for i in ok], dtype=DTYPE)
-            self._update_classifier(U[ok], labels)
 
     def _update_classifier(self, U: torch.Tensor, labels: torch.Tensor) -> None:
         """Fit the classifier on the first labelled points ``U`` (0/1 ``labels``), condition

@@ -350,9 +350,14 @@ class ConstrainedBO(UnitCubeStrategy):
         if not ok:
             return
         labels = torch.tensor([float(bool(evaluations[i].success)) for i in ok], dtype=DTYPE)
+        self._update_classifier(U[ok], labels)
+
+    def _update_classifier(self, U: torch.Tensor, labels: torch.Tensor) -> None:
+        """Stream the labelled points ``(U, labels)`` into the classifier, built by
+        :meth:`_new_classifier` on the first of them."""
         if self.classifier is None:
-            self.classifier = self._new_classifier(U[ok], labels)
-        self.classifier.update(U[ok], labels)
+            self.classifier = self._new_classifier(U, labels)
+        self.classifier.update(U, labels)
 
     def _new_classifier(self, U: torch.Tensor, labels: torch.Tensor) -> DualSVGP:
         """The success classifier, built on the first labelled points ``(U, labels)``."""
