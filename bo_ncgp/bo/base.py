@@ -37,7 +37,9 @@ from gpytorch.distributions import MultitaskMultivariateNormal, MultivariateNorm
 from gpytorch.mlls import MarginalLogLikelihood
 from linear_operator.operators import (
     BlockDiagLinearOperator,
-    CholLinearOperator,
+    DenseLinearOperator,
+    LinearOperator,
+    RootLinearOperator,
     TriangularLinearOperator,
 )
 from torch import Tensor
@@ -359,7 +361,8 @@ class LatentGPModel(Model, FantasizeMixin):
         Returns:
             A :class:`GPyTorchPosterior` with event shape ``q x m``.
         """
-        self.eval()
+        if any(mod.training for mod in self.modules()):  # eval() is a no-op otherwise
+            self.eval()
         self._warn_if_empty()
         if output_indices is not None:
             output_indices = _output_indices(
@@ -378,10 +381,11 @@ class LatentGPModel(Model, FantasizeMixin):
         if m == 1 and cov.dim() == mean.dim() + 1:
             cov = cov.squeeze(-3)  # (..., 1, q, q) -> (..., q, q)
         # round-off can leave tiny negative variances near observed points: lift the diagonal
-        # to a floor (a no-op otherwise) instead of letting GPyTorch warn and lift it later
+        # to a floor instead of letting GPyTorch warn and lift it later
         diag = cov.diagonal(dim1=-2, dim2=-1)
         floor = 1e-10 if cov.dtype == torch.float64 else 1e-6
-        cov = cov + torch.diag_embed((floor - diag).clamp_min(0).detach())
+        if bool((diag < floor).any()):
+            cov = cov + torch.diag_embed((floor - diag).clamp_min(0).detach())
         # independent outputs: (..., m, q, q); joint: (..., m q, m q) in output-major order
         independent = m == 1 or (cov.dim() == mean.dim() + 1 and cov.shape[-3] == m)
         noise = None
@@ -410,7 +414,7 @@ class LatentGPModel(Model, FantasizeMixin):
                 blocks = cov.reshape(*cov.shape[:-2], m, q, m, q)[..., idx, :, :, :][..., idx, :]
                 cov = blocks.reshape(*cov.shape[:-2], len(idx) * q, len(idx) * q)
             m = len(idx)
-        posterior = GPyTorchPosterior(self._distribution(mean, _joint_factor(cov), independent, m))
+        posterior = GPyTorchPosterior(self._distribution(mean, cov, independent, m))
         if hasattr(self, "outcome_transform"):
             posterior = self.outcome_transform.untransform_posterior(posterior, X=X)
         if posterior_transform is not None:
@@ -434,10 +438,11 @@ class LatentGPModel(Model, FantasizeMixin):
         return self.posterior(X).distribution
 
     @staticmethod
-    def _distribution(mean: Tensor, L: Tensor, independent: bool, m: int):
-        """The Gaussian of ``mean`` whose covariance is given by its lower Cholesky factor
-        ``L``: samples, variances and log densities use ``L`` (no further factorisation)."""
-        cov = CholLinearOperator(TriangularLinearOperator(L))
+    def _distribution(mean: Tensor, cov: Tensor, independent: bool, m: int):
+        """The Gaussian of ``mean`` and the dense covariance ``cov`` held as a
+        :class:`_JointCovariance`: variances read its diagonal; samples and log densities
+        use its one Cholesky factor, computed when first needed."""
+        cov = _JointCovariance(cov)
         if m == 1:
             return MultivariateNormal(mean[..., 0], cov)
         if independent:  # (..., m, q, q) blocks, output-major as from_independent_mvns
@@ -698,11 +703,65 @@ def _joint_factor(cov: Tensor) -> Tensor:
                 [1., 1.]])
     """
     L, info = torch.linalg.cholesky_ex(cov)
-    if cov.shape[-1] == 0 or (not bool((info > 0).any()) and bool(torch.isfinite(L).all())):
-        return L  # (a NaN covariance goes on to psd_jitter's error)
+    # a NaN or inf below the diagonal of L reaches a later diagonal entry: the diagonal is
+    # enough to check (a NaN covariance goes on to psd_jitter's error)
+    ok = not bool((info > 0).any()) and bool(torch.isfinite(L.diagonal(dim1=-2, dim2=-1)).all())
+    if cov.shape[-1] == 0 or ok:
+        return L
     jitter = psd_jitter(cov.detach(), max_tries=8, name="posterior joint covariance")
     eye = torch.eye(cov.shape[-1], dtype=cov.dtype, device=cov.device)
     return torch.linalg.cholesky(cov + jitter[..., None, None] * eye)
+
+
+class _JointCovariance(DenseLinearOperator):
+    """A posterior covariance ``(..., q, q)`` held dense, with its lower Cholesky factor
+    computed on first use and kept: the one factorisation of a posterior.
+
+    Variances read the diagonal of the dense matrix (the wrapped model's own numbers);
+    samples (``root_decomposition``), log densities and solves (``cholesky``) use the factor
+    of :func:`_joint_factor` (escalating jitter, with one ``NumericalWarning``, only where
+    the plain factorisation fails), so a posterior that is never sampled is never
+    factorised. The root multiplies base samples as a plain tensor product.
+
+    Args:
+        tsr: the symmetric covariance ``(..., q, q)``.
+
+    Example:
+        >>> cov = _JointCovariance(torch.tensor([[4.0, 2.0], [2.0, 2.0]]))
+        >>> cov.diagonal()
+        tensor([4., 2.])
+        >>> cov.root_decomposition().root.to_dense()
+        tensor([[2., 0.],
+                [1., 1.]])
+    """
+
+    def __init__(self, tsr: Tensor) -> None:
+        super().__init__(tsr)
+        self._factor: Tensor | None = None
+
+    def factor(self) -> Tensor:
+        """The lower Cholesky factor ``(..., q, q)`` (computed once)."""
+        if self._factor is None:
+            self._factor = _joint_factor(self.tensor)
+        return self._factor
+
+    def _cholesky(self, upper: bool = False) -> TriangularLinearOperator:
+        L = self.factor()
+        return TriangularLinearOperator(L.mT if upper else L, upper=upper)
+
+    def root_decomposition(self, method: str | None = None) -> RootLinearOperator:
+        return RootLinearOperator(_FactorRoot(self.factor()))
+
+
+class _FactorRoot(DenseLinearOperator):
+    """The factor of a :class:`_JointCovariance` as the root of its decomposition: products
+    with tensors (the reparameterised samples) are plain ``torch.matmul``, differentiated by
+    autograd, not by linear_operator's generic ``Matmul`` function."""
+
+    def matmul(self, other: Tensor | LinearOperator) -> Tensor | LinearOperator:
+        if isinstance(other, Tensor):
+            return torch.matmul(self.tensor, other)
+        return super().matmul(other)
 
 
 def _standard_normal(like: Tensor, generator: torch.Generator | None) -> Tensor:

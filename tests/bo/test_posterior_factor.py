@@ -12,7 +12,6 @@ from botorch.sampling import SobolQMCNormalSampler
 from gpytorch.distributions import MultitaskMultivariateNormal, MultivariateNormal
 
 from bo_ncgp.bo import DualSVGPModel
-from bo_ncgp.bo import base as adapter_base
 from bo_ncgp.bo.base import LatentGPModel
 from bo_ncgp.likelihoods import Gaussian
 from bo_ncgp.models import DualSVGP
@@ -35,7 +34,6 @@ def dense_path(monkeypatch):
 
     class Dense:
         def __enter__(self):
-            monkeypatch.setattr(adapter_base, "_joint_factor", lambda cov: cov)
             monkeypatch.setattr(LatentGPModel, "_distribution", staticmethod(_dense_distribution))
 
         def __exit__(self, *exc):
@@ -114,9 +112,12 @@ def test_one_factorisation_per_posterior_and_its_samples(monkeypatch):
         )
     monkeypatch.setattr(ExactGP, "predict", lambda self, Xs: _fixed_predict(self, Xs))
     post = model.posterior(X)
+    _ = post.variance, post.mean
+    assert calls == []  # moments only: no factorisation
     base = torch.randn(3, *post.base_sample_shape)
     post.rsample_from_base_samples(torch.Size([3]), base)
-    _ = post.variance, post.mean
+    post.rsample_from_base_samples(torch.Size([3]), base)
+    post.distribution.log_prob(post.distribution.mean)
     assert calls == ["cholesky_ex"]
 
 
@@ -137,3 +138,51 @@ def test_knowledge_gradient_on_the_dual_adapter_equals_the_dense_path(dense_path
     with dense_path:
         ref = kg(Xkg)
     torch.testing.assert_close(value, ref, rtol=0, atol=1e-10)
+
+
+def test_variances_are_the_models_own_and_samples_are_plain_products():
+    """The variances are the diagonal of the wrapped model's covariance (bit for bit), and
+    the samples ``mean + L eps`` are differentiated by autograd's matmul."""
+    from bo_ncgp.models.dual import fixed_hyperparameters
+
+    model, _, _ = _dual()
+    X = torch.rand(6, 3, 2, dtype=torch.float64, requires_grad=True)
+    post = model.posterior(X)
+    with fixed_hyperparameters():
+        mean, cov = model.model.predict_f(X, full_cov=True)
+    assert torch.equal(post.variance[..., 0], cov.diagonal(dim1=-2, dim2=-1))
+    base = torch.randn(5, *post.base_sample_shape, dtype=torch.float64)
+    samples = post.rsample_from_base_samples(torch.Size([5]), base)
+    L = torch.linalg.cholesky(cov)
+    ref = mean + (L @ base.unsqueeze(-1)).squeeze(-1)
+    torch.testing.assert_close(samples[..., 0], ref, rtol=0, atol=1e-12)
+    assert "Matmul" not in type(samples.grad_fn).__name__
+    grad = torch.autograd.grad(samples.sum(), X)[0]
+    grad_ref = torch.autograd.grad(ref.sum(), X)[0]
+    torch.testing.assert_close(grad, grad_ref, rtol=0, atol=1e-10)
+
+
+def test_a_standardized_posterior_is_factorised_once(monkeypatch):
+    """With BoTorch's ``Standardize`` the untransformed posterior is sampled from one
+    factorisation of the scaled covariance."""
+    from botorch.models.transforms import Standardize
+
+    model, _, _ = _dual()
+    st = Standardize(m=1)
+    st(torch.randn(20, 1))
+    adapter = DualSVGPModel.from_model(model.model, outcome_transform=st.eval())
+    X = torch.rand(4, 3, 2)
+    adapter.posterior(X).rsample(torch.Size([2]))  # warm-up (lazy imports)
+    calls = []
+    for name in ("cholesky", "cholesky_ex"):
+        real = getattr(torch.linalg, name)
+        monkeypatch.setattr(
+            torch.linalg,
+            name,
+            lambda A, *a, _f=real, _n=name, **k: calls.append(_n) or _f(A, *a, **k),
+        )
+    post = adapter.posterior(X)
+    _ = post.mean, post.variance
+    assert calls == []
+    post.rsample_from_base_samples(torch.Size([2]), torch.randn(2, *post.base_sample_shape))
+    assert len(calls) == 1
