@@ -10,11 +10,22 @@ Posterior rows: one posterior call at the input shapes that ``optimize_acqf`` ev
 
 * ``bare``     -- ``predict_f(X, full_cov=True)`` of the DualSVGP inside
   :func:`~bo_ncgp.models.dual.fixed_hyperparameters` (what the adapter wraps);
+* ``bare + factor + samples`` (rows with ``q > 1``, where the acquisition samples) -- the
+  least any sampler of the joint posterior computes: the same ``predict_f``, one Cholesky
+  factor of its covariance and ``mean + L eps`` for the same base samples. This is the
+  honest reference of the sampled rows: ``bare`` computes neither the factor nor the samples;
 * ``adapter``  -- ``DualSVGPModel.posterior(X)`` with its mean and variance read, and for
   ``q > 1`` one reparameterised sample batch from fixed base samples (what the MC
   acquisitions draw);
 * ``SingleTaskGP`` -- BoTorch's exact GP on the same 500 points (same kernel family, same
   reads), the peer.
+
+One sampled row repeats q = 4 with BoTorch's ``Standardize`` outcome transform (the default
+of an adapter built from data): the posterior goes through ``untransform_posterior``.
+
+``--clock cpu`` times with the process's CPU time (``time.process_time``; one thread, so it
+is the compute time of the call) instead of wall-clock time: on a shared, loaded machine it
+leaves out the time the process waits for a core.
 
 Shapes: LogEI (q = 1) on ``raw_samples = 512`` candidates without gradient and on 8 restarts
 with a backward pass; q = 4 on 8 restarts; qLogNEI on 8 restarts of ``X_baseline`` + q = 4
@@ -88,6 +99,11 @@ def make_problem(n: int, m: int, seed: int = 0):
     return X, y, dual
 
 
+#: the clock of :func:`_interleaved` (``--clock``): wall-clock or the process's CPU time
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
+_clock = CLOCKS["wall"]
+
+
 def _interleaved(fns: dict[str, Callable[[], object]], reps: int) -> dict[str, list[float]]:
     """Seconds per call of each variant: one warm-up each, then ``reps`` interleaved rounds."""
     for fn in fns.values():
@@ -95,9 +111,9 @@ def _interleaved(fns: dict[str, Callable[[], object]], reps: int) -> dict[str, l
     times: dict[str, list[float]] = {k: [] for k in fns}
     for _ in range(reps):
         for k, fn in fns.items():
-            t0 = time.perf_counter()
+            t0 = _clock()
             fn()
-            times[k].append(time.perf_counter() - t0)
+            times[k].append(_clock() - t0)
     return times
 
 
@@ -152,12 +168,32 @@ def posterior_rows(cfg: dict, X, y, dual) -> list[dict]:
         base = torch.randn(32, *Xq.shape[:-1], generator=g, dtype=torch.float64)
         base = base if q > 1 else None
         rows.append(_posterior_case(name, Xq, grad, base, model, dual, peer, cfg["reps"]))
+    rows.append(_standardized_case(cfg, X, y, dual, rand, g))
     rows.append(_fantasy_case(cfg, model, dual, peer, rand))
     rows += _condition_cases(cfg, dual, peer, rand)
     return rows
 
 
-def _posterior_case(name, Xq, grad, base, model, dual, peer, reps) -> dict:
+def _standardized_case(cfg, X, y, dual, rand, g) -> dict:
+    """q = 4 with ``Standardize``: the adapter and ``SingleTaskGP`` both untransform their
+    posteriors (the bare columns are the untransformed model's)."""
+    from botorch.models.transforms import Standardize
+
+    def standardize():
+        tf = Standardize(m=1).to(torch.float64)
+        tf(y.unsqueeze(-1))
+        return tf.eval()
+
+    model = DualSVGPModel.from_model(dual, outcome_transform=standardize())
+    peer = SingleTaskGP(X, y.unsqueeze(-1), outcome_transform=standardize())
+    peer.eval()
+    Xq = rand(cfg["restarts"], 4, 6)
+    base = torch.randn(32, *Xq.shape[:-1], generator=g, dtype=torch.float64)
+    name = "q=4 restarts + backward, Standardize"
+    return _posterior_case(name, Xq, True, base, model, dual, peer, cfg["reps"], scaled=True)
+
+
+def _posterior_case(name, Xq, grad, base, model, dual, peer, reps, scaled=False) -> dict:
     Xg = Xq.clone().requires_grad_(grad)
 
     def bare():
@@ -188,10 +224,13 @@ def _posterior_case(name, Xq, grad, base, model, dual, peer, reps) -> dict:
     with torch.no_grad(), fixed_hyperparameters():
         mean, cov = dual.predict_f(Xq, full_cov=True)
         post = model.posterior(Xq)
-        diff = max(
-            float((post.mean[..., 0] - mean).abs().max()),
-            float((post.distribution.covariance_matrix - cov).abs().max()),
-        )
+        if scaled:  # back to the model's scale
+            tf = model.outcome_transform
+            post_mean = (post.mean[..., 0] - tf.means[..., 0]) / tf.stdvs[..., 0]
+            post_cov = post.distribution.covariance_matrix / tf.stdvs[..., 0] ** 2
+        else:
+            post_mean, post_cov = post.mean[..., 0], post.distribution.covariance_matrix
+        diff = max(float((post_mean - mean).abs().max()), float((post_cov - cov).abs().max()))
     return _row(name, tuple(Xq.shape), t, diff)
 
 
@@ -409,6 +448,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true")
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--clock", choices=sorted(CLOCKS), default="wall", help="wall-clock or CPU time")
     p.add_argument("--out", type=Path, default=OUT)
     p.add_argument("--before", type=Path, default=None, help="JSON result of a run on other code")
     p.add_argument(
@@ -416,7 +456,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
+    global _clock
+    _clock = CLOCKS[args.clock]
     out = run(QUICK if args.quick else DEFAULT)
+    out["clock"] = args.clock
     before = json.loads(args.before.read_text()) if args.before else None
     if before is not None:
         label = args.before_label or str(args.before)

@@ -83,6 +83,13 @@ def test_speed_suite_runs_a_benchmark_and_tabulates_its_ratios(tmp_path):
     assert len(qkg) == 2 and all(r["target"] == 3.0 for r in qkg)
     table = (tmp_path / "speed.md").read_text()
     assert table.count("\n") == len(rows) + 2 and "| adapter_overhead |" in table
+    # sampled rows: the target is on the reference with the factor and the samples
+    sampled = [r for r in rows if r["peer"] == "bare predict_f + factor + samples"]
+    assert any("Standardize" in r["case"] for r in sampled) and len(sampled) >= 4
+    assert all(r["target"] == 1.2 for r in sampled)
+    res = json.loads((tmp_path / "adapter_overhead.json").read_text())
+    for case in res["posterior"]:  # the adapter's posteriors are the model's own numbers
+        assert case["max_abs_diff_adapter_vs_bare"] < 1e-9, case["case"]
 
 
 def test_speed_suite_reads_every_benchmark_it_lists():
