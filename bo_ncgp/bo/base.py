@@ -41,6 +41,7 @@ from linear_operator.operators import (
     LinearOperator,
     RootLinearOperator,
     TriangularLinearOperator,
+    to_dense,
 )
 from torch import Tensor
 from torch.nn import Module
@@ -444,7 +445,7 @@ class LatentGPModel(Model, FantasizeMixin):
         use its one Cholesky factor, computed when first needed."""
         cov = _JointCovariance(cov)
         if m == 1:
-            return MultivariateNormal(mean[..., 0], cov)
+            return _LatentMVN(mean[..., 0], cov)
         if independent:  # (..., m, q, q) blocks, output-major as from_independent_mvns
             cov = BlockDiagLinearOperator(cov, block_dim=-3)
         return MultitaskMultivariateNormal(mean, cov, interleaved=False)
@@ -751,6 +752,29 @@ class _JointCovariance(DenseLinearOperator):
 
     def root_decomposition(self, method: str | None = None) -> RootLinearOperator:
         return RootLinearOperator(_FactorRoot(self.factor()))
+
+
+class _LatentMVN(MultivariateNormal):
+    """GPyTorch's ``MultivariateNormal`` whose covariance is always a
+    :class:`_JointCovariance`: a Gaussian derived from it as ``mvn.__class__(mean, cov)``
+    (BoTorch's ``Standardize.untransform_posterior`` passes the lazy product ``D K D``) holds
+    that covariance dense and is factorised once, on first use, like the adapter's own.
+
+    Example:
+        >>> mvn = _LatentMVN(torch.zeros(2), _JointCovariance(torch.eye(2)))
+        >>> from linear_operator.operators import DiagLinearOperator
+        >>> D = DiagLinearOperator(torch.tensor([2.0, 3.0]))
+        >>> scaled = mvn.__class__(mvn.mean, D @ mvn.lazy_covariance_matrix @ D)
+        >>> type(scaled.lazy_covariance_matrix).__name__, scaled.variance
+        ('_JointCovariance', tensor([4., 9.]))
+    """
+
+    def __init__(
+        self, mean: Tensor, covariance_matrix: Tensor | LinearOperator, validate_args: bool = False
+    ) -> None:
+        if not isinstance(covariance_matrix, _JointCovariance):
+            covariance_matrix = _JointCovariance(to_dense(covariance_matrix))
+        super().__init__(mean, covariance_matrix, validate_args=validate_args)
 
 
 class _FactorRoot(DenseLinearOperator):
