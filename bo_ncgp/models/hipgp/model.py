@@ -49,8 +49,8 @@ from bo_ncgp.models.training import STEP_ERRORS, AdamStepper, FitClock, NonFinit
 __all__ = ["HIPGP", "MINIBATCH_PCG_MAX_ITERS"]
 
 #: PCG iteration cap of minibatch training steps under ``pcg_train_max_iters="auto"``: from
-#: the interpolation weights, 3 iterations leave ``k_n`` 0.39 % off at M = 1,024 (0.41 %
-#: before any, 0.12 % after 20) and give the test RMSE of converged solves
+#: the interpolation weights, 3 iterations leave ``k_n`` 0.37 % off at M = 1,024 (0.41 %
+#: before any, 0.11 % after 20) and give the test RMSE of converged solves
 MINIBATCH_PCG_MAX_ITERS = 3
 
 
