@@ -122,3 +122,16 @@ def test_speed_suite_reads_the_committed_results_of_every_benchmark_that_has_the
         rows = speed.rows_of(name, json.loads(path.read_text()))
         assert rows, name
         assert all(r.ratio > 0 and math.isfinite(r.ratio) for r in rows), name
+
+
+def test_training_cap_benchmark_quick(tmp_path):
+    from benchmarks import hipgp_training_cap
+
+    out = tmp_path / "cap.json"
+    assert hipgp_training_cap.main(["--quick", "--out", str(out)]) == 0
+    res = json.loads(out.read_text())
+    assert len(res["rows"]) == len(hipgp_training_cap.KERNELS)
+    for r in res["rows"]:
+        med = {c: v[0] for c, v in r["errors"].items()}
+        assert all(0 <= v < 1 for v in med.values())
+        assert med["20"] <= med["0"]  # iterations from the interpolation start improve k_n

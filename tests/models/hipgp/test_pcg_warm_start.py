@@ -93,7 +93,7 @@ def test_fit_with_warm_starts_matches_cold_solves(cap):
         warnings.simplefilter("ignore")
         for warm in (True, False):
             m = HIPGP(k, grid, likelihood=Gaussian(noise=0.01), pcg_max_iters=cap,
-                      pcg_tol=1e-8, pcg_warm_start=warm)  # fmt: skip
+                      pcg_train_max_iters=None, pcg_tol=1e-8, pcg_warm_start=warm)  # fmt: skip
             m.likelihood.requires_grad_(False)
             its: list[int] = []
             m.fit(X, y, num_epochs=30 if cap else 2, batch_size=40,
