@@ -84,7 +84,7 @@ def _runs(folders: list[Path], problem: str) -> dict[str, dict[int, dict]]:
 def report(
     folders: list[Path],
     baseline: str = "botorch",
-    budgets: tuple[int, ...] = (114, 214, 514, 1000),
+    budgets: tuple[int, ...] = (114, 139, 214, 514, 1000),
     bins: tuple[int, ...] = (0, 100, 200, 400, 700, 900),
     problem: str = PROBLEM,
 ) -> dict[str, Any]:
