@@ -94,7 +94,7 @@ SUITES: dict[str, dict[str, Any]] = {
     },
     "long": {
         "problems": ("hartmann6-noisy",),
-        "strategies": ("random", "botorch", "dual"),
+        "strategies": ("random", "botorch", "dual", "dual-fantasy"),
         "baseline": "botorch",
         "evaluations": 1000,
         "batch_size": 25,

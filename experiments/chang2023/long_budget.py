@@ -1,0 +1,244 @@
+"""Long-budget report (``bo-ncgp bench --suite long``): regret at several budgets and the time
+per iteration as the number of evaluations grows, for runs of several bench folders, plus a
+timing of one iteration of each strategy at a given number of evaluations.
+
+``report`` reads the runs ``DIR/<problem>/<strategy>/seed_<k>/state.json`` of every folder
+given (a strategy's runs may sit in different folders, e.g. a baseline run to a smaller
+budget) and gives, per strategy: the simple regret at every budget (mean +- s.e. over the
+seeds that reached it), the paired lead over the baseline there (baseline regret - strategy
+regret over the seeds both reached; positive: the strategy is ahead) and the seconds per
+iteration split into ``fit`` (model update after a batch plus any refit inside the
+acquisition step), ``acquisition`` and ``evaluation``, by the number of evaluations the
+iteration started from (the bench's split, :func:`bo_ncgp.campaigns.bench_summary.timings`,
+per iteration instead of the run's mean).
+
+``step`` times one iteration at ``n`` evaluations on a fixed design (the first ``n`` points
+of a finished run): every strategy observes the first ``n - q`` points as one batch (not
+timed), then the last ``q`` (timed: ``fit``), then proposes a batch of ``q`` (timed:
+``acquisition``, its ``fit_seconds`` counted as ``fit``); the strategies alternate, in the
+same process, one torch thread.
+
+    python -m experiments.chang2023.long_budget report experiments/chang2023/results/bench_long
+    python -m experiments.chang2023.long_budget step RUN_DIR --n 1000 --strategies botorch,dual
+
+Prints a Markdown table and writes JSON (``--out``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import math
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bo_ncgp.campaigns.bench_summary import metric_curve, paired_lead
+from bo_ncgp.campaigns.stats import mean_se_dict
+from bo_ncgp.campaigns.storage import read_json, write_json
+
+PROBLEM = "hartmann6-noisy"
+SPLIT = ("fit", "acquisition", "evaluation", "iteration")
+
+
+def iteration_seconds(state: dict) -> list[tuple[int, dict[str, float]]]:
+    """``(evaluations before the iteration, {fit, acquisition, evaluation, iteration})`` of
+    every acquisition step of a campaign state (the initial design excluded).
+
+    Example:
+        >>> its = [{"num_evaluations": 4, "acquisition_seconds": 0.0, "update_seconds": 1.0,
+        ...         "evaluation_seconds": 0.5, "metrics": {}},
+        ...        {"num_evaluations": 6, "acquisition_seconds": 2.0, "update_seconds": 0.5,
+        ...         "evaluation_seconds": 0.25, "metrics": {"fit_seconds": 1.5}}]
+        >>> iteration_seconds({"iterations": its})
+        [(4, {'fit': 2.0, 'acquisition': 0.5, 'evaluation': 0.25, 'iteration': 2.75})]
+    """
+    out = []
+    its = state["iterations"]
+    for before, it in itertools.pairwise(its):
+        inner = float(it.get("metrics", {}).get("fit_seconds", 0.0))
+        fit = float(it["update_seconds"]) + inner
+        acq = float(it["acquisition_seconds"]) - inner
+        ev = float(it["evaluation_seconds"])
+        row = {"fit": fit, "acquisition": acq, "evaluation": ev, "iteration": fit + acq + ev}
+        out.append((int(before["num_evaluations"]), row))
+    return out
+
+
+def _runs(folders: list[Path], problem: str) -> dict[str, dict[int, dict]]:
+    """``{strategy: {seed: state}}`` over the folders (the run with more evaluations wins)."""
+    runs: dict[str, dict[int, dict]] = {}
+    for folder in folders:
+        for path in sorted((folder / problem).glob("*/seed_*/state.json")):
+            state = read_json(path)
+            strategy, seed = path.parent.parent.name, int(path.parent.name.split("_")[1])
+            old = runs.setdefault(strategy, {}).get(seed)
+            if old is None or len(state["evaluations"]) > len(old["evaluations"]):
+                runs[strategy][seed] = state
+    return runs
+
+
+def report(
+    folders: list[Path],
+    baseline: str = "botorch",
+    budgets: tuple[int, ...] = (114, 139, 214, 514, 1000),
+    bins: tuple[int, ...] = (0, 100, 200, 400, 700, 900),
+    problem: str = PROBLEM,
+) -> dict[str, Any]:
+    """Regret at ``budgets``, paired leads over ``baseline`` and seconds per iteration by the
+    evaluations it started from (``bins``: left edges) of every strategy (module docstring)."""
+    from bo_ncgp.problems.registry import make_problem
+
+    optimum = make_problem(problem).optimal_value
+    runs = _runs(folders, problem)
+    curves = {s: {k: metric_curve(st, optimum) for k, st in r.items()} for s, r in runs.items()}
+    out: dict[str, Any] = {"problem": problem, "baseline": baseline, "strategies": {}}
+    edges = [*bins, math.inf]
+    for strategy, per_seed in sorted(curves.items()):
+        at, paired = {}, {}
+        for b in budgets:
+            vals = {k: float(c[b - 1]) for k, c in per_seed.items() if len(c) >= b}
+            if not vals:
+                continue
+            at[b] = mean_se_dict(list(vals.values()))
+            base = {k: float(c[b - 1]) for k, c in curves.get(baseline, {}).items() if len(c) >= b}
+            if base and strategy != baseline and set(base) & set(vals):
+                paired[b] = paired_lead(vals, base)
+        rows = [r for st in runs[strategy].values() for r in iteration_seconds(st)]
+        by_bin = {}
+        for lo, hi in itertools.pairwise(edges):
+            sel = [r for n, r in rows if lo <= n < hi]
+            if sel:
+                by_bin[lo] = {k: mean_se_dict([r[k] for r in sel]) for k in SPLIT}
+                by_bin[lo]["steps"] = len(sel)
+        out["strategies"][strategy] = {
+            "seeds": sorted(per_seed),
+            "evaluations": {k: len(c) for k, c in per_seed.items()},
+            "at": at,
+            "paired": paired,
+            "seconds_by_evaluations": by_bin,
+        }
+    return out
+
+
+def _pm(d: dict[str, float], digits: int = 3) -> str:
+    if not math.isfinite(d["mean"]):
+        return "-"
+    se = d["se"] if math.isfinite(d["se"]) else float("nan")
+    return f"{d['mean']:.{digits}g} ± {se:.2g} (n={d['n']})"
+
+
+def report_markdown(rep: dict[str, Any]) -> str:
+    """Two Markdown tables of :func:`report`: regret (paired lead) by budget; seconds per
+    iteration (fit / acquisition / evaluation) by evaluations."""
+    lines = [f"Regret on {rep['problem']} (lead over {rep['baseline']}, paired):", ""]
+    budgets = sorted({int(b) for s in rep["strategies"].values() for b in s["at"]})
+    lines += ["| strategy | " + " | ".join(f"@{b}" for b in budgets) + " |"]
+    lines += ["|---" * (len(budgets) + 1) + "|"]
+    for name, s in rep["strategies"].items():
+        cells = []
+        for b in budgets:
+            a = s["at"].get(b) or s["at"].get(str(b))
+            p = s["paired"].get(b) or s["paired"].get(str(b))
+            cell = _pm(a) if a else "-"
+            if p:
+                cell += f" [{_pm(p)}]"
+            cells.append(cell)
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    lines += ["", "Seconds per iteration (fit / acquisition / evaluation; steps):", ""]
+    lines += ["| strategy | from n | fit | acquisition | evaluation | iteration | steps |"]
+    lines += ["|---|---|---|---|---|---|---|"]
+    for name, s in rep["strategies"].items():
+        for lo, t in s["seconds_by_evaluations"].items():
+            cells = [f"{t[k]['mean']:.2f}" for k in SPLIT]
+            lines.append(f"| {name} | {lo} | " + " | ".join(cells) + f" | {t['steps']} |")
+    return "\n".join(lines)
+
+
+def step(
+    run: Path,
+    n: int,
+    strategies: list[str],
+    q: int = 25,
+    repeats: int = 1,
+    problem: str = PROBLEM,
+) -> dict[str, Any]:
+    """Seconds of one iteration (``fit``, ``acquisition``) of every strategy at ``n``
+    evaluations on the design of the finished run ``run`` (module docstring)."""
+    import torch
+
+    from bo_ncgp.campaigns.strategies.base import History
+    from bo_ncgp.campaigns.strategies.registry import build_strategy
+    from bo_ncgp.problems.base import Evaluation
+    from bo_ncgp.problems.registry import make_problem
+
+    torch.set_num_threads(1)
+    state = read_json(run / "state.json")
+    if len(state["evaluations"]) < n:
+        raise ValueError(f"{run} has {len(state['evaluations'])} evaluations, fewer than {n}")
+    X = np.array([ev["point"] for ev in state["evaluations"][:n]], dtype=float)
+    evs = [Evaluation(ev["value"]) for ev in state["evaluations"][:n]]
+    empty = History(np.zeros((0, X.shape[1])), np.zeros(0), np.zeros(0), None, [])
+    rows: dict[str, list[dict[str, float]]] = {s: [] for s in strategies}
+    for r in range(repeats):
+        for name in strategies:  # alternated, so that load hits every strategy alike
+            instance = make_problem(problem, seed=0)
+            strat = build_strategy("continuous", name)
+            strat.setup(instance, 0)
+            strat.observe(X[: n - q], evs[: n - q], empty)
+            t0 = time.perf_counter()
+            strat.observe(X[n - q :], evs[n - q :], empty)
+            update = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            strat.ask(empty, q, np.random.default_rng(r))
+            ask = time.perf_counter() - t0
+            inner = float(getattr(strat, "fit_seconds", None) or 0.0)
+            rows[name].append(
+                {"fit": update + inner, "acquisition": ask - inner, "iteration": update + ask}
+            )
+    return {
+        "n": n,
+        "q": q,
+        "run": str(run),
+        "load_average": os.getloadavg()[0],
+        "strategies": {
+            s: {k: mean_se_dict([x[k] for x in v]) for k in v[0]} for s, v in rows.items()
+        },
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line (module docstring)."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("report", help="regret and seconds per iteration of bench folders")
+    r.add_argument("folders", nargs="+", type=Path)
+    r.add_argument("--baseline", default="botorch")
+    r.add_argument("--out", type=Path, help="JSON file to write")
+    s = sub.add_parser("step", help="seconds of one iteration at n evaluations")
+    s.add_argument("run", type=Path, help="a finished run folder (seed_<k>)")
+    s.add_argument("--n", type=int, default=1000)
+    s.add_argument("--strategies", default="botorch,dual,dual-fantasy")
+    s.add_argument("--repeats", type=int, default=1)
+    s.add_argument("--out", type=Path, help="JSON file to write")
+    args = p.parse_args(argv)
+    if args.cmd == "report":
+        rep = report(list(args.folders), baseline=args.baseline)
+        print(report_markdown(rep))
+    else:
+        rep = step(args.run, args.n, args.strategies.split(","), repeats=args.repeats)
+        print(f"n = {rep['n']}, q = {rep['q']}, load average {rep['load_average']:.1f}")
+        print("| strategy | fit | acquisition | iteration |\n|---|---|---|---|")
+        for name, t in rep["strategies"].items():
+            cells = " | ".join(f"{t[k]['mean']:.2f}" for k in ("fit", "acquisition", "iteration"))
+            print(f"| {name} | {cells} |")
+    if args.out:
+        write_json(args.out, rep)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
