@@ -120,11 +120,14 @@ def iterncgp_settings(name: str) -> dict:
     if name == "default":
         return {}
     policy, _, iters = name.partition("-")
+    if policy == "cov" and iters.isdigit():
+        return {"policy": "pcg", "covariance_targets": int(iters)}
     if policy in ("cg", "pcg") and iters.isdigit():
         return {"policy": policy, "max_solver_iters_per_step": int(iters), "tol": 1e-4,
                 "solver_rtol": 0.0, "solver_atol": 0.0}  # fmt: skip
     raise ValueError(
-        f"unknown IterNCGP configuration {name!r}; use 'default', 'cg-<k>' or 'pcg-<k>'"
+        f"unknown IterNCGP configuration {name!r}; use 'default', 'cg-<k>', 'pcg-<k>' or "
+        "'cov-<targets>'"
     )
 
 
@@ -199,7 +202,9 @@ QUICK = dict(DEFAULT, n=200, n_test=200)
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true")
-    p.add_argument("--configs", nargs="+", default=None, help="'default', 'cg-<k>', 'pcg-<k>'")
+    p.add_argument(
+        "--configs", nargs="+", default=None, help="'default', 'cg-<k>', 'pcg-<k>', 'cov-<t>'"
+    )
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--out", type=Path, default=OUT / "iterncgp_softmax_gap.json")
     args = p.parse_args(argv)
