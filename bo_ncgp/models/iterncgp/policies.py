@@ -11,13 +11,18 @@ observes next (``alpha_j = s_j^T r_{j-1}``). A new policy is one small class: su
   with the Jacobi preconditioner). Points whose curvature ``W`` is small (confidently
   classified, saturated logits) carry a large noise ``W^{-1}`` and receive little weight, so
   the actions concentrate on the data that move the posterior;
+* :class:`CovariancePolicy` -- block actions ``W K(X, Z)`` for the kernel columns at pivot
+  points ``Z`` (with the preconditioned residual): exact predictive covariances for the
+  Nystrom approximation of ``K`` at ``Z``, all in one product with ``K``; IterNCGP's
+  covariance step (``covariance_targets``);
 * :class:`UnitVectorPolicy` -- unit vectors ``s_j = e_j``: partial Cholesky, i.e. exact
   conditioning on a growing subset of the data (Sec. 3.2, "Unit Vector Policy = Subset of
   Data"), in data order or a given permutation of the points. Vectors are enumerated point
   by point (all C latents of one point, then the next point), so after ``k C`` actions the
   first ``k`` points are used.
 
-Actions are returned in the latent layout ``(*b, C, n, 1)`` and already projected onto the
+Actions are returned in the latent layout ``(*b, C, n, 1)`` (a block of ``k`` actions:
+``(*b, C, n, k)``, one product with ``K`` for all of them) and already projected onto the
 range of ``W`` (see :mod:`bo_ncgp.models.iterncgp.problem`).
 """
 
@@ -79,7 +84,8 @@ class Policy(abc.ABC):
     def __call__(
         self, residual: Tensor, problem: PseudoRegressionProblem, iteration: int
     ) -> Tensor | None:
-        """The next action ``(*b, C, n, 1)``, or None when the policy has nothing left."""
+        """The next action ``(*b, C, n, 1)`` (or a block of ``k`` actions ``(*b, C, n, k)``),
+        or None when the policy has nothing left."""
 
     def extend(self, num_old: int, num_new: int) -> Policy:
         """A copy of this policy for the data set grown by ``num_new`` points (appended)."""
