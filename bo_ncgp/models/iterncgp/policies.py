@@ -308,8 +308,8 @@ class CovariancePolicy(Policy):
         step = self._pivots.numel() if self.block is None else self.block
         idx = self._pivots[self._cursor : self._cursor + step]
         self._cursor += idx.numel()
-        WV = problem.curvature_matmul(self._columns(idx, problem))
-        WV = WV.expand(*residual.shape[:-1], WV.shape[-1])
+        V = self._columns(idx, problem)
+        WV = problem.curvature_matmul(V.expand(*residual.shape[:-3], *V.shape))
         return problem.project(torch.cat([self._inv_diag * residual, WV], dim=-1))
 
 

@@ -134,7 +134,8 @@ class PseudoRegressionProblem:
         with the per-point noise blocks."""
         C, n = self.C, self.f.shape[-2]
         eye = torch.eye(C, dtype=self.f.dtype, device=self.f.device)
-        E = eye[:, None, :].expand(C, n, C)  # column k: class k's unit vector at every point
+        # column k: class k's unit vector at every point
+        E = eye[:, None, :].expand(*self.f.shape[:-3], C, n, C)
         out = self.noise_matmul(E)  # (*b, C, n, C)
         return torch.diagonal(out, dim1=-3, dim2=-1).transpose(-1, -2).unsqueeze(-1)
 
