@@ -9,6 +9,7 @@ import gpytorch
 import pytest
 import torch
 
+from bo_ncgp.exceptions import InputDataError
 from bo_ncgp.likelihoods import Bernoulli, Poisson, Softmax
 from bo_ncgp.models.iterncgp import (
     ActionBuffers,
@@ -321,3 +322,17 @@ def test_full_kernel_reference_layout():
     blocks = torch.arange(8.0).reshape(2, 2, 2)
     K = full_kernel(blocks)
     assert K[0, 0] == blocks[0, 0, 0] and K[1, 1] == blocks[1, 0, 0] and K[0, 1] == 0
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: IterNCGP(kernel(), Bernoulli(), covariance_targets=-1),
+        lambda: IterNCGP(kernel(), Bernoulli(), covariance_targets=2.5),
+        lambda: CovariancePolicy(targets=0),
+        lambda: CovariancePolicy(targets=5, block=0),
+    ],
+)
+def test_covariance_settings_are_checked(make):
+    with pytest.raises(InputDataError, match=r"targets|block"):
+        make()
