@@ -336,3 +336,17 @@ def test_full_kernel_reference_layout():
 def test_covariance_settings_are_checked(make):
     with pytest.raises(InputDataError, match=r"targets|block"):
         make()
+
+
+@pytest.mark.parametrize("lik", [Bernoulli(), Softmax(3)])
+def test_jacobi_policy_with_batched_targets_fits_each_target_as_alone(lik):
+    X = torch.rand(30, 2)
+    y = torch.stack(
+        [torch.randint(0, lik.num_latents + (lik.num_latents == 1), (30,)) for _ in "ab"]
+    )
+    y = y.to(X.dtype) if lik.num_latents == 1 else y
+    opts = dict(policy="pcg", max_solver_iters_per_step=3, max_newton_steps=3, **WHOLE_BUDGET)
+    both = IterNCGP(kernel(), lik, **opts).fit(X, y)
+    for b in range(2):
+        alone = IterNCGP(kernel(), lik, **opts).fit(X, y[b])
+        torch.testing.assert_close(both.mode[b], alone.mode, atol=1e-8, rtol=1e-6)
