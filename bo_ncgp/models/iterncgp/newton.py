@@ -11,7 +11,10 @@ Tatzel et al., Algorithm 1 (Sec. 3.1, Prop. A.1):
 With ``recycle=True`` the buffers ``S``, ``T`` of step ``i`` enter the virtual solver run of
 step ``i + 1`` (Sec. 3.3); otherwise every step starts from ``C_0 = 0``. With
 ``line_search=True`` (an extension, :mod:`.linesearch`) line 9 backtracks on the log posterior
-when the full step would decrease it.
+when the full step would decrease it. With ``covariance_targets > 0`` (an extension) the loop
+ends with one more Newton step at its last iterate whose solver takes the block action of
+:class:`~bo_ncgp.models.iterncgp.policies.CovariancePolicy` (after the recycled actions), so
+that the returned belief carries little computational uncertainty in the covariance.
 """
 
 from __future__ import annotations
