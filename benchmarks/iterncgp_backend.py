@@ -21,12 +21,14 @@ reference diverges, so the softmax model keeps the experiment's kernel.)
    the same points, the wall-clock time (metric evaluations excluded) until the test NLL
    reaches the target, of
 
-   * IterNCGP, ``backend="auto"``, the Jacobi-preconditioned CG policy (``policy="pcg"``,
-     ``race_policy``), ``race_iters`` solver iterations per Newton step with the solver
-     tolerances off (fewer iterations, or the default tolerances, stop at a higher NLL: the
-     remaining computational uncertainty keeps the variances too large), NLL checked after
-     every solver iteration;
-   * the same with the plain CG policy (``race_before_policy``, the "before" row);
+   * IterNCGP, ``backend="auto"``, ``race_policy`` (``--race-policy``; default
+     ``cov-100``: the library defaults, ``policy="pcg"`` with 10 solver iterations per
+     Newton step, and a covariance step with 100 targets, ``covariance_targets=100``, whose
+     block action removes the computational uncertainty that keeps the variances too
+     large), NLL checked after every solver iteration;
+   * the same with ``race_before_policy`` (the "before" row; default ``pcg``: the
+     Jacobi-preconditioned CG policy with ``race_iters`` solver iterations per Newton step
+     and the solver tolerances off, ``cg``: the same with plain CG);
    * a GPyTorch SVGP (:class:`bo_ncgp.models.svgp.SVGP`: whitened Cholesky ``q(u)``,
      ``svgp_inducing`` inducing points per latent function at a random subset of the data,
      fixed kernel), Adam (learning rate ``svgp_lr``) on minibatches of 1,024, NLL checked
@@ -196,6 +198,22 @@ def exact_nll(task: str, d: dict) -> tuple[float, int, float]:
 
 
 # ------------------------------------------------------------------- the race
+def race_settings(policy: str, cfg: dict) -> dict:
+    """IterNCGP's settings in a race: ``"cg"`` / ``"pcg"``: ``race_iters`` solver iterations
+    per Newton step, solver tolerances off, outer tolerance 1e-4; ``"cov-<t>"``: the library
+    defaults (``policy="pcg"``, 10 iterations per step, outer tolerance 1e-2) and a
+    covariance step with ``t`` targets (``covariance_targets``)."""
+    kind, _, targets = policy.partition("-")
+    if kind == "cov" and targets.isdigit():
+        return {"policy": "pcg", "covariance_targets": int(targets),
+                "max_newton_steps": cfg["race_newton_steps"]}  # fmt: skip
+    if policy in ("cg", "pcg"):
+        return {"policy": policy, "max_solver_iters_per_step": cfg["race_iters"],
+                "max_newton_steps": cfg["race_newton_steps"], "tol": 1e-4,
+                "solver_rtol": 0.0, "solver_atol": 0.0}  # fmt: skip
+    raise ValueError(f"unknown race policy {policy!r}; use 'cg', 'pcg' or 'cov-<targets>'")
+
+
 def race_iterncgp(d: dict, target: float, cfg: dict, policy: str) -> dict:
     """IterNCGP (auto backend, ``policy``) until the test NLL reaches ``target``."""
     best = [math.inf]
@@ -209,10 +227,7 @@ def race_iterncgp(d: dict, target: float, cfg: dict, policy: str) -> dict:
             hit.append(step.seconds)
         return bool(hit) or step.seconds > cfg["budget"]
 
-    model = IterNCGP(kernel(d["task"]), d["likelihood"], policy=policy,
-                     max_solver_iters_per_step=cfg["race_iters"],
-                     max_newton_steps=cfg["race_newton_steps"], tol=1e-4,
-                     solver_rtol=0.0, solver_atol=0.0)  # fmt: skip
+    model = IterNCGP(kernel(d["task"]), d["likelihood"], **race_settings(policy, cfg))
     with warnings.catch_warnings(record=True) as caught:  # clamped round-off variances
         warnings.simplefilter("always", NumericalWarning)
         model.fit(d["X"], d["y"], callback=callback)
@@ -378,11 +393,11 @@ DEFAULT = {"tasks": ["binary", "softmax"], "backends": list(BACKENDS), "n": 10_0
            "n_test": 2_000, "reps": 3,
            "iters": 5, "newton_steps": 3, "race": True,
            "n_target": {"binary": 4_000, "softmax": 2_000}, "race_iters": 100,
-           "race_policy": "pcg", "race_before_policy": "cg",
+           "race_policy": "cov-100", "race_before_policy": "pcg",
            "race_newton_steps": 30, "race_reps": 3, "budget": 120.0, "svgp_inducing": 256,
            "svgp_lr": 0.05, "svgp_eval_every": 4}  # fmt: skip
 QUICK = dict(DEFAULT, n=300, n_test=100, reps=1, n_target={"binary": 150, "softmax": 150},
-             race_reps=1,
+             race_reps=1, race_policy="cov-40",
              budget=3.0, svgp_inducing=32, newton_steps=2)  # fmt: skip
 
 
@@ -400,6 +415,9 @@ def main(argv: list[str] | None = None) -> int:
         "time-to-target races only",
     )
     p.add_argument("--reps", type=int, default=None, help="timed repetitions per backend")
+    p.add_argument("--race-policy", default=None, help="'cg', 'pcg' or 'cov-<targets>'")
+    p.add_argument("--race-before", default=None, help="the race's before row (same forms)")
+    p.add_argument("--race-reps", type=int, default=None, help="interleaved race repetitions")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--out", type=Path, default=OUT / "iterncgp_backend.json")
     args = p.parse_args(argv)
@@ -417,6 +435,12 @@ def main(argv: list[str] | None = None) -> int:
         cfg["backends"] = [b for b in BACKENDS if b in args.backends or b == "dense"]
     if args.reps:
         cfg["reps"] = args.reps
+    for key, value in (("race_policy", args.race_policy), ("race_before_policy", args.race_before),
+                       ("race_reps", args.race_reps)):  # fmt: skip
+        if value is not None:
+            if key != "race_reps":
+                race_settings(value, cfg)
+            cfg[key] = value
     out = run(cfg)
     write_json(args.out, out)
     print(table(out))

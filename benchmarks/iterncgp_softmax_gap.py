@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import statistics
 import time
 from pathlib import Path
 
@@ -120,11 +121,14 @@ def iterncgp_settings(name: str) -> dict:
     if name == "default":
         return {}
     policy, _, iters = name.partition("-")
+    if policy == "cov" and iters.isdigit():
+        return {"policy": "pcg", "covariance_targets": int(iters)}
     if policy in ("cg", "pcg") and iters.isdigit():
         return {"policy": policy, "max_solver_iters_per_step": int(iters), "tol": 1e-4,
                 "solver_rtol": 0.0, "solver_atol": 0.0}  # fmt: skip
     raise ValueError(
-        f"unknown IterNCGP configuration {name!r}; use 'default', 'cg-<k>' or 'pcg-<k>'"
+        f"unknown IterNCGP configuration {name!r}; use 'default', 'cg-<k>', 'pcg-<k>' or "
+        "'cov-<targets>'"
     )
 
 
@@ -156,15 +160,29 @@ def run_iterncgp(d: dict, name: str, exact: dict) -> dict:
 
 
 def run(cfg: dict) -> dict:
+    """Exact Laplace, then every configuration, ``reps`` times interleaved (exact, configs,
+    exact, configs, ...); times are medians over the repetitions (every run is
+    deterministic: the other numbers are those of the first)."""
     d = problem(cfg["n"], cfg["n_test"])
-    exact = exact_laplace(d, cfg["exact_tol"])
+    exacts, all_runs = [], []
+    for _ in range(cfg.get("reps", 1)):
+        exacts.append(exact_laplace(d, cfg["exact_tol"]))
+        all_runs.append([run_iterncgp(d, name, exacts[0]) for name in cfg["configs"]])
+    exact = exacts[0]
+    exact_s = [e["seconds"] for e in exacts]
+    exact["seconds"] = statistics.median(exact_s)
+    runs = all_runs[0]
+    for i, r in enumerate(runs):
+        r["seconds_runs"] = [rep[i]["seconds"] for rep in all_runs]
+        r["seconds"] = statistics.median(r["seconds_runs"])
+        r["time_over_exact"] = r["seconds"] / exact["seconds"]
     yt = d["yt"]
-    ref = {"seconds": exact["seconds"], "newton_steps": exact["newton_steps"],
+    ref = {"seconds": exact["seconds"], "seconds_runs": exact_s,
+           "newton_steps": exact["newton_steps"],
            "step_sizes": exact["step_sizes"], "nll": nll(exact["mean"], exact["var"], yt),
            "nll_mean_only": nll(exact["mean"], torch.zeros_like(exact["var"]), yt),
            "mean_var": float(exact["var"].mean()),
            "acc": float((exact["mean"].argmax(-1) == yt).double().mean())}  # fmt: skip
-    runs = [run_iterncgp(d, name, exact) for name in cfg["configs"]]
     return {"benchmark": "iterncgp_softmax_gap", "config": cfg,
             "threads": torch.get_num_threads(), "exact": ref, "iterncgp": runs}  # fmt: skip
 
@@ -174,11 +192,18 @@ def table(out: dict) -> str:
     header = ["method", "s", "/ exact time", "Newton steps (actions)", "test NLL", "gap",
               "NLL: own mean + exact var", "NLL: exact mean + own var", "NLL: mean only",
               "mean var", "max |mean - exact|"]  # fmt: skip
-    rows = [["exact Laplace", f"{e['seconds']:.3g}", "1", str(e["newton_steps"]),
+
+    def spread(r: dict) -> str:
+        runs = r.get("seconds_runs", [r["seconds"]])
+        if len(runs) == 1:
+            return f"{r['seconds']:.3g}"
+        return f"{r['seconds']:.3g} [{min(runs):.3g}-{max(runs):.3g}]"
+
+    rows = [["exact Laplace", spread(e), "1", str(e["newton_steps"]),
              f"{e['nll']:.4f}", "0", "", "", f"{e['nll_mean_only']:.4f}",
              f"{e['mean_var']:.3f}", "0"]]  # fmt: skip
     for r in out["iterncgp"]:
-        rows.append([f"IterNCGP {r['config']}", f"{r['seconds']:.3g}",
+        rows.append([f"IterNCGP {r['config']}", spread(r),
                      f"{r['time_over_exact']:.3f}",
                      f"{r['newton_steps']} ({r['solver_iters']})", f"{r['nll']:.4f}",
                      f"{r['nll'] - e['nll']:+.4f}", f"{r['nll_mean_with_exact_var']:.4f}",
@@ -191,21 +216,24 @@ DEFAULT = {
     "n": 2_000,
     "n_test": 2_000,
     "exact_tol": 1e-8,
-    "configs": ["default", "cg-30", "pcg-30"],
+    "configs": ["default", "cg-30", "pcg-30", "cov-80", "cov-100"],
 }
-QUICK = dict(DEFAULT, n=200, n_test=200)
+QUICK = dict(DEFAULT, n=200, n_test=200, configs=["default", "cg-30", "pcg-30", "cov-200"])
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true")
-    p.add_argument("--configs", nargs="+", default=None, help="'default', 'cg-<k>', 'pcg-<k>'")
+    p.add_argument(
+        "--configs", nargs="+", default=None, help="'default', 'cg-<k>', 'pcg-<k>', 'cov-<t>'"
+    )
+    p.add_argument("--reps", type=int, default=1, help="interleaved repetitions (medians)")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--out", type=Path, default=OUT / "iterncgp_softmax_gap.json")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     torch.set_default_dtype(torch.float64)
-    cfg = dict(QUICK if args.quick else DEFAULT)
+    cfg = dict(QUICK if args.quick else DEFAULT, reps=args.reps)
     if args.configs:
         for name in args.configs:
             iterncgp_settings(name)

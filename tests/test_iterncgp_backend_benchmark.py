@@ -22,7 +22,7 @@ def test_quick_backends_agree_and_output_is_well_formed(tmp_path, capsys):
         assert rows["auto"]["max_pred_diff_vs_dense"] == 0.0
     for t in res["time_to_target"]:
         assert t["target_nll"] == t["exact_nll"] + 0.002
-        assert res["config"]["race_policy"] == "pcg"
+        assert res["config"]["race_policy"] == "cov-40"
         for method in ("iterncgp", "iterncgp_before", "svgp"):
             hit = t[method]["seconds_to_target"]
             assert hit is None or hit > 0

@@ -8,7 +8,7 @@ Off Computation For Uncertainty" (workshop version: "IterGLM").
 * :mod:`.problem` -- pseudo targets and noise ``W^{-1}`` / ``W^+`` of one Newton step (Eq. 6);
 * :mod:`.itergp` -- Algorithm 2, IterGP with a virtual solver run;
 * :mod:`.policies` -- actions: :class:`CGPolicy`, :class:`JacobiCGPolicy`,
-  :class:`UnitVectorPolicy`;
+  :class:`CovariancePolicy`, :class:`UnitVectorPolicy`;
 * :mod:`.belief` -- belief over the representer weights and its update (Eqs. 8-10);
 * :mod:`.stopping` -- inner / outer stopping criteria (Sec. B.2);
 * :mod:`.linesearch` -- step-size control of the Newton steps (extension);
@@ -29,6 +29,7 @@ from bo_ncgp.models.iterncgp.newton import (
 from bo_ncgp.models.iterncgp.operators import LatentKernelOperator
 from bo_ncgp.models.iterncgp.policies import (
     CGPolicy,
+    CovariancePolicy,
     JacobiCGPolicy,
     Policy,
     UnitVectorPolicy,
@@ -55,6 +56,7 @@ __all__ = [
     "Belief",
     "BeliefUpdate",
     "CGPolicy",
+    "CovariancePolicy",
     "IterGPResult",
     "IterNCGP",
     "JacobiCGPolicy",

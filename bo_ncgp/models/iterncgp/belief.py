@@ -66,14 +66,16 @@ class ColumnBuffer:
         """Number of columns appended so far."""
         return self._k
 
-    def append(self, col: Tensor) -> None:
-        """Append ``col`` of shape ``(*b, C, n, 1)``."""
-        if self._k == self._store.shape[-1]:
-            grown = self._store.new_zeros(*self._store.shape[:-1], 2 * self._k + 8)
+    def append(self, cols: Tensor) -> None:
+        """Append ``cols`` of shape ``(*b, C, n, k)``."""
+        k = cols.shape[-1]
+        if self._k + k > self._store.shape[-1]:
+            size = self._k + max(k, self._k + 8)  # doubling, or the block's size for a block
+            grown = self._store.new_empty(*self._store.shape[:-1], size)
             grown[..., : self._k] = self._store[..., : self._k]
             self._store = grown
-        self._store[..., self._k : self._k + 1] = col
-        self._k += 1
+        self._store[..., self._k : self._k + k] = cols
+        self._k += k
 
 
 @dataclass
@@ -145,17 +147,42 @@ class Belief:
         problem: _Problem,
         eps: float | None = None,
     ) -> BeliefUpdate:
-        """Condition the belief on the observation ``alpha = s^T r`` (Alg. 2, lines 8, 11-16).
+        """Condition the belief on the observations ``alpha = S^T r`` (Alg. 2, lines 8, 11-16).
 
         Args:
-            s: action ``(*b, C, n, 1)``.
+            s: action ``(*b, C, n, 1)``, or a block of ``k`` actions ``(*b, C, n, k)``
+                observed together (one product with ``K`` for all of them).
             t: ``K s`` (line 9).
             residual: ``r_{j-1}``.
             problem: supplies ``W^{-1}`` products.
             eps: relative threshold on ``eta_j`` below which the action is rejected
                 (default ``sqrt(machine epsilon)``).
+
+        A block is conditioned on at once: ``C_j = C_{j-1} + D (D^T K_hat D)^{-1} D^T`` with
+        ``D`` the block made ``K_hat``-orthogonal to ``Q_{j-1}`` (twice, as for one action);
+        ``D^T K_hat D = U Lambda U^T`` (columns scaled to unit ``K_hat``-norm first) gives
+        the new columns ``D U Lambda^{-1/2}`` of ``Q``, and eigenvalues below ``eps`` (the
+        directions a column adds beyond the others and ``Q_{j-1}``) are dropped. With
+        ``k = 1`` this is the single-action update. The diagnostics of a block have a
+        trailing dimension ``k``: ``alpha`` and ``eta`` of the orthonormalised directions.
+
+        Example (a block of all n unit vectors: the exact solve in one update):
+            >>> import gpytorch
+            >>> from bo_ncgp.likelihoods import Gaussian
+            >>> from bo_ncgp.models.iterncgp import LatentKernelOperator, PseudoRegressionProblem
+            >>> X, y = torch.rand(5, 1, dtype=torch.float64), torch.randn(5, dtype=torch.float64)
+            >>> K = LatentKernelOperator(gpytorch.kernels.RBFKernel(), X, 1, backend="dense")
+            >>> prob = PseudoRegressionProblem(K, Gaussian(0.1), y, torch.zeros(1, 5, 1), 0.0)
+            >>> belief = Belief(X.new_zeros(1, 5, 0), X.new_zeros(1, 5, 0), prob.rhs)
+            >>> S = torch.eye(5, dtype=X.dtype).unsqueeze(0)
+            >>> upd = belief.update(S, K.matmul(S), prob.rhs, prob)
+            >>> v = torch.linalg.solve(prob.matmul(S), prob.rhs)
+            >>> belief.rank, bool(upd.accepted), bool(torch.allclose(belief.v, v))
+            (5, True, True)
         """
         eps = torch.finfo(s.dtype).eps ** 0.5 if eps is None else eps
+        if s.shape[-1] != 1:
+            return self._update_block(s, t, residual, problem, eps)
         Q, KQ = self.Q, self.KQ
         z = t + problem.noise_matmul(s)  # line 11: z = K_hat s
         sz = inner(s, z)[..., 0, 0]
@@ -178,3 +205,58 @@ class Belief:
             self.v = self.v + step * d  # line 16
             self.Kv = self.Kv + step * Kd
         return BeliefUpdate(alpha=alpha, eta=eta, accepted=accepted)
+
+    def _update_block(
+        self, s: Tensor, t: Tensor, residual: Tensor, problem: _Problem, eps: float
+    ) -> BeliefUpdate:
+        """:meth:`update` for a block of ``k > 1`` actions."""
+        Q, KQ = self.Q, self.KQ
+        d, Kd = s, t
+        Khat_d = t + problem.noise_matmul(s)
+        norms = torch.einsum("...cnk,...cnk->...k", d, Khat_d)  # K_hat-norms^2 of the actions
+        if Q.shape[-1] > 0:
+            KhatQ = KQ + problem.noise_matmul(Q)
+            before = norms
+            for _ in range(2):  # K_hat-orthogonal to Q_{j-1}; repeated when a column lost
+                c = inner(Q, Khat_d).unsqueeze(-3)  # (*b, 1, B, k)  more than half its norm
+                d = d - Q @ c
+                Kd = Kd - KQ @ c
+                Khat_d = Khat_d - KhatQ @ c
+                after = torch.einsum("...cnk,...cnk->...k", d, Khat_d)
+                if bool((after > 0.5 * before).all()):
+                    break
+                before = after
+        G = inner(d, Khat_d)
+        G = 0.5 * (G + G.mT)
+        tiny = torch.finfo(s.dtype).tiny
+        # scaled by the actions' K_hat-norms, so that eps is relative to each action
+        unit = torch.where(norms > tiny, norms.clamp_min(tiny).rsqrt(), 0.0)
+        Gs = G * unit.unsqueeze(-1) * unit.unsqueeze(-2)
+        # the block is K_hat-orthonormalised by a Cholesky factor Gs = L L^T when every column
+        # adds a direction of relative size > eps (D = d diag(unit) L^{-T}); else by the
+        # eigenpairs of Gs, dropping those <= eps
+        L, info = torch.linalg.cholesky_ex(Gs)
+        pivots = torch.diagonal(L, dim1=-2, dim2=-1).square()
+        if bool((info == 0).all()) and bool((pivots > eps).all()):
+            R = (L.mT / unit.unsqueeze(-2)).unsqueeze(-3)  # G = R^T R: D = d R^{-1}
+            D = torch.linalg.solve_triangular(R, d, upper=True, left=False)
+            KD = torch.linalg.solve_triangular(R, Kd, upper=True, left=False)
+            lam, keep = pivots, pivots > eps
+        else:
+            lam, U = torch.linalg.eigh(Gs)
+            lam, U = lam.flip(-1), U.flip(-1)  # largest first
+            keep = lam > eps
+            cols = keep.reshape(-1, keep.shape[-1]).any(0)  # columns some batch element keeps
+            lam, U, keep = lam[..., cols], U[..., cols], keep[..., cols]
+            scale = torch.where(keep, lam.clamp_min(tiny).rsqrt(), 0.0)
+            R = (unit.unsqueeze(-1) * U * scale.unsqueeze(-2)).unsqueeze(-3)  # (*b, 1, k, k')
+            D, KD = d @ R, Kd @ R
+        alpha = inner(D, residual)  # (*b, k', 1)
+        accepted = keep.any(-1)
+        if D.shape[-1] > 0:
+            self._Q.append(D)
+            self._KQ.append(KD)
+            w = alpha.unsqueeze(-3)
+            self.v = self.v + D @ w
+            self.Kv = self.Kv + KD @ w
+        return BeliefUpdate(alpha=alpha[..., 0], eta=lam, accepted=accepted)

@@ -115,6 +115,14 @@ class IterNCGP(torch.nn.Module, LatentGP):
             and for softmax models whose logits saturate (10-class mixture, outputscale 2:
             the undamped iteration diverges even with 50 CG iterations per step).
             Convergence is always judged on the full step.
+        covariance_targets: after the Newton iteration stops, one more Newton step at its last
+            iterate whose solver takes one block action for the posterior covariance
+            (:class:`~bo_ncgp.models.iterncgp.policies.CovariancePolicy`): ``W K(X, Z)`` for
+            this many pivot points ``Z`` of the prior kernel, with the mean's preconditioned
+            residual, in one product with ``K``. It removes most of the computational
+            uncertainty from the predictive variances at a fraction of the exact Laplace
+            approximation's cost (``0``, default: no such step). :meth:`condition` runs
+            the usual Newton steps only.
 
     Example:
         >>> from bo_ncgp.likelihoods import Bernoulli
@@ -144,6 +152,7 @@ class IterNCGP(torch.nn.Module, LatentGP):
         backend: Literal["auto", "dense", "chunked", "keops"] = "auto",
         mean: gpytorch.means.Mean | None = None,
         line_search: bool | None = None,
+        covariance_targets: int = 0,
     ) -> None:
         super().__init__()
         check_kernel_and_likelihood("IterNCGP", kernel, likelihood)
@@ -154,6 +163,7 @@ class IterNCGP(torch.nn.Module, LatentGP):
         check_count(max_newton_steps, "max_newton_steps", who, minimum=1)
         if compression_rank is not None:
             check_count(compression_rank, "compression_rank", who)
+        check_count(covariance_targets, "covariance_targets", who)
         for key, value in (
             ("tol", tol),
             ("solver_rtol", solver_rtol),
@@ -181,6 +191,7 @@ class IterNCGP(torch.nn.Module, LatentGP):
             line_search=not isinstance(likelihood, Gaussian)
             if line_search is None
             else bool(line_search),
+            covariance_targets=int(covariance_targets),
         )
         self.backend = backend
         self._reset_state()

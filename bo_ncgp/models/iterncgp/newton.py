@@ -11,7 +11,10 @@ Tatzel et al., Algorithm 1 (Sec. 3.1, Prop. A.1):
 With ``recycle=True`` the buffers ``S``, ``T`` of step ``i`` enter the virtual solver run of
 step ``i + 1`` (Sec. 3.3); otherwise every step starts from ``C_0 = 0``. With
 ``line_search=True`` (an extension, :mod:`.linesearch`) line 9 backtracks on the log posterior
-when the full step would decrease it.
+when the full step would decrease it. With ``covariance_targets > 0`` (an extension) the loop
+ends with one more Newton step at its last iterate whose solver takes the block action of
+:class:`~bo_ncgp.models.iterncgp.policies.CovariancePolicy` (after the recycled actions), so
+that the returned belief carries little computational uncertainty in the covariance.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from bo_ncgp.models.iterncgp.belief import Belief
 from bo_ncgp.models.iterncgp.itergp import itergp
 from bo_ncgp.models.iterncgp.linesearch import backtracking_step
 from bo_ncgp.models.iterncgp.operators import LatentKernelOperator
-from bo_ncgp.models.iterncgp.policies import Policy
+from bo_ncgp.models.iterncgp.policies import CovariancePolicy, Policy
 from bo_ncgp.models.iterncgp.problem import PseudoRegressionProblem
 from bo_ncgp.models.iterncgp.recycling import ActionBuffers
 from bo_ncgp.models.iterncgp.stopping import MaxIterations, RelativeChange, ResidualNorm
@@ -57,6 +60,7 @@ class NewtonConfig:
     recycle: bool = True
     compression_rank: int | None = None
     line_search: bool = True
+    covariance_targets: int = 0
 
 
 @dataclass
@@ -163,7 +167,10 @@ def newton_laplace(
     state = None
     steps: list[NewtonStepInfo] = []
     converged = interrupted = False
-    for i in range(config.max_newton_steps):  # line 5
+    final = config.covariance_targets > 0
+    i = 0
+    while i < config.max_newton_steps or final:  # line 5
+        covariance_step = i >= config.max_newton_steps or converged
         problem = PseudoRegressionProblem(kernel_op, likelihood, y, f, prior_mean)  # lines 6-7
         if not bool(torch.isfinite(problem.rhs_norm).all()):
             raise NonFiniteError(
@@ -173,7 +180,13 @@ def newton_laplace(
                 "scale (e.g. a ConstantMean at log(mean(y)) for counts) or rescale them"
             )
         recycled = buffers is not None and buffers.size > 0
-        policy.reset(problem, recycled)
+        step_policy: Policy = policy
+        step_stop = inner_stop
+        if covariance_step:  # the covariance step at the last iterate
+            final = False
+            step_policy = CovariancePolicy(config.covariance_targets)
+            step_stop = MaxIterations(None)
+        step_policy.reset(problem, recycled)
         hook = None
         if on_iteration is not None:
 
@@ -182,8 +195,8 @@ def newton_laplace(
 
         res = itergp(  # line 8
             problem,
-            policy,
-            inner_stop,
+            step_policy,
+            step_stop,
             buffers,
             config.compression_rank,
             capacity=max(1, min(capacity, 4096)),
@@ -212,12 +225,16 @@ def newton_laplace(
         f = f_new
         state = res
         buffers = ActionBuffers(res.S, res.T) if config.recycle else None
+        i += 1
         if res.interrupted:
             interrupted = True
             break
+        if covariance_step:
+            break
         if bool((change <= config.tol).all()):
             converged = True
-            break
+            if not final:
+                break
     if state is None:
         raise InputDataError("newton_laplace: max_newton_steps must be >= 1")
     return LaplaceState(

@@ -11,13 +11,18 @@ observes next (``alpha_j = s_j^T r_{j-1}``). A new policy is one small class: su
   with the Jacobi preconditioner). Points whose curvature ``W`` is small (confidently
   classified, saturated logits) carry a large noise ``W^{-1}`` and receive little weight, so
   the actions concentrate on the data that move the posterior;
+* :class:`CovariancePolicy` -- block actions ``W K(X, Z)`` for the kernel columns at pivot
+  points ``Z`` (with the preconditioned residual): exact predictive covariances for the
+  Nystrom approximation of ``K`` at ``Z``, all in one product with ``K``; IterNCGP's
+  covariance step (``covariance_targets``);
 * :class:`UnitVectorPolicy` -- unit vectors ``s_j = e_j``: partial Cholesky, i.e. exact
   conditioning on a growing subset of the data (Sec. 3.2, "Unit Vector Policy = Subset of
   Data"), in data order or a given permutation of the points. Vectors are enumerated point
   by point (all C latents of one point, then the next point), so after ``k C`` actions the
   first ``k`` points are used.
 
-Actions are returned in the latent layout ``(*b, C, n, 1)`` and already projected onto the
+Actions are returned in the latent layout ``(*b, C, n, 1)`` (a block of ``k`` actions:
+``(*b, C, n, k)``, one product with ``K`` for all of them) and already projected onto the
 range of ``W`` (see :mod:`bo_ncgp.models.iterncgp.problem`).
 """
 
@@ -29,10 +34,20 @@ import copy
 import torch
 from torch import Tensor
 
-from bo_ncgp.exceptions import InputDataError
+from bo_ncgp.exceptions import InputDataError, UnsupportedError
+from bo_ncgp.linalg._args import check_count
+from bo_ncgp.linalg.pivoted_cholesky import pivoted_cholesky
+from bo_ncgp.linalg.sparse_gp import latent_block
 from bo_ncgp.models.iterncgp.problem import PseudoRegressionProblem
 
-__all__ = ["CGPolicy", "JacobiCGPolicy", "Policy", "UnitVectorPolicy", "make_policy"]
+__all__ = [
+    "CGPolicy",
+    "CovariancePolicy",
+    "JacobiCGPolicy",
+    "Policy",
+    "UnitVectorPolicy",
+    "make_policy",
+]
 
 
 class Policy(abc.ABC):
@@ -69,7 +84,8 @@ class Policy(abc.ABC):
     def __call__(
         self, residual: Tensor, problem: PseudoRegressionProblem, iteration: int
     ) -> Tensor | None:
-        """The next action ``(*b, C, n, 1)``, or None when the policy has nothing left."""
+        """The next action ``(*b, C, n, 1)`` (or a block of ``k`` actions ``(*b, C, n, k)``),
+        or None when the policy has nothing left."""
 
     def extend(self, num_old: int, num_new: int) -> Policy:
         """A copy of this policy for the data set grown by ``num_new`` points (appended)."""
@@ -203,6 +219,98 @@ class UnitVectorPolicy(Policy):
         )
         new.permutation = new._order
         return new
+
+
+class CovariancePolicy(Policy):
+    """Block actions for the posterior covariance: ``W(f_i) K(X, Z)`` for the kernel columns
+    at ``targets`` points ``Z`` (one per latent function and point), together with the
+    Jacobi-preconditioned residual ``D^{-1} r_{j-1}`` of the mean system.
+
+    For a kernel of rank ``m``, ``K = L L^T``, Woodbury's identity gives
+    ``K_hat^{-1} L = W L (I + L^T W L)^{-1}``: the actions ``S = W L`` make the predictive
+    covariance ``K(x, X) C_j K(X, x)`` (Eq. 9) exact. With ``L`` the kernel columns at the
+    pivots ``Z`` of a greedy pivoted Cholesky factorisation of the prior ``K``
+    (:func:`~bo_ncgp.linalg.pivoted_cholesky`, the latents' kernels summed) the actions are
+    exact for the Nystrom approximation of ``K`` at ``Z`` and the computational uncertainty
+    that remains is that of the Nystrom remainder. The solver still conditions on the true
+    ``K_hat``, so the variances never fall below the Laplace ones. For the softmax the
+    columns of one point sum to a vector in the null space of ``W`` and the last latent's
+    column is left out (``C - 1`` columns per point).
+
+    Each action is one product with ``K`` for all of its columns (one pass over a cached
+    kernel matrix); by default (``block=None``) all targets form one action. The policy is
+    exhausted (returns None) once all ``targets`` points were used.
+
+    Args:
+        targets: number of points ``Z``.
+        block: points per action (None: all).
+
+    Example:
+        >>> import gpytorch
+        >>> from bo_ncgp.likelihoods import Bernoulli
+        >>> from bo_ncgp.models.iterncgp import LatentKernelOperator, PseudoRegressionProblem
+        >>> X = torch.rand(8, 1, dtype=torch.float64); y = (X[:, 0] > 0.5).double()
+        >>> K = LatentKernelOperator(gpytorch.kernels.RBFKernel(), X, 1, backend="dense")
+        >>> problem = PseudoRegressionProblem(K, Bernoulli(), y, X.new_zeros(1, 8, 1), 0.0)
+        >>> policy = CovariancePolicy(targets=3, block=2); policy.reset(problem, recycled=False)
+        >>> r = problem.rhs  # one residual column and one column per point (C = 1)
+        >>> policy(r, problem, 0).shape[-1], policy(r, problem, 1).shape[-1]
+        (3, 2)
+        >>> policy(problem.rhs, problem, 2) is None  # the three targets are used
+        True
+    """
+
+    stop_on_dependent_action = False
+
+    def __init__(self, targets: int, block: int | None = None) -> None:
+        self.targets = check_count(targets, "targets", "CovariancePolicy", minimum=1)
+        if block is not None:
+            block = check_count(block, "block", "CovariancePolicy", minimum=1)
+        self.block = block
+        self._pivots: Tensor | None = None
+        self._inv_diag: Tensor | None = None
+        self._cursor = 0
+
+    def reset(self, problem: PseudoRegressionProblem, recycled: bool) -> None:
+        self._inv_diag = (problem.kernel_diagonal() + problem.noise_diagonal()).reciprocal()
+        op = problem.kernel_op
+        if op.X.dim() != 2:
+            raise UnsupportedError(
+                "CovariancePolicy: needs training inputs without batch dimensions, got X of "
+                f"shape {tuple(op.X.shape)}"
+            )
+        rank = min(self.targets, op.n)
+        with torch.no_grad():  # the prior kernel (summed over the latents of a per-latent one)
+            K = op.op if op.shared else latent_block(op.kernel, op.X).sum(0)
+            self._pivots = pivoted_cholesky(K, rank).pivots
+        self._cursor = 0
+
+    def _columns(self, idx: Tensor, problem: PseudoRegressionProblem) -> Tensor:
+        """``K(X, z)`` of the first ``C - 1`` latents (all ``C`` for ``C = 1``) at the points
+        ``idx``, ``(C, n, C' len(idx))``, in the latent layout."""
+        op = problem.kernel_op
+        C, n, k = problem.C, op.n, idx.numel()
+        with torch.no_grad():
+            Kz = latent_block(op.kernel, op.X, op.X[idx]).expand(C, n, k)
+        used = max(C - 1, 1)
+        B = Kz.new_zeros(C, n, used, k)
+        for c in range(used):
+            B[c, :, c] = Kz[c]
+        return B.reshape(C, n, used * k)
+
+    def __call__(
+        self, residual: Tensor, problem: PseudoRegressionProblem, iteration: int
+    ) -> Tensor | None:
+        if self._pivots is None or self._inv_diag is None:
+            self.reset(problem, recycled=False)
+        if self._cursor >= self._pivots.numel():
+            return None
+        step = self._pivots.numel() if self.block is None else self.block
+        idx = self._pivots[self._cursor : self._cursor + step]
+        self._cursor += idx.numel()
+        V = self._columns(idx, problem)
+        WV = problem.curvature_matmul(V.expand(*residual.shape[:-3], *V.shape))
+        return problem.project(torch.cat([self._inv_diag * residual, WV], dim=-1))
 
 
 def make_policy(policy: str | Policy) -> Policy:

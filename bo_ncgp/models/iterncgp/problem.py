@@ -117,6 +117,14 @@ class PseudoRegressionProblem:
         out = from_likelihood_layout(out, self.C).movedim(0, -1)
         return out.expand(torch.broadcast_shapes(out.shape, V.shape))
 
+    def curvature_matmul(self, V: Tensor) -> Tensor:
+        """``W(f_i) V`` (the negative Hessian of the log likelihood) for ``V`` of shape
+        ``(*b, C, n, k)``."""
+        Vl = to_likelihood_layout(V.movedim(-1, 0), self.C)
+        out = self.likelihood.neg_hessian_matvec(self.y, self._f_lik, Vl)
+        out = from_likelihood_layout(out, self.C).movedim(0, -1)
+        return out.expand(torch.broadcast_shapes(out.shape, V.shape))
+
     def kernel_diagonal(self) -> Tensor:
         """``diag K`` in the latent layout, ``(*bx, C|1, n, 1)``."""
         return self.kernel_op.prior_diag(self.kernel_op.X).unsqueeze(-1)
@@ -126,7 +134,8 @@ class PseudoRegressionProblem:
         with the per-point noise blocks."""
         C, n = self.C, self.f.shape[-2]
         eye = torch.eye(C, dtype=self.f.dtype, device=self.f.device)
-        E = eye[:, None, :].expand(C, n, C)  # column k: class k's unit vector at every point
+        # column k: class k's unit vector at every point
+        E = eye[:, None, :].expand(*self.f.shape[:-3], C, n, C)
         out = self.noise_matmul(E)  # (*b, C, n, C)
         return torch.diagonal(out, dim1=-3, dim2=-1).transpose(-1, -2).unsqueeze(-1)
 

@@ -88,6 +88,42 @@ def test_cg_converges_to_the_same_mode(name, policy):
     torch.testing.assert_close(model.predict_f(X[:5])[0], mean_ref, atol=1e-6, rtol=0)
 
 
+@pytest.mark.parametrize(
+    "name,n", [("bernoulli", 40), ("softmax_shared", 20), ("softmax_batched", 20)]
+)
+def test_covariance_step_on_every_point_equals_dense_laplace(name, n):
+    # W K(X, X) spans the whole (projected) space: the covariance step's solve is exact
+    X, y, k, lik, C = problem(name, n)
+    Xs = torch.rand(9, 2)
+    _, predict = dense_laplace(k, lik, X, y, C)
+    mean_ref, var_ref = predict(Xs)
+    # 5 solver iterations per Newton step: the mode converges, the variances alone would not
+    model = dense_cg_model(k, lik, 5, policy="pcg", covariance_targets=n).fit(X, y)
+    assert model._state.converged and model.history[-1].solver_iters == 1  # one block action
+    mean, var = model.predict_f(Xs)
+    if C == 1:
+        mean, var = mean[:, None], var[:, None]
+    torch.testing.assert_close(mean, mean_ref, atol=1e-6, rtol=0)
+    torch.testing.assert_close(var, var_ref, atol=1e-6, rtol=0)
+    without = dense_cg_model(k, lik, 5, policy="pcg").fit(X, y).predict_f(Xs)[1]
+    assert float((without - var_ref.squeeze(-1)).max()) > 1e-4
+
+
+@pytest.mark.parametrize("name", ["bernoulli", "softmax_shared"])
+def test_covariance_step_with_batched_targets_equals_dense_laplace_per_target(name):
+    X, y0, k, lik, C = problem(name, 15)
+    y = torch.stack([y0, y0.flip(0)])  # two target vectors: a batch of two models
+    Xs = torch.rand(4, 2)
+    model = dense_cg_model(k, lik, 5, policy="pcg", covariance_targets=15).fit(X, y)
+    mean, var = model.predict_f(Xs)
+    for b in range(2):
+        mean_ref, var_ref = dense_laplace(k, lik, X, y[b], C)[1](Xs)
+        if C == 1:
+            mean_ref, var_ref = mean_ref[:, 0], var_ref[:, 0]
+        torch.testing.assert_close(mean[b], mean_ref, atol=1e-6, rtol=0)
+        torch.testing.assert_close(var[b], var_ref, atol=1e-6, rtol=0)
+
+
 @pytest.mark.parametrize("name,n", [("bernoulli", 50), ("softmax_batched", 30)])
 def test_unit_vector_permutation_is_subset_of_data(name, n):
     X, y, k, lik, C = problem(name, n)

@@ -9,11 +9,13 @@ import gpytorch
 import pytest
 import torch
 
+from bo_ncgp.exceptions import InputDataError
 from bo_ncgp.likelihoods import Bernoulli, Poisson, Softmax
 from bo_ncgp.models.iterncgp import (
     ActionBuffers,
     Belief,
     CGPolicy,
+    CovariancePolicy,
     IterNCGP,
     JacobiCGPolicy,
     LatentKernelOperator,
@@ -134,6 +136,62 @@ def test_belief_root_is_khat_orthonormal_and_v_is_c_times_rhs(batched):
     C_j = torch.einsum("cnb,dmb->cndm", b.Q, b.Q)
     C_ref = torch.einsum("cnb,bk,dmk->cndm", S, torch.linalg.solve(M, torch.eye(S.shape[-1])), S)
     torch.testing.assert_close(C_j, C_ref, atol=1e-8, rtol=1e-6)
+
+
+def _precision(Q):
+    return torch.einsum("...cnb,...dmb->...cndm", Q, Q)
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_block_update_equals_the_same_actions_one_by_one(batched):
+    # C_j depends on span S only: a block of k actions conditions like k single updates
+    problem, *_ = softmax_problem(batched=batched)
+    S0, T0 = random_actions(problem, 3)
+    S, T = random_actions(problem, 6)
+    one, block = (Belief(S0[..., :0], T0[..., :0], problem.rhs) for _ in range(2))
+    for b in (one, block):
+        for i in range(3):
+            b.update(S0[..., i : i + 1], T0[..., i : i + 1], problem.residual(b.v, b.Kv), problem)
+    for i in range(6):
+        r = problem.residual(one.v, one.Kv)
+        one.update(S[..., i : i + 1], T[..., i : i + 1], r, problem)
+    upd = block.update(S, T, problem.residual(block.v, block.Kv), problem)
+    assert bool(upd.accepted) and block.rank == one.rank == 9
+    torch.testing.assert_close(_precision(block.Q), _precision(one.Q), atol=1e-8, rtol=1e-6)
+    torch.testing.assert_close(block.v, one.v, atol=1e-8, rtol=1e-6)
+    torch.testing.assert_close(block.Kv, problem.kernel_matmul(block.v))
+    Khat_Q = problem.project(problem.matmul(block.Q))
+    torch.testing.assert_close(inner(block.Q, Khat_Q), torch.eye(9), atol=1e-10, rtol=0)
+
+
+def test_block_update_drops_a_dependent_column():
+    problem, *_ = softmax_problem()
+    S, T = random_actions(problem, 4)
+    S = torch.cat([S, S[..., :1] + 2 * S[..., 1:2]], -1)  # the fifth is in the span
+    T = torch.cat([T, T[..., :1] + 2 * T[..., 1:2]], -1)
+    belief = Belief(S[..., :0], T[..., :0], problem.rhs)
+    upd = belief.update(S, T, problem.rhs, problem)
+    assert bool(upd.accepted) and belief.rank == 4 and int((upd.eta > 1e-8).sum()) == 4
+    Khat_Q = problem.project(problem.matmul(belief.Q))
+    torch.testing.assert_close(inner(belief.Q, Khat_Q), torch.eye(4), atol=1e-10, rtol=0)
+    torch.testing.assert_close(belief.v, belief.precision_matmul(problem.rhs))
+
+
+def test_covariance_policy_actions_are_curvature_times_kernel_columns_at_pivots():
+    problem, X, *_ = softmax_problem(batched=False)
+    policy = CovariancePolicy(targets=4)
+    policy.reset(problem, recycled=False)
+    S = policy(problem.rhs, problem, 0)
+    C, n = problem.C, X.shape[0]
+    assert S.shape == (C, n, 1 + 4 * (C - 1)) and policy(problem.rhs, problem, 1) is None
+    z = policy._pivots
+    Kz = kernel()(X, X[z]).to_dense()
+    V = torch.zeros(C, n, C - 1, 4)
+    for c in range(C - 1):
+        V[c, :, c] = Kz
+    WV = problem.project(problem.curvature_matmul(V.reshape(C, n, -1)))
+    torch.testing.assert_close(S[..., 1:], WV)
+    assert int(z[0]) in range(n) and len(set(z.tolist())) == 4
 
 
 class RandomPolicy(Policy):
@@ -264,3 +322,31 @@ def test_full_kernel_reference_layout():
     blocks = torch.arange(8.0).reshape(2, 2, 2)
     K = full_kernel(blocks)
     assert K[0, 0] == blocks[0, 0, 0] and K[1, 1] == blocks[1, 0, 0] and K[0, 1] == 0
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: IterNCGP(kernel(), Bernoulli(), covariance_targets=-1),
+        lambda: IterNCGP(kernel(), Bernoulli(), covariance_targets=2.5),
+        lambda: CovariancePolicy(targets=0),
+        lambda: CovariancePolicy(targets=5, block=0),
+    ],
+)
+def test_covariance_settings_are_checked(make):
+    with pytest.raises(InputDataError, match=r"targets|block"):
+        make()
+
+
+@pytest.mark.parametrize("lik", [Bernoulli(), Softmax(3)])
+def test_jacobi_policy_with_batched_targets_fits_each_target_as_alone(lik):
+    X = torch.rand(30, 2)
+    y = torch.stack(
+        [torch.randint(0, lik.num_latents + (lik.num_latents == 1), (30,)) for _ in "ab"]
+    )
+    y = y.to(X.dtype) if lik.num_latents == 1 else y
+    opts = dict(policy="pcg", max_solver_iters_per_step=3, max_newton_steps=3, **WHOLE_BUDGET)
+    both = IterNCGP(kernel(), lik, **opts).fit(X, y)
+    for b in range(2):
+        alone = IterNCGP(kernel(), lik, **opts).fit(X, y[b])
+        torch.testing.assert_close(both.mode[b], alone.mode, atol=1e-8, rtol=1e-6)
