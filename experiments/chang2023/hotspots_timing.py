@@ -34,8 +34,12 @@ def _strategies(args):
 
     dual = dict(init_rounds=args.init_rounds, init_hyper_steps=args.init_hyper_steps)
     acq = dict(num_fantasies=args.fantasies, criterion=args.criterion, gain=args.gain)
+    acq["num_candidates"] = args.candidates
+    streaming = dict(learn_mean_constant=args.mean_constant == "learned")
+    if args.hyper_steps is not None:
+        streaming["num_hyper_steps"] = args.hyper_steps
     options = {
-        "entropy": {**acq, **dual},
+        "entropy": {**acq, **dual, **streaming},
         "refit-entropy": dict(
             num_candidates=args.refit_candidates,
             num_fantasies=args.refit_fantasies,
@@ -140,6 +144,25 @@ def main(argv: list[str] | None = None) -> int:
         action="store_const",
         const="clamped",
         help="entropy, svgp-entropy: count only per-village entropy decreases (= --gain clamped)",
+    )
+    p.add_argument(
+        "--candidates",
+        type=int,
+        default=None,
+        help="entropy, svgp-entropy: villages scored by --criterion and --gain, the best by "
+        "exceedance-entropy reduction (default: all)",
+    )
+    p.add_argument(
+        "--hyper-steps",
+        type=int,
+        default=None,
+        help="entropy: Adam steps per survey (default: the strategy's)",
+    )
+    p.add_argument(
+        "--mean-constant",
+        choices=("zero", "learned"),
+        default="zero",
+        help="entropy: prior mean of the streaming model's logit prevalence",
     )
     p.add_argument(
         "--strategies",
