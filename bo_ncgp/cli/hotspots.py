@@ -211,6 +211,10 @@ def _options():
              dict(type=_nonneg_float),
              "stop a refit early by BoTorch's ExpMA rule (as Maddox et al.'s loop; 0: always "
              "--svgp-steps)"),
+            ("--svgp-refit-every", "svgp_refit_every", [(svgp, "refit_every")],
+             dict(type=_POS),
+             "refit after every k-th survey, streaming DualSVGP updates in between (1: "
+             "after every survey, as Maddox et al.'s loop)"),
         ],
     }  # fmt: skip
 

@@ -321,10 +321,19 @@ class RefittedSVGP(_Surrogate):
         super().setup(strategy)
         self.gp = None
         self.last_loss = float("nan")
+        self.refit_at = 0
 
     def fit(self, idx: np.ndarray, y: Tensor) -> None:
-        """Refit on every surveyed village (the strategy's record, ``idx`` included)."""
+        """Refit on every surveyed village (the strategy's record, ``idx`` included), or,
+        between refits (``refit_every > 1``), add ``idx`` to the converted model by a
+        streaming update."""
         c, s = self.config, self.strategy
+        if self.gp is not None and (len(s.observed) - self.refit_at) % int(c.refit_every):
+            X = s.U[torch.as_tensor(idx)]
+            self.model.project(torch.cat([self.model.Z, X]))  # exact: a superset of Z
+            self.model.update(X, y)
+            return
+        self.refit_at = len(s.observed)
         X, counts = s.U[s.observed], s.y
         likelihood = Binomial(s.num_trials).to(DTYPE)
         gp = ConstantMeanSVGP(X, bool(c.outputscale_prior))
@@ -342,7 +351,13 @@ class RefittedSVGP(_Surrogate):
                 None if c.rel_tol is None else float(c.rel_tol),
             )
         self.gp = gp
-        self.model = gp.to_dual(likelihood, num_data=len(s.observed))
+        streaming = {}  # the settings of the updates between refits
+        if int(c.refit_every) > 1:
+            streaming = dict(
+                memory_size=None, rho=0.5, num_inner_steps=20, num_hyper_steps=0,
+                hyper_objective="elbo",
+            )  # fmt: skip
+        self.model = gp.to_dual(likelihood, num_data=len(s.observed), **streaming)
 
 
 class RefitGP(_Surrogate):
