@@ -47,7 +47,12 @@ def _strategies(args):
             fantasy_steps=args.refit_fantasy_steps,
         ),
         "random": dual,
-        "svgp-entropy": dict(num_steps=args.svgp_steps, rel_tol=args.svgp_rel_tol or None, **acq),
+        "svgp-entropy": dict(
+            num_steps=args.svgp_steps,
+            rel_tol=args.svgp_rel_tol or None,
+            refit_every=args.svgp_refit_every,
+            **acq,
+        ),
     }
     return {name: build_strategy("hotspots", name, **options[name]) for name in args.strategies}
 
@@ -125,6 +130,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--svgp-steps", type=int, default=1000, help="Adam steps per svgp refit")
     p.add_argument(
         "--svgp-rel-tol", type=float, default=1e-5, help="svgp refits' early stop (0: off)"
+    )
+    p.add_argument(
+        "--svgp-refit-every",
+        type=int,
+        default=1,
+        help="svgp-entropy: refit after every k-th survey, streaming updates in between "
+        "(time at least k steps)",
     )
     p.add_argument(
         "--criterion",
