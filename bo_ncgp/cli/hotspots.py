@@ -165,6 +165,13 @@ def _options():
             ("--gain", "gain", [(ent, "gain")], dict(choices=GAINS),
              "entropy, svgp-entropy: how each village's entropy change counts, a registered "
              "gain (reduction: the decrease of the summed entropy)"),
+            ("--candidates", "candidates", [(ent, "num_candidates")], dict(type=_POS),
+             "entropy, svgp-entropy: score by --criterion and --gain only this many remaining "
+             "villages, those of largest exceedance-entropy reduction (None: every one)"),
+            ("--mean-constant", "mean_constant", [(dual, "learn_mean_constant")],
+             dict(type=_bool_choice("learned", "zero"), metavar="{zero,learned}"),
+             "prior mean of the DualSVGP's logit prevalence: zero, or a constant learned with "
+             "the hyperparameters"),
             ("--inner-steps", "inner_steps", [(dual, "num_inner_steps")], dict(type=_POS),
              "site updates per survey"),
             ("--rho", "rho", [(dual, "rho")], dict(type=_damping),
@@ -204,6 +211,10 @@ def _options():
              dict(type=_nonneg_float),
              "stop a refit early by BoTorch's ExpMA rule (as Maddox et al.'s loop; 0: always "
              "--svgp-steps)"),
+            ("--svgp-refit-every", "svgp_refit_every", [(svgp, "refit_every")],
+             dict(type=_POS),
+             "refit after every k-th survey, streaming DualSVGP updates in between (1: "
+             "after every survey, as Maddox et al.'s loop)"),
         ],
     }  # fmt: skip
 

@@ -201,3 +201,41 @@ def test_a_finished_svgp_random_campaign_saved_before_rel_tol_existed_resumes(tm
 def _as_format_1(state):
     """``state`` in format 1 (no ``_checksum``), which ``Campaign.resume`` also reads."""
     return {**{k: v for k, v in state.items() if k != "_checksum"}, "format": 1}
+
+
+def test_refit_every_k_surveys_streams_the_surveys_in_between():
+    prob = toy_pool()
+    argv = "--strategy svgp-random --svgp-steps 20 --svgp-refit-every 3".split()
+    assert _config(_parser(), argv)["refit_every"] == 3
+    strat = build_strategy("hotspots", "svgp-random", num_steps=20, refit_every=3)
+    hist = _observe_initial(strat, prob)
+    fits, gp = [], strat.surrogate.gp
+    rng = np.random.default_rng(0)
+    for _ in range(4):
+        before = strat.model
+        (i,) = strat.ask(hist, 1, rng)
+        hist = _surveyed(strat, prob, hist, int(i))
+        refit = strat.surrogate.gp is not gp
+        fits.append(refit)
+        gp = strat.surrogate.gp
+        if not refit:  # the same hyperparameters and mean; the village joins Z
+            assert strat.model is before and strat.model.num_hyper_steps == 0
+            assert torch.equal(strat.model.Z[-1], strat.U[int(i)])
+            assert strat.model.mean_constant == float(gp.mean_module.constant)
+            torch.testing.assert_close(
+                strat.model.kernel.outputscale, gp.kernel.outputscale, check_dtype=False
+            )
+    assert fits == [False, False, True, False]  # refits after surveys 3, 6, ... of the loop
+    with pytest.raises(ValueError, match="refit_every must be a positive int"):
+        build_strategy("hotspots", "svgp-random", refit_every=0)
+
+
+def _surveyed(strat, prob, hist, i):
+    from bo_ncgp.campaigns.strategies.base import History
+    from bo_ncgp.problems.base import Evaluation
+
+    idx = np.append(hist.indices, i)
+    ev = Evaluation(float(prob.observe(i)))
+    new = History(prob.pool[idx], np.append(hist.values, ev.value), np.zeros(len(idx)), idx, [])
+    strat.observe(prob.pool[[i]], [ev], new)
+    return new

@@ -409,3 +409,72 @@ def test_model_check_script_quick(data_root, tmp_path):
         assert 0 <= s["mse"] < 1 and 0 <= s["accuracy"] <= 1 and s["outputscale"] > 0
     assert "constant" in res["variants"]["const-mean,no-os-prior"]["summary"]
     assert "constant" in res["variants"]["maddox"]["summary"]  # its learned ConstantMean
+
+
+def test_candidate_prescreen_rescores_the_best_exceedance_reductions():
+    from bo_ncgp.bo.acquisition import CRITERIA, register_criterion
+    from bo_ncgp.cli.hotspots import strategy_options
+
+    def variance(mean, var, level):  # a toy criterion whose best village is another one
+        return var
+
+    prob = toy_pool()
+    register_criterion("test-variance", variance)
+    try:
+        parser = argparse.ArgumentParser()
+        add_arguments(parser)
+        args = parser.parse_args(
+            "--strategy entropy --criterion test-variance --candidates 5 --fantasies 4 "
+            "--compute-dtype float64".split()
+        )
+        strat = hotspot_strategy("entropy", **strategy_options(args), **DUAL)
+        assert strat.config()["num_candidates"] == 5
+        hist = _observe_initial(strat, prob)
+        (choice,) = strat.ask(hist, 1, np.random.default_rng(0))
+        rest = prob.remaining(hist.indices)
+        pool = strat.U[rest]
+        screen = ThresholdEntropyReduction(strat.model, pool, 0.2, num_fantasies=4).score_pool()
+        full = ThresholdEntropyReduction(
+            strat.model, pool, 0.2, num_fantasies=4, criterion="test-variance"
+        ).score_pool()
+        top = torch.topk(screen, 5).indices
+        scores = strat.acquisition.last_scores
+        assert set(torch.nonzero(torch.isfinite(scores)).flatten().tolist()) == set(top.tolist())
+        torch.testing.assert_close(scores[top], full[top])
+        assert choice == rest[int(top[int(full[top].argmax())])]
+        assert choice != rest[int(full.argmax())]  # the prescreen changed the choice here
+        # as many candidates as villages: every village scored by the criterion
+        many = hotspot_strategy(
+            "entropy", num_fantasies=4, compute_dtype="float64", criterion="test-variance",
+            num_candidates=len(rest), **DUAL,
+        )  # fmt: skip
+        hist = _observe_initial(many, prob)
+        many.ask(hist, 1, np.random.default_rng(0))
+        torch.testing.assert_close(many.acquisition.last_scores, full)
+    finally:
+        del CRITERIA["test-variance"]
+    for bad in (0, -3, 2.5, True):
+        with pytest.raises(ValueError, match="num_candidates must be a positive int or None"):
+            hotspot_strategy("entropy", num_candidates=bad)
+
+
+def test_learned_mean_constant_reaches_the_streaming_model_and_moves():
+    from bo_ncgp.cli.hotspots import strategy_options
+
+    prob = toy_pool()
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args("--strategy random --mean-constant learned".split())
+    strat = hotspot_strategy("random", **{**DUAL, "init_hyper_steps": 20, **strategy_options(args)})
+    assert strat.config()["learn_mean_constant"] is True
+    hist = _observe_initial(strat, prob)
+    model = strat.model
+    y = torch.tensor([prob.observe(i) for i in hist.indices], dtype=torch.float64)
+    p = float(y.sum()) / (100 * len(y))
+    start = np.log(p) - np.log1p(-p)  # the initial value: logit of the pooled prevalence
+    assert model.learn_mean_constant
+    assert model.mean_constant != 0.0 and abs(model.mean_constant - start) < 1.0
+    assert model.mean_constant != pytest.approx(start, abs=1e-6)  # trained
+    zero = hotspot_strategy("random", **DUAL)
+    _observe_initial(zero, prob)
+    assert not zero.model.learn_mean_constant and zero.model.mean_constant == 0.0

@@ -235,6 +235,11 @@ class RefittedSVGPConfig:
         recycle: start each refit from the previous fit's lengthscales and outputscale.
         outputscale_prior: ``Gamma(2, 0.15)`` on the outputscale (Maddox et al.'s script
             passes it to the Matérn kernel, which ignores it; ``False`` reproduces that).
+        refit_every: refit after every ``refit_every``-th survey (counted from the initial
+            fit); the surveys in between are added to the converted DualSVGP by streaming
+            updates (:meth:`~bo_ncgp.models.DualSVGP.project` onto ``[Z, x_new]``, then
+            :meth:`~bo_ncgp.models.DualSVGP.update` with the refit's hyperparameters and
+            mean kept). ``1``: a refit after every survey (Maddox et al.'s loop).
 
     Example:
         >>> RefittedSVGPConfig(rel_tol=None).rel_tol is None
@@ -251,6 +256,7 @@ class RefittedSVGPConfig:
     rel_tol: float | None = 1e-5
     recycle: bool = True
     outputscale_prior: bool = False
+    refit_every: int = 1
 
     def __post_init__(self) -> None:
         if int(self.num_steps) != self.num_steps or self.num_steps < 1:
@@ -258,6 +264,9 @@ class RefittedSVGPConfig:
         if not self.lr > 0 or not self.beta > 0:
             raise InputDataError(f"svgp: lr and beta must be positive, got {self.lr}, {self.beta}")
         _checked_rel_tol(self.rel_tol, "svgp")
+        k = self.refit_every
+        if isinstance(k, bool) or int(k) != k or k < 1:
+            raise InputDataError(f"svgp: refit_every must be a positive int, got {k!r}")
 
 
 @dataclass(frozen=True)

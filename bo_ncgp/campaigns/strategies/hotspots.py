@@ -107,6 +107,10 @@ class StreamingDualConfig:
             model with half the damping and twice the steps (with a warning).
         constant_mean, outputscale_prior: kernel options of
             :func:`~bo_ncgp.campaigns.strategies.hotspot_models.hotspot_kernel`.
+        learn_mean_constant: a learned constant prior mean ``c`` of the logit prevalence
+            (``DualSVGP(learn_mean_constant=True)``, trained with the kernel
+            hyperparameters, as the ``ConstantMean`` of Maddox et al.'s model), started at
+            the logit of the initial villages' pooled prevalence; ``False``: zero mean.
 
     Example:
         >>> StreamingDualConfig(rho=0.25).rho, StreamingDualConfig().num_inner_steps
@@ -124,6 +128,7 @@ class StreamingDualConfig:
     max_abs_logit: float = 25.0
     constant_mean: bool = False
     outputscale_prior: bool = True
+    learn_mean_constant: bool = False
 
 
 @dataclass(frozen=True)
@@ -140,10 +145,19 @@ class EntropyConfig:
         gain: how each village's entropy change counts: a gain registered in
             :data:`bo_ncgp.bo.acquisition.GAINS`; the library's is ``"reduction"`` (the plain
             decrease of the summed entropy).
+        num_candidates: a prescreen for costly criteria and gains: every remaining village
+            is scored by the exceedance-entropy reduction (the fused, cheapest score), and
+            only the ``num_candidates`` best are scored by ``criterion`` and ``gain``, each
+            against the whole pool; ``None`` scores every remaining village by ``criterion``
+            and ``gain``.
 
     Example:
-        >>> EntropyConfig().criterion, EntropyConfig().gain
-        ('exceedance', 'reduction')
+        >>> EntropyConfig().criterion, EntropyConfig().gain, EntropyConfig().num_candidates
+        ('exceedance', 'reduction', None)
+        >>> EntropyConfig(num_candidates=0)
+        Traceback (most recent call last):
+        ...
+        bo_ncgp.exceptions.InputDataError: entropy: num_candidates must be a positive int..., got 0
         >>> EntropyConfig(gain="increase")
         Traceback (most recent call last):
         ...
@@ -159,12 +173,18 @@ class EntropyConfig:
     chunk_size: int = 16
     criterion: str = "exceedance"
     gain: str = "reduction"
+    num_candidates: int | None = None
 
     def __post_init__(self) -> None:
         from bo_ncgp.bo.acquisition import check_criterion, check_gain
 
         check_criterion(self.criterion)
         check_gain(self.gain)
+        k = self.num_candidates
+        if k is not None and (isinstance(k, bool) or int(k) != k or k < 1):
+            raise InputDataError(
+                f"entropy: num_candidates must be a positive int or None, got {k!r}"
+            )
         if self.compute_dtype not in _DTYPES:
             raise InputDataError(f"entropy: compute_dtype must be one of {sorted(_DTYPES)}")
 
@@ -229,6 +249,11 @@ class StreamingDual(_Surrogate):
         c, s = self.config, self.strategy
         X = s.U[torch.as_tensor(idx)]
         if self.model is None:
+            mean = 0.0
+            if c.learn_mean_constant:  # the logit of the pooled prevalence, clipped
+                p = float(y.sum()) / (s.num_trials * y.numel())
+                p = min(max(p, 0.5 / s.num_trials), 1 - 0.5 / s.num_trials)
+                mean = math.log(p) - math.log1p(-p)
             self.model = DualSVGP(
                 hotspot_kernel(X.shape[-1], c.constant_mean, c.outputscale_prior),
                 Binomial(s.num_trials).to(DTYPE),
@@ -242,6 +267,8 @@ class StreamingDual(_Surrogate):
                 hyper_optimizer="adam",
                 lr=float(c.init_lr),
                 num_rounds=int(c.init_rounds),
+                mean_constant=mean,
+                learn_mean_constant=bool(c.learn_mean_constant),
             )
             self.model.update(X, y)
             m = self.model
@@ -294,10 +321,19 @@ class RefittedSVGP(_Surrogate):
         super().setup(strategy)
         self.gp = None
         self.last_loss = float("nan")
+        self.refit_at = 0
 
     def fit(self, idx: np.ndarray, y: Tensor) -> None:
-        """Refit on every surveyed village (the strategy's record, ``idx`` included)."""
+        """Refit on every surveyed village (the strategy's record, ``idx`` included), or,
+        between refits (``refit_every > 1``), add ``idx`` to the converted model by a
+        streaming update."""
         c, s = self.config, self.strategy
+        if self.gp is not None and (len(s.observed) - self.refit_at) % int(c.refit_every):
+            X = s.U[torch.as_tensor(idx)]
+            self.model.project(torch.cat([self.model.Z, X]))  # exact: a superset of Z
+            self.model.update(X, y)
+            return
+        self.refit_at = len(s.observed)
         X, counts = s.U[s.observed], s.y
         likelihood = Binomial(s.num_trials).to(DTYPE)
         gp = ConstantMeanSVGP(X, bool(c.outputscale_prior))
@@ -315,7 +351,13 @@ class RefittedSVGP(_Surrogate):
                 None if c.rel_tol is None else float(c.rel_tol),
             )
         self.gp = gp
-        self.model = gp.to_dual(likelihood, num_data=len(s.observed))
+        streaming = {}  # the settings of the updates between refits
+        if int(c.refit_every) > 1:
+            streaming = dict(
+                memory_size=None, rho=0.5, num_inner_steps=20, num_hyper_steps=0,
+                hyper_objective="elbo",
+            )  # fmt: skip
+        self.model = gp.to_dual(likelihood, num_data=len(s.observed), **streaming)
 
 
 class RefitGP(_Surrogate):
@@ -344,7 +386,8 @@ class RefitGP(_Surrogate):
 # -------------------------------------------------------------------------- acquisitions
 class DualEntropy:
     """Thresholded entropy reduction with dual-conditioned QMC fantasies of the surrogate's
-    DualSVGP (``surrogate.model``); the last scores are kept in ``last_scores``.
+    DualSVGP (``surrogate.model``); the last scores are kept in ``last_scores`` (``-inf``
+    for the villages not scored, with ``EntropyConfig.num_candidates``).
 
     Example:
         >>> DualEntropy(EntropyConfig()).last_scores is None
@@ -356,8 +399,12 @@ class DualEntropy:
         self.last_scores: Tensor | None = None
 
     def choose(self, strategy: HotspotStrategy, history: History, rng: np.random.Generator) -> int:
-        """The remaining village of largest expected entropy reduction."""
-        from bo_ncgp.bo.acquisition import ThresholdEntropyReduction
+        """The remaining village of largest expected entropy reduction (among the
+        ``num_candidates`` of largest exceedance-entropy reduction, if set)."""
+        from bo_ncgp.bo.acquisition import (
+            ThresholdEntropyReduction,
+            threshold_entropy_reduction,
+        )
 
         c = self.config
         rest = strategy.remaining(history)
@@ -371,7 +418,23 @@ class DualEntropy:
             criterion=c.criterion,
             gain=c.gain,
         )
-        scores = acq.score_pool()
+        k = c.num_candidates
+        plain = c.criterion == "exceedance" and c.gain == "reduction"
+        if k is None or k >= rest.size or plain:
+            scores = acq.score_pool()
+        else:  # prescreen by the exceedance-entropy reduction, rescore the best k
+            screen = threshold_entropy_reduction(
+                acq.fantasies,
+                torch.arange(rest.size),
+                acq.level,
+                acq.num_fantasies,
+                acq.shift,
+                acq.chunk_size,
+                compute_dtype=acq.compute_dtype,
+            )
+            top = torch.topk(screen, int(k)).indices
+            scores = torch.full((rest.size,), -math.inf, dtype=acq.fantasies.mean.dtype)
+            scores[top] = acq.score_pool(top).to(scores)
         self.last_scores = scores
         return int(rest[int(scores.argmax())])
 

@@ -213,6 +213,23 @@ def test_timing_script_quick(data_root, tmp_path):
     )
     with pytest.raises(SystemExit):  # entropy is the reference of every ratio
         mod.main([*argv, "--strategies", "random,svgp-entropy"])
+    fast = ["--candidates", "3", "--hyper-steps", "0", "--mean-constant", "learned"]
+    assert mod.main([*argv, *spiked, *fast, "--strategies", "entropy,random"]) == 0
+    res = json.loads(out2.read_text())
+    assert (res["settings"]["candidates"], res["settings"]["hyper_steps"]) == (3, 0)
+    assert res["settings"]["mean_constant"] == "learned"
+    args = argparse.Namespace(
+        init_rounds=1, init_hyper_steps=3, fantasies=4, criterion="exceedance",
+        gain="reduction", candidates=3, hyper_steps=0, mean_constant="learned",
+        refit_candidates=2, refit_fantasies=2, refit_steps=5, refit_fantasy_steps=1,
+        svgp_steps=5, svgp_rel_tol=0.0, svgp_refit_every=4,
+        strategies=["entropy", "svgp-entropy"],
+    )  # fmt: skip
+    config = {k: v.config() for k, v in mod._strategies(args).items()}
+    assert config["entropy"]["num_candidates"] == config["svgp-entropy"]["num_candidates"] == 3
+    assert config["entropy"]["num_hyper_steps"] == 0
+    assert config["entropy"]["learn_mean_constant"] is True
+    assert config["svgp-entropy"]["refit_every"] == 4
 
 
 def test_acq_noise_script_estimator_converges_to_the_exact_clamped_scores():
