@@ -145,11 +145,17 @@ class ObjectiveModelConfig:
             design's level sits above the learned constant on objectives with a long tail of
             bad values (Levy, Ackley), so the model predicts too well far from the data and
             log EI explores there instead of refining the incumbent.
+        standardize: the outputscale is the sample variance of every value observed so far
+            and the noise prior ``LogNormal(-4 + log variance, 1)``, fixed during each fit: a
+            ``SingleTaskGP``'s ``Standardize`` outcome transform (refitted every update) with
+            its kernel of unit outputscale; ``False``: the outputscale is learned and the noise
+            prior ``LogNormal(-4, 1)``. A learned outputscale trades off against the
+            lengthscales and ends at other optima of the evidence than the refitted exact GP.
 
     Example:
         >>> cfg = ObjectiveModelConfig()
-        >>> cfg.num_inducing, cfg.restart, cfg.warm_start, cfg.learn_mean
-        (64, True, False, True)
+        >>> cfg.num_inducing, cfg.restart, cfg.warm_start, cfg.learn_mean, cfg.standardize
+        (64, True, False, True, True)
     """
 
     num_inducing: int = 64
@@ -158,6 +164,7 @@ class ObjectiveModelConfig:
     restart: bool = True
     warm_start: bool = False
     learn_mean: bool = True
+    standardize: bool = True
 
     def __post_init__(self) -> None:
         if not (self.restart or self.warm_start):
@@ -186,8 +193,10 @@ def _objective_kernel(dim: int):
 class StreamingDualObjective(StreamingDualReward):
     """Ours: a streaming DualSVGP regression of the standardised objective (Gaussian
     likelihood with a ``LogNormal(-4, 1)`` noise prior, the kernel of
-    :func:`_objective_kernel`, a learned constant prior mean with ``learn_mean``, every point
-    in memory, the inducing set grown by pivoted Cholesky up to ``num_inducing`` points),
+    :func:`_objective_kernel`, a learned constant prior mean with ``learn_mean``, with
+    ``standardize`` the outputscale and the noise prior set from the sample variance of the
+    values so far as a ``SingleTaskGP`` standardises its targets, every point in memory, the
+    inducing set grown by pivoted Cholesky up to ``num_inducing`` points),
     whose hyperparameters are fitted to convergence after every update: L-BFGS on the
     model's objective (the log marginal likelihood plus log priors) from the prior's mode
     (``restart``; the constant mean from ``0``, the initial design's mean) and, with
@@ -246,17 +255,39 @@ class StreamingDualObjective(StreamingDualReward):
             return
         U, y = U[ok], y[ok]
         if self.model is None:
-            self.model = self._build(U).update(U, y)
+            self.model = self._build(U)
+            self._standardize(self.model, y, start=True)
+            self.model.update(U, y)
             return
+        values = torch.cat([self.model.memory.y, y])
         fits = [self.model] if self.config.warm_start else []
+        for m in fits:
+            self._standardize(m, values, start=False)
         if self.config.restart:
             fresh = self.model.copy()
             fresh.kernel.load_state_dict(self._start["kernel"])
             fresh.likelihood.load_state_dict(self._start["likelihood"])
             if fresh.learn_mean_constant:
                 fresh.mean_constant = 0.0
+            self._standardize(fresh, values, start=True)
             fits.append(fresh)
         self.model = max((m.update(U, y) for m in fits), key=_evidence)
+
+    def _standardize(self, model, values: torch.Tensor, start: bool) -> None:
+        """With ``standardize``: the outputscale (not learned) and the noise prior of
+        ``model`` from the sample variance of ``values`` (every value observed so far); at a
+        ``start`` the noise at its prior's mode."""
+        if not self.config.standardize:
+            return
+        var = float(values.var()) if values.numel() > 1 else 1.0
+        var = var if math.isfinite(var) and var > 0 else 1.0
+        model.kernel.raw_outputscale.requires_grad_(False)
+        model.kernel.outputscale = var
+        prior = model.likelihood.noise_prior
+        with torch.no_grad():
+            prior.base_dist.loc.fill_(-4.0 + math.log(var))
+        if start:
+            model.likelihood.noise = float(prior.mode)
 
 
 def _evidence(model) -> float:
