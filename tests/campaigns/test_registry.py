@@ -98,9 +98,25 @@ def test_config_is_the_name_and_the_config_dataclasses(key):
     spec = STRATEGIES[key]
     config = spec.make().config()
     fields = {f.name for cls in spec.configs for f in dataclasses.fields(cls)}
-    assert set(config) - {"name", "model"} == fields
+    omitted = {k for cls in spec.configs for k in getattr(cls, "OMITTED_AT_DEFAULT", ())}
+    assert set(config) - {"name", "model"} == fields - omitted
     assert config["name"] == key[1]
-    assert spec.defaults() == {k: v for k, v in config.items() if k in fields}
+    defaults = spec.defaults()
+    assert {k: v for k, v in defaults.items() if k not in omitted} == {
+        k: v for k, v in config.items() if k in fields
+    }
+
+
+def test_options_at_their_default_are_left_out_of_saved_configs_and_others_kept():
+    """A campaign saved before an option existed resumes while the option is at its
+    default; set to another value, the option is saved (and a saved campaign is refused)."""
+    plain = build_strategy("continuous", "dual").config()
+    assert "learn_mean" not in plain and "standardize" not in plain
+    matched = build_strategy("continuous", "dual", learn_mean=True).config()
+    assert matched["learn_mean"] is True and "standardize" not in matched
+    assert build_strategy("continuous", "dual-matched").config()["standardize"] is True
+    hot = build_strategy("hotspots", "entropy", num_candidates=64).config()
+    assert hot["num_candidates"] == 64 and "learn_mean_constant" not in hot
 
 
 def test_options_reach_their_config_and_unknown_ones_are_refused():

@@ -9,14 +9,46 @@ make the same decisions.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
 
 from bo_ncgp.problems.base import Evaluation, Problem
 
-__all__ = ["History", "RandomSearch", "Strategy"]
+__all__ = ["History", "RandomSearch", "Strategy", "saved_options"]
+
+
+def saved_options(config: Any) -> dict[str, Any]:
+    """The fields of the dataclass ``config`` as a campaign saves them in its state: every
+    field, except those named in the class attribute ``OMITTED_AT_DEFAULT`` while they hold
+    their default -- options whose default is the model without them, so that a campaign
+    saved without them still resumes (the runner refuses a configuration that differs).
+
+    Example:
+        >>> from bo_ncgp.campaigns.strategies.blackbox import ObjectiveModelConfig
+        >>> ObjectiveModelConfig.OMITTED_AT_DEFAULT
+        ('learn_mean', 'standardize')
+        >>> "learn_mean" in saved_options(ObjectiveModelConfig())
+        False
+        >>> saved_options(ObjectiveModelConfig(learn_mean=True))["learn_mean"]
+        True
+    """
+    omitted = getattr(type(config), "OMITTED_AT_DEFAULT", ())
+    out = {}
+    for f in fields(config):
+        value = getattr(config, f.name)
+        if f.name in omitted and value == f.default:
+            continue
+        out[f.name] = _plain(value)
+    return out
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with nested dataclasses as dicts (as :func:`dataclasses.asdict` gives)."""
+    from dataclasses import asdict, is_dataclass
+
+    return asdict(value) if is_dataclass(value) and not isinstance(value, type) else value
 
 
 @dataclass

@@ -21,7 +21,7 @@ from __future__ import annotations
 import copy
 import warnings
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import gpytorch
 import numpy as np
@@ -249,6 +249,9 @@ class RefittedSVGPConfig:
         ...
         bo_ncgp.exceptions.InputDataError: svgp: num_steps must be a positive int, got 0
     """
+
+    #: left out of saved campaign configurations while at their defaults (:func:`saved_options`)
+    OMITTED_AT_DEFAULT: ClassVar[tuple[str, ...]] = ("refit_every",)
 
     num_steps: int = 1000
     lr: float = 0.01

@@ -48,14 +48,14 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from bo_ncgp.campaigns.strategies.base import History, Strategy
+from bo_ncgp.campaigns.strategies.base import History, Strategy, saved_options
 from bo_ncgp.campaigns.strategies.hotspot_models import (
     DTYPE,
     ConstantMeanSVGP,
@@ -117,6 +117,9 @@ class StreamingDualConfig:
         (0.25, 20)
     """
 
+    #: left out of saved campaign configurations while at their defaults (:func:`saved_options`)
+    OMITTED_AT_DEFAULT: ClassVar[tuple[str, ...]] = ("learn_mean_constant",)
+
     num_inner_steps: int = 20
     num_hyper_steps: int = 5
     lr: float = 0.01
@@ -167,6 +170,9 @@ class EntropyConfig:
         ...
         bo_ncgp.exceptions.InputDataError: entropy: compute_dtype must be one of [...]
     """
+
+    #: left out of saved campaign configurations while at their defaults (:func:`saved_options`)
+    OMITTED_AT_DEFAULT: ClassVar[tuple[str, ...]] = ("num_candidates",)
 
     num_fantasies: int = 16
     compute_dtype: str = "float32"
@@ -538,9 +544,9 @@ class HotspotStrategy(Strategy):
     def config(self) -> dict[str, Any]:
         """``{"name", "model", **surrogate config, **acquisition config}``."""
         out: dict[str, Any] = {"name": self.name, "model": self.model_label}
-        out.update(asdict(self.surrogate.config))
+        out.update(saved_options(self.surrogate.config))
         if self.acquisition.config is not None:
-            out.update(asdict(self.acquisition.config))
+            out.update(saved_options(self.acquisition.config))
         return out
 
     def setup(self, problem, seed) -> None:

@@ -39,13 +39,13 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
-from bo_ncgp.campaigns.strategies.base import History
+from bo_ncgp.campaigns.strategies.base import History, saved_options
 from bo_ncgp.campaigns.strategies.lunar import (
     DTYPE,
     BatchConfig,
@@ -182,7 +182,7 @@ class IterNCGPConstrainedBO(ConstrainedBO):
 
     def config(self) -> dict[str, Any]:
         """``{"name", **value model config, **classifier config, **batch config}``."""
-        return {**super().config(), **asdict(self.classifier_config)}
+        return {**super().config(), **saved_options(self.classifier_config)}
 
     def setup(self, problem, seed) -> None:
         super().setup(problem, seed)

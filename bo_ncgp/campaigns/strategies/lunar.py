@@ -34,13 +34,13 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
-from bo_ncgp.campaigns.strategies.base import History, Strategy
+from bo_ncgp.campaigns.strategies.base import History, Strategy, saved_options
 from bo_ncgp.exceptions import InputDataError
 from bo_ncgp.models import DualSVGP
 from bo_ncgp.problems.base import Evaluation
@@ -314,7 +314,11 @@ class ConstrainedBO(UnitCubeStrategy):
 
     def config(self) -> dict[str, Any]:
         """``{"name", **model config, **batch config}``."""
-        return {"name": self.name, **asdict(self.model_config), **asdict(self.batch.config)}
+        return {
+            "name": self.name,
+            **saved_options(self.model_config),
+            **saved_options(self.batch.config),
+        }
 
     @property
     def reward(self) -> DualSVGP | None:

@@ -127,16 +127,24 @@ def _lunar(
     return StrategySpec(family, name, text, (ll.DualModelConfig, ll.BatchConfig), build)
 
 
-def _objective(family: str, name: str, streaming: bool, rule: str, text: str) -> StrategySpec:
+def _objective(
+    family: str,
+    name: str,
+    streaming: bool,
+    rule: str,
+    text: str,
+    config: type = bb.ObjectiveModelConfig,
+) -> StrategySpec:
     """Objective surrogate x batch rule (:mod:`~bo_ncgp.campaigns.strategies.blackbox`):
-    ours streaming DualSVGP or BoTorch's refitted ``SingleTaskGP``."""
+    ours streaming DualSVGP (its model settings ``config``) or BoTorch's refitted
+    ``SingleTaskGP``."""
     if streaming:
 
         def build(model: bb.ObjectiveModelConfig, batch: ll.BatchConfig) -> Strategy:
             r = bb.StreamingDualObjective(model)
             return bb.ObjectiveBO(name, model, r, bb.BatchRule(rule, batch))
 
-        return StrategySpec(family, name, text, (bb.ObjectiveModelConfig, ll.BatchConfig), build)
+        return StrategySpec(family, name, text, (config, ll.BatchConfig), build)
 
     def build_exact(batch: ll.BatchConfig) -> Strategy:
         r = ll.ExactGPReward()
@@ -153,6 +161,14 @@ def _blackbox(family: str) -> tuple[StrategySpec, ...]:
         StrategySpec(family, "sobol", "a scrambled Sobol sequence", (), bb.SobolSearch),
         _objective(family, "botorch", False, "joint", f"refitted SingleTaskGP x {joint}"),
         _objective(family, "dual", True, "joint", f"streaming DualSVGP x {joint} (ours)"),
+        _objective(
+            family,
+            "dual-matched",
+            True,
+            "joint",
+            f"streaming DualSVGP, SingleTaskGP's model (learned mean, standardised) x {joint}",
+            bb.MatchedObjectiveConfig,
+        ),
         _objective(
             family,
             "dual-fantasy",

@@ -34,14 +34,14 @@ from __future__ import annotations
 
 import time
 import warnings
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from bo_ncgp.campaigns.strategies.base import History, Strategy
+from bo_ncgp.campaigns.strategies.base import History, Strategy, saved_options
 from bo_ncgp.exceptions import InputDataError, NumericalWarning
 from bo_ncgp.problems.base import Evaluation
 
@@ -312,7 +312,7 @@ class SurveyStrategy(Strategy):
     def config(self) -> dict[str, Any]:
         """``{"name", "model", **field model config}``."""
         out: dict[str, Any] = {"name": self.name, "model": self.field.label}
-        out.update(asdict(self.field.config))
+        out.update(saved_options(self.field.config))
         return out
 
     def setup(self, problem, seed) -> None:

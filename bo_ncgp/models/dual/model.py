@@ -86,6 +86,7 @@ from torch import Tensor
 from bo_ncgp.exceptions import InputDataError, UnsupportedError
 from bo_ncgp.likelihoods import Likelihood
 from bo_ncgp.linalg import latent_block, log_prior, solve_lower, stable_cholesky
+from bo_ncgp.linalg._args import check_number
 from bo_ncgp.models._alias import Alias
 from bo_ncgp.models._checks import check_device, check_inputs
 from bo_ncgp.models.base import Callback, LatentGP
@@ -261,6 +262,33 @@ class DualSVGP(InducingState, ResizableModule, LatentGP):
     def mean_constant(self) -> float:
         """The constant prior mean ``c`` (``f = c + g``): fixed, or its current learned value."""
         return float(self._mean_constant.detach())
+
+    @mean_constant.setter
+    def mean_constant(self, value: float) -> None:
+        """Set a learned ``c`` (the start of its next fit; a fixed ``c`` is the
+        configuration's ``mean_constant``). The sites are held on ``f`` and stay valid for
+        every ``c`` (module docstring); only the cached factors are dropped.
+
+        Example:
+            >>> import torch
+            >>> from gpytorch.kernels import RBFKernel
+            >>> from bo_ncgp.likelihoods import Gaussian
+            >>> Z = torch.rand(4, 1, dtype=torch.float64)
+            >>> m = DualSVGP(RBFKernel().double(), Gaussian().double(), Z, learn_mean_constant=True)
+            >>> m.mean_constant = -0.5
+            >>> m.mean_constant, m.learn_mean_constant
+            (-0.5, True)
+        """
+        if not self.learn_mean_constant:
+            raise UnsupportedError(
+                "DualSVGP: mean_constant can be set only when it is learned "
+                "(learn_mean_constant=True); a fixed constant is the configuration's "
+                f"mean_constant, {self.config.mean_constant}"
+            )
+        c = check_number(value, "mean_constant", "DualSVGP")
+        with torch.no_grad():
+            self._mean_constant.fill_(c)
+        self._touch()
 
     @property
     def learn_mean_constant(self) -> bool:

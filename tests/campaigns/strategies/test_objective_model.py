@@ -24,21 +24,26 @@ def _observe(strategy, problem, X):
     strategy.observe(X, evs, _history(X, [e.value for e in evs]))
 
 
-def _exact_objective(kernel, noise, U, y, fit):
-    """Log marginal likelihood plus log priors per point of a zero-mean exact GP with
-    ``kernel`` and noise ``noise`` (priors as ours), optionally refitted first."""
+def _exact_objective(kernel, noise, U, y, fit, mean=0.0):
+    """Log marginal likelihood plus log priors per point of an exact GP with ``kernel``, noise
+    ``noise`` and the constant prior mean ``mean`` (priors as ours), optionally refitted first
+    (the constant too, as a ``SingleTaskGP``'s ``ConstantMean``)."""
     from botorch.fit import fit_gpytorch_mll
     from botorch.models import SingleTaskGP
     from gpytorch.likelihoods import GaussianLikelihood
-    from gpytorch.means import ZeroMean
+    from gpytorch.means import ConstantMean
     from gpytorch.mlls import ExactMarginalLogLikelihood
     from gpytorch.priors import LogNormalPrior
 
     lik = GaussianLikelihood(noise_prior=LogNormalPrior(-4.0, 1.0)).to(torch.float64)
     lik.noise = noise
+    mean_module = ConstantMean().to(torch.float64)
+    mean_module.constant = mean
+    if not fit:
+        mean_module.raw_constant.requires_grad_(False)
     gp = SingleTaskGP(
         U, y.unsqueeze(-1), likelihood=lik, covar_module=copy.deepcopy(kernel),
-        mean_module=ZeroMean(), outcome_transform=None,
+        mean_module=mean_module, outcome_transform=None,
     )  # fmt: skip
     mll = ExactMarginalLogLikelihood(gp.likelihood, gp)
     if fit:
@@ -70,8 +75,73 @@ def test_streaming_hyperparameters_reach_the_refitted_exact_gps_optimum():
     base.lengthscale = base.lengthscale_prior.mode
     fresh_kernel.outputscale = 1.0
     best = _exact_objective(fresh_kernel, 1e-2, U, y, fit=True)
-    ours = _exact_objective(model.kernel, float(model.likelihood.noise), U, y, fit=False)
+    noise = float(model.likelihood.noise)
+    ours = _exact_objective(model.kernel, noise, U, y, fit=False, mean=model.mean_constant)
     assert ours >= best - 1e-2 * abs(best)
+
+
+def test_the_prior_mean_is_learned_as_a_refitted_exact_gps_constant():
+    """Values far below the initial design's level (the standardised scale's 0), as where an
+    objective has a long tail of bad values: the fitted constant goes there, as the
+    ``ConstantMean`` of a refitted exact GP does, and reaches that GP's optimum; a mean fixed
+    at 0 does not."""
+    from bo_ncgp.campaigns.strategies.blackbox import ObjectiveModelConfig, StreamingDualObjective
+
+    torch.manual_seed(1)
+    U = torch.rand(16, 2, dtype=torch.float64)
+    y = 0.5 * torch.sin(6 * U[:, 0]) * torch.cos(4 * U[:, 1]) - 2.0
+    ok = torch.ones(16, dtype=torch.bool)
+    fits = {}
+    for learn in (True, False):
+        s = StreamingDualObjective(ObjectiveModelConfig(learn_mean=learn))
+        s.setup(2)
+        s.observe(U[:12], y[:12], ok[:12])
+        for i in range(12, 16):
+            s.observe(U[i : i + 1], y[i : i + 1], ok[i : i + 1])
+        m = s.model
+        noise, c = float(m.likelihood.noise), m.mean_constant
+        fits[learn] = (c, _exact_objective(m.kernel, noise, U, y, fit=False, mean=c))
+    fresh_kernel = copy.deepcopy(s.model.kernel)
+    fresh_kernel.base_kernel.lengthscale = fresh_kernel.base_kernel.lengthscale_prior.mode
+    fresh_kernel.outputscale = 1.0
+    best = _exact_objective(fresh_kernel, 1e-2, U, y, fit=True)
+    assert fits[True][0] < -1.0 and fits[False][0] == 0.0
+    assert fits[True][1] >= best - 0.05  # nats per point
+    assert fits[False][1] < best - 0.5
+
+
+def test_a_fit_from_the_priors_mode_forgets_where_the_last_update_left_the_model():
+    """Without the warm start every update fits from the prior's mode (the constant mean from
+    0), as ``fit_gpytorch_mll`` refits a ``SingleTaskGP``: hyperparameters and constant moved
+    before an update do not change what it ends at."""
+    from bo_ncgp.campaigns.strategies.blackbox import MatchedObjectiveConfig, StreamingDualObjective
+
+    torch.manual_seed(0)
+    U = torch.rand(14, 2, dtype=torch.float64)
+    y = torch.sin(5 * U[:, 0]) + U[:, 1] - 1.0
+    ok = torch.ones(14, dtype=torch.bool)
+    ends = []
+    for moved in (False, True):
+        s = StreamingDualObjective(MatchedObjectiveConfig())
+        s.setup(2)
+        s.observe(U[:13], y[:13], ok[:13])
+        if moved:
+            s.model.kernel.base_kernel.lengthscale = torch.tensor([[3.0, 0.05]])
+            s.model.kernel.outputscale = 7.0
+            s.model.mean_constant = 4.0
+        s.observe(U[13:], y[13:], ok[13:])
+        m = s.model
+        ends.append(
+            torch.cat(
+                [
+                    m.kernel.base_kernel.lengthscale.detach().flatten(),
+                    m.kernel.outputscale.detach().reshape(1),
+                    m.likelihood.noise.detach().reshape(1),
+                    torch.tensor([m.mean_constant], dtype=torch.float64),
+                ]
+            )
+        )
+    assert torch.allclose(ends[0], ends[1], rtol=1e-6, atol=1e-8)
 
 
 @pytest.mark.filterwarnings("ignore::bo_ncgp.exceptions.NumericalWarning")
@@ -85,7 +155,7 @@ def test_a_fit_trapped_in_the_noise_explanation_is_left_by_the_restart():
     ok = torch.ones(22, dtype=torch.bool)
     fits = {}
     for restart in (True, False):
-        s = StreamingDualObjective(ObjectiveModelConfig(restart=restart))
+        s = StreamingDualObjective(ObjectiveModelConfig(restart=restart, warm_start=True))
         s.setup(2)
         s.observe(U[:20], y[:20], ok[:20])
         # a local optimum: long lengthscales, the signal explained as noise
@@ -106,7 +176,10 @@ def test_fantasy_batches_raise_the_incumbent_so_the_batch_spreads(rule):
     from bo_ncgp.campaigns.strategies.lunar import BatchConfig
 
     torch.manual_seed(0)
-    s = _streaming("branin", 12, 0)
+    # a model whose log EI has a second mode once the first point is fantasised (with the
+    # learned constant mean the residual EI next to the first point, a corner of the cube,
+    # stays the largest on these 12 points)
+    s = _streaming("branin", 12, 0, learn_mean=False)
     model = s.surrogate.botorch_model()
     # an incumbent far below every prediction: without raising it inside the batch, the
     # point of largest mean stays the maximiser of EI after it is fantasised
@@ -121,3 +194,35 @@ def test_a_fit_that_starts_nowhere_is_refused():
 
     with pytest.raises(InputDataError, match="restart and warm_start are both False"):
         ObjectiveModelConfig(restart=False, warm_start=False)
+
+
+def test_the_fit_is_the_refitted_singletaskgps_with_standardized_values():
+    """Outputscale at the sample variance of every value so far, noise prior scaled by it, a
+    learned constant mean, every fit from the prior's mode: the model of a ``SingleTaskGP``
+    refitted with its ``Standardize`` outcome transform, and the same fit on the same data."""
+    from botorch.fit import fit_gpytorch_mll
+    from botorch.models import SingleTaskGP
+    from gpytorch.mlls import ExactMarginalLogLikelihood
+
+    from bo_ncgp.campaigns.strategies.blackbox import MatchedObjectiveConfig, StreamingDualObjective
+
+    torch.manual_seed(3)
+    U = torch.rand(14, 2, dtype=torch.float64)
+    y = torch.sin(5 * U[:, 0]) * torch.cos(3 * U[:, 1]) + 2.0 * U[:, 1]
+    y = (y - y[:10].mean()) / y[:10].std()  # the initial design's scale, as the strategies do
+    ok = torch.ones(14, dtype=torch.bool)
+    s = StreamingDualObjective(MatchedObjectiveConfig(rounds=10))
+    s.setup(2)
+    s.observe(U[:10], y[:10], ok[:10])
+    for i in range(10, 14):
+        s.observe(U[i : i + 1], y[i : i + 1], ok[i : i + 1])
+    m = s.model
+    gp = SingleTaskGP(U, y.unsqueeze(-1))
+    fit_gpytorch_mll(ExactMarginalLogLikelihood(gp.likelihood, gp))
+    sd, mu = float(y.std()), float(y.mean())
+    assert float(m.kernel.outputscale) == pytest.approx(sd**2, rel=1e-6)
+    ls = m.kernel.base_kernel.lengthscale.detach()
+    assert torch.allclose(ls, gp.covar_module.lengthscale.detach(), rtol=0.05)
+    assert m.mean_constant == pytest.approx(mu + sd * float(gp.mean_module.constant), abs=0.05)
+    noise = float(gp.likelihood.noise) * sd**2
+    assert float(m.likelihood.noise) == pytest.approx(noise, rel=0.3)

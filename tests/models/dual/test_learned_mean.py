@@ -68,9 +68,7 @@ def model_at(X, *, kernel=None, lik=None, **kw) -> DualSVGP:
 
 
 def set_c(model: DualSVGP, c: float) -> None:
-    with torch.no_grad():
-        model._mean_constant.fill_(c)
-    model._touch()
+    model.mean_constant = c
 
 
 # ------------------------------------------------------------------ exact-GP limit
@@ -269,3 +267,9 @@ def test_learn_mean_constant_checks():
         DualSVGP(kernel, Softmax(3), torch.rand(4, 1), learn_mean_constant=True)
     fixed = DualSVGP(matern(), Gaussian(S2).to(DT), torch.rand(4, 1, dtype=DT))
     assert not fixed.learn_mean_constant and "mean_constant" not in hyperparameters(fixed)
+    with pytest.raises(UnsupportedError, match=r"only when it is learned.*mean_constant, 0\.0"):
+        fixed.mean_constant = 1.0
+    learned = model_at(torch.rand(4, 1, dtype=DT))
+    with pytest.raises(ValueError, match="mean_constant must be a finite number, got nan"):
+        learned.mean_constant = float("nan")
+    assert learned.mean_constant == 0.0
