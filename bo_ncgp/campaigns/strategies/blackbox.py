@@ -2,7 +2,7 @@
 batch rule, Trieste-style, from the parts of :mod:`~bo_ncgp.campaigns.strategies.lunar`.
 
 Surrogates of the objective (standardised with the mean and standard deviation of the
-initial design, fixed afterwards; inputs scaled to the unit cube):
+first evaluations that return a value, fixed afterwards; inputs scaled to the unit cube):
 
 * :class:`StreamingDualObjective`: ours, a streaming DualSVGP updated with
   :meth:`~bo_ncgp.models.DualSVGP.update` after every batch, its hyperparameters fitted by
@@ -25,11 +25,11 @@ Count-valued problems can also use :class:`CountDualBO` (ours, non-conjugate): a
 DualSVGP with the ``Poisson`` likelihood of the raw counts, LogEI on the latent log rate.
 
 Constrained problems (``success`` labels, no value where infeasible) use
-:class:`DualConstrainedBO` (ours: DualSVGP regression + a DualSVGP Bernoulli classifier of
-feasibility, :func:`feasibility_classifier`, with BoTorch's
-``LogConstrainedExpectedImprovement`` and the constraint ``latent > 0``) or
-:class:`LabelGPConstrainedBO` (an exact ``SingleTaskGP`` on the 0/1 labels, BoTorch's
-``LogConstrainedExpectedImprovement`` with the constraint ``label > 1/2``).
+:class:`DualConstrainedBO` (ours: streaming DualSVGPs of the value and of the 0/1 labels,
+both :class:`StreamingDualObjective`, with BoTorch's ``LogConstrainedExpectedImprovement``
+and the constraint ``label > 1/2``; its docstring says why the labels get a Gaussian
+likelihood) or :class:`LabelGPConstrainedBO` (refitted exact ``SingleTaskGP`` models of the
+same two, the same acquisition).
 
 Every model-based strategy logs ``fit_seconds`` (the part of the acquisition step spent
 fitting the model) and, for batches of more than one point, ``min_distance`` (the smallest
@@ -58,6 +58,7 @@ from bo_ncgp.campaigns.strategies.lunar import (
     DTYPE,
     BatchConfig,
     ConstrainedBO,
+    DualFantasyBatch,
     DualModelConfig,
     ExactGPReward,
     StreamingDualReward,
@@ -65,7 +66,6 @@ from bo_ncgp.campaigns.strategies.lunar import (
     _dual,
 )
 from bo_ncgp.exceptions import InputDataError
-from bo_ncgp.models import DualSVGP
 from bo_ncgp.problems.base import Evaluation
 
 __all__ = [
@@ -81,7 +81,6 @@ __all__ = [
     "SobolSearch",
     "StreamingDualObjective",
     "constrained_log_ei",
-    "feasibility_classifier",
     "min_distance",
 ]
 
@@ -505,70 +504,11 @@ class LabelGPConstrainedBO(ObjectiveBO):
         return self._from_unit(X.detach())
 
 
-def feasibility_classifier(
-    config: DualModelConfig, U: torch.Tensor, labels: torch.Tensor
-) -> DualSVGP:
-    """A streaming DualSVGP Bernoulli classifier of an unknown feasible region, built on the
-    first labelled points ``(U, labels)`` of the unit cube.
-
-    A feasible region is a set with a boundary, and its labels carry no noise, so the latent
-    ``f`` (feasible iff ``f > 0``) is modelled as:
-
-    * prior mean: the logit of the feasible share of the first points with one pseudo-count
-      of each label, ``logit((k + 1) / (n + 2))``, so that away from the data the classifier
-      falls back to the base rate (a zero mean would need long lengthscales and a large
-      outputscale to say "mostly infeasible", which blurs the boundary);
-    * kernel: Matérn-5/2 with ARD lengthscales under a ``LogNormal(log(0.2 sqrt(d)), 1)``
-      prior (boundaries at a fraction of the cube's diagonal) and an outputscale under a
-      ``Gamma(2, 0.15)`` prior (mean 13: the latent can leave ``[-3, 3]``, so the classifier
-      can become confident where labels agree; it also keeps the outputscale away from the
-      degenerate constant fit of few labels);
-    * hyperparameters: L-BFGS to convergence (at most ``config.hyper_steps`` iterations)
-      after every update; the inducing set grows by pivoted Cholesky up to
-      ``config.num_inducing`` points, every point is kept in memory.
-
-    Example:
-        >>> U = torch.rand(10, 2, dtype=DTYPE)
-        >>> labels = (U.sum(-1) > 1.0).to(DTYPE)
-        >>> clf = feasibility_classifier(DualModelConfig(hyper_steps=5), U, labels)
-        >>> k = int(labels.sum())
-        >>> abs(clf.mean_constant - math.log((k + 1) / (10 - k + 1))) < 1e-12
-        True
-    """
-    from gpytorch.kernels import MaternKernel, ScaleKernel
-    from gpytorch.priors import GammaPrior, LogNormalPrior
-
-    from bo_ncgp.likelihoods import Bernoulli
-
-    d = U.shape[-1]
-    n, k = labels.numel(), float(labels.sum())
-    lengthscale_prior = LogNormalPrior(math.log(0.2 * math.sqrt(d)), 1.0)
-    kernel = ScaleKernel(
-        MaternKernel(nu=2.5, ard_num_dims=d, lengthscale_prior=lengthscale_prior),
-        outputscale_prior=GammaPrior(2.0, 0.15),
-    ).to(DTYPE)
-    return DualSVGP(
-        kernel,
-        Bernoulli().to(DTYPE),
-        U[: config.num_inducing],
-        max_inducing=config.num_inducing,
-        memory_size=None,
-        num_hyper_steps=config.hyper_steps,
-        hyper_optimizer="lbfgs",
-        rho=0.7,
-        num_inner_steps=10,
-        mean_constant=math.log((k + 1.0) / (n - k + 1.0)),
-    )
-
-
-def constrained_log_ei(objective, classifier, best_f: float):
+def constrained_log_ei(objective, feasibility, best_f: float):
     """BoTorch's ``LogConstrainedExpectedImprovement`` of the objective model under the
-    constraint ``latent > 0`` of a latent classifier (both BoTorch models): ``log EI(x) +
+    constraint ``latent > 0`` of a feasibility model (both BoTorch models): ``log EI(x) +
     log P(f(x) > 0)`` with ``P(f > 0) = Phi(mu / sigma)`` for a latent posterior
-    ``N(mu, sigma^2)``. For a deterministic feasible region ``{f > 0}`` this is the
-    probability that ``x`` is feasible; it falls as ``Phi`` does where the classifier is sure
-    of a failure, unlike the predictive probability ``E[sigmoid(f)]``, which is bounded
-    below by the latent's spread.
+    ``N(mu, sigma^2)`` (for :class:`DualConstrainedBO`, ``f`` is the success label minus 1/2).
 
     Example:
         >>> from botorch.models import SingleTaskGP
@@ -582,7 +522,7 @@ def constrained_log_ei(objective, classifier, best_f: float):
     from botorch.models.model import ModelList
 
     return LogConstrainedExpectedImprovement(
-        ModelList(objective, classifier),
+        ModelList(objective, feasibility),
         best_f=best_f,
         objective_index=0,
         constraints={1: (0.0, None)},
@@ -591,34 +531,61 @@ def constrained_log_ei(objective, classifier, best_f: float):
 
 #: the models and the acquisition of :class:`DualConstrainedBO` (its configuration's ``model``)
 FEASIBILITY = (
-    "DualSVGP value + DualSVGP Bernoulli feasibility (Matern-5/2, base-rate mean, L-BFGS) "
-    "x LogConstrainedEI (latent > 0)"
+    "streaming DualSVGP value + streaming Gaussian DualSVGP of the success labels minus 1/2 "
+    "(the value model's kernel, priors and converged fits) x LogConstrainedEI (latent > 0)"
 )
 
 
 class DualConstrainedBO(ConstrainedBO):
-    """Ours for unknown feasible regions: a streaming DualSVGP of the value (feasible points)
-    and a streaming DualSVGP Bernoulli classifier of feasibility (every labelled point,
-    :func:`feasibility_classifier`), with :func:`constrained_log_ei` (``log EI`` over the
-    best feasible value ``+ log P(latent > 0)``); batches by the rule of ``batch`` (as
+    """Ours for unknown feasible regions: two streaming DualSVGPs of
+    :class:`StreamingDualObjective` (converged hyperparameter fits after every update), one
+    of the standardised value (feasible points only) and one of the success labels minus 1/2
+    (every labelled point), with :func:`constrained_log_ei` (``log EI`` over the best
+    feasible value ``+ log P(label > 1/2)``); batches by the rule of ``batch`` (as
     :class:`~bo_ncgp.campaigns.strategies.lunar.ConstrainedBO`). Until a feasible value is
     observed, points are drawn uniformly at random.
 
+    Why a Gaussian likelihood on the labels: a feasible region is a set, so its labels
+    carry no noise, and an evaluation that failed fails again. A Bernoulli (logistic or
+    probit) likelihood reads agreeing labels as nearly uninformative once its latent is
+    confident (a site's precision ``sigmoid'(f)`` vanishes), so its latent posterior keeps
+    about the prior's spread in a region that failed many times and ``P(f > 0)`` stays at
+    a few percent there; wherever the value model extrapolates a rise across the boundary
+    (the constrained optimum of a function whose free optimum lies outside), ``log EI``
+    outweighs it and the loop returns to failed corners and walls. With Gaussian noise
+    every label shrinks the posterior variance where it lies, so ``P(label > 1/2)`` at a
+    failed point falls towards 0 with the learned noise; the zero prior mean (label 1/2)
+    keeps the model undecided away from the data, so unexplored regions are still tried.
+
+    Args:
+        name: the strategy's name.
+        model: settings of both streaming models.
+        batch: :class:`~bo_ncgp.campaigns.strategies.lunar.DualFantasyBatch` or
+            :class:`~bo_ncgp.campaigns.strategies.lunar.KrigingBelieverBatch`.
+
     Example:
         >>> from bo_ncgp.campaigns.strategies.lunar import DualFantasyBatch
-        >>> cfg = DualModelConfig()
-        >>> s = DualConstrainedBO("dual", cfg, StreamingDualReward(cfg),
-        ...                       DualFantasyBatch(BatchConfig()))
-        >>> s.config()["model"] == FEASIBILITY
-        True
+        >>> s = DualConstrainedBO("dual", ObjectiveModelConfig(), DualFantasyBatch(BatchConfig()))
+        >>> s.config()["model"] == FEASIBILITY, s.config()["restart"]
+        (True, True)
     """
+
+    def __init__(self, name: str, model: ObjectiveModelConfig, batch: DualFantasyBatch) -> None:
+        super().__init__(name, model, StreamingDualObjective(model), batch)
 
     def config(self) -> dict[str, Any]:
         """``{"name", "model": FEASIBILITY, **model config, **batch config}``."""
         return {"name": self.name, "model": FEASIBILITY, **super().config()}
 
-    def _new_classifier(self, U: torch.Tensor, labels: torch.Tensor) -> DualSVGP:
-        return feasibility_classifier(self.model_config, U, labels)
+    def setup(self, problem, seed) -> None:
+        super().setup(problem, seed)
+        self.feasibility = StreamingDualObjective(self.model_config)
+        self.feasibility.setup(problem.dim)
+
+    def _update_classifier(self, U: torch.Tensor, labels: torch.Tensor) -> None:
+        """Stream ``labels - 1/2`` at ``U`` into the feasibility model."""
+        self.feasibility.observe(U, labels - 0.5, torch.ones_like(labels, dtype=torch.bool))
+        self.classifier = self.feasibility.model
 
     def _acquisition(self, reward, classifier, best: float):
         return constrained_log_ei(reward, classifier, best)

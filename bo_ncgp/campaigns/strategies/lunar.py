@@ -23,8 +23,9 @@ Named strategies (registered in :mod:`bo_ncgp.campaigns.strategies.registry`):
 the same, meant for batches of one; ``kriging-believer`` = exact GP x Kriging believer.
 
 Inputs are scaled from the problem's box to the unit cube; rewards are standardised with the
-mean and standard deviation of the initial design (fixed afterwards, so that the streaming
-model's targets keep one scale). Failed evaluations (NaN reward) are ignored by the reward
+mean and standard deviation of the first evaluations that return a value (the initial design,
+unless all of it failed; fixed afterwards, so that the streaming model's targets keep one
+scale). Failed evaluations (NaN reward) are ignored by the reward
 model; the classifier learns from every evaluation with a success label (a problem with
 unknown feasibility labels the points where it returns no value as failures). Until a value
 is observed, points are drawn uniformly at random.
@@ -238,7 +239,8 @@ class KrigingBelieverBatch(DualFantasyBatch):
 # --------------------------------------------------------------------------- strategy
 class UnitCubeStrategy(Strategy):
     """A strategy whose models see the problem's box scaled to the unit cube and values
-    standardised by the initial design's statistics (fixed afterwards); it logs the fit time
+    standardised by the statistics of the first evaluations with a finite value (fixed
+    afterwards); it logs the fit time
     of its last acquisition step in ``fit_seconds``.
 
     Example:
@@ -248,6 +250,8 @@ class UnitCubeStrategy(Strategy):
         >>> s.setup(SimpleNamespace(name="box", bounds=np.array([[0.0], [2.0]])), seed=0)
         >>> s._unit(np.array([[1.0]])).tolist(), s._from_unit(s._unit(np.array([[1.5]]))).tolist()
         ([[0.5]], [[1.5]])
+        >>> s._standardise(np.array([np.nan])).tolist()  # no value yet: nothing fixed
+        [nan]
         >>> s._standardise(np.array([1.0, 3.0])).tolist()  # mean 2, std 1
         [-1.0, 1.0]
     """
@@ -272,10 +276,12 @@ class UnitCubeStrategy(Strategy):
         return (self.lo + U.detach() * (self.hi - self.lo)).cpu().numpy()
 
     def _standardise(self, values: np.ndarray) -> torch.Tensor:
-        if self.y_mean is None:  # statistics of the initial design, fixed afterwards
-            v = values[np.isfinite(values)]
-            self.y_mean = float(v.mean()) if v.size else 0.0
+        v = values[np.isfinite(values)]
+        if self.y_mean is None and v.size:  # the first finite values fix the statistics
+            self.y_mean = float(v.mean())
             self.y_std = float(v.std()) if v.size > 1 and v.std() > 0 else 1.0
+        if self.y_mean is None:  # nothing to standardise yet
+            return torch.as_tensor(values, dtype=DTYPE)
         return torch.as_tensor((values - self.y_mean) / self.y_std, dtype=DTYPE)
 
 

@@ -209,9 +209,8 @@ def _iterncgp(name: str, classifier: type, text: str) -> StrategySpec:
     )
 
 
-def _dual_constrained(model: ll.DualModelConfig, batch: ll.BatchConfig) -> Strategy:
-    reward, rule = ll.StreamingDualReward(model), ll.DualFantasyBatch(batch)
-    return bb.DualConstrainedBO("dual", model, reward, rule)
+def _dual_constrained(model: bb.ObjectiveModelConfig, batch: ll.BatchConfig) -> Strategy:
+    return bb.DualConstrainedBO("dual", model, ll.DualFantasyBatch(batch))
 
 
 def _survey(name: str, field: type, acquisition: type, text: str) -> StrategySpec:
@@ -261,9 +260,9 @@ STRATEGIES: dict[tuple[str, str], StrategySpec] = {
         StrategySpec(
             "constrained",
             "dual",
-            "streaming DualSVGPs of the value and of feasibility (Bernoulli) x BoTorch's "
-            "LogConstrainedEI (latent > 0), dual-conditioned fantasy batches (ours)",
-            (ll.DualModelConfig, ll.BatchConfig),
+            "streaming DualSVGPs of the value and of the 0/1 labels (converged fits) x "
+            "BoTorch's LogConstrainedEI (label > 1/2), dual-conditioned fantasy batches (ours)",
+            (bb.ObjectiveModelConfig, ll.BatchConfig),
             _dual_constrained,
         ),
         StrategySpec(
