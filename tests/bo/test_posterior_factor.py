@@ -112,11 +112,9 @@ def test_acquisition_values_and_gradients_equal_the_dense_path(dense_path):
         torch.testing.assert_close(a, b, rtol=0, atol=1e-10)
 
 
-def test_one_factorisation_per_posterior_and_its_samples(monkeypatch):
-    model = _models()["exact, 3 independent outputs"]
-    X = torch.rand(5, 4, 2)
-    model.posterior(X)  # warm-up (lazy imports)
-    calls = []
+def _count_factorisations(monkeypatch) -> list[str]:
+    """The names of the ``torch.linalg`` Cholesky calls made from now on."""
+    calls: list[str] = []
     for name in ("cholesky", "cholesky_ex"):
         real = getattr(torch.linalg, name)
         monkeypatch.setattr(
@@ -124,6 +122,14 @@ def test_one_factorisation_per_posterior_and_its_samples(monkeypatch):
             name,
             lambda A, *a, _f=real, _n=name, **k: calls.append(_n) or _f(A, *a, **k),
         )
+    return calls
+
+
+def test_one_factorisation_per_posterior_and_its_samples(monkeypatch):
+    model = _models()["exact, 3 independent outputs"]
+    X = torch.rand(5, 4, 2)
+    model.posterior(X)  # warm-up (lazy imports)
+    calls = _count_factorisations(monkeypatch)
     monkeypatch.setattr(ExactGP, "predict", lambda self, Xs: _fixed_predict(self, Xs))
     post = model.posterior(X)
     _ = post.variance, post.mean
@@ -187,14 +193,7 @@ def test_a_standardized_posterior_is_factorised_once(monkeypatch):
     adapter = DualSVGPModel.from_model(model.model, outcome_transform=st.eval())
     X = torch.rand(4, 3, 2, requires_grad=True)
     adapter.posterior(X).rsample(torch.Size([2]))  # warm-up (lazy imports)
-    calls = []
-    for name in ("cholesky", "cholesky_ex"):
-        real = getattr(torch.linalg, name)
-        monkeypatch.setattr(
-            torch.linalg,
-            name,
-            lambda A, *a, _f=real, _n=name, **k: calls.append(_n) or _f(A, *a, **k),
-        )
+    calls = _count_factorisations(monkeypatch)
     post = adapter.posterior(X)
     _ = post.mean, post.variance
     assert calls == []
