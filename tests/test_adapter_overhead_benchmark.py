@@ -21,15 +21,15 @@ def test_adapter_overhead_quick(quick):
     res = quick
     assert res["config"]["n"] == 120 and res["threads"] == 1
     rows = res["posterior"]
-    assert len(rows) == 9 and rows[0]["shape"] == [64, 1, 6]
+    assert len(rows) == 10 and rows[0]["shape"] == [64, 1, 6]
     for r in rows:
         assert r["max_abs_diff_adapter_vs_bare"] < 1e-10  # the adapter changes no number
         assert all(s > 0 for s in r["seconds_median"].values())
         a = r["adapter_over_bare"]
         assert 0 < a["min"] <= a["median"] <= a["max"] and math.isfinite(a["max"])
     with_samples = [r["adapter_over_bare_factor"] is not None for r in rows]
-    assert with_samples == [False, False, True, True, True] + [False] * 4
-    conditioning = [r["case"] for r in rows[6:]]
+    assert with_samples == [False, False, True, True, True, True] + [False] * 4
+    conditioning = [r["case"] for r in rows[7:]]
     assert all(c.startswith("condition_on_observations only") for c in conditioning)
     assert conditioning[-1].endswith("Normalize + Standardize")
     small, large = res["qkg"]

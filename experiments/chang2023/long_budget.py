@@ -2,7 +2,7 @@
 per iteration as the number of evaluations grows, for runs of several bench folders, plus a
 timing of one iteration of each strategy at a given number of evaluations.
 
-``report`` reads the runs ``DIR/<problem>/<strategy>/seed_<k>/state.json`` of every folder
+The report reads the runs ``DIR/<problem>/<strategy>/seed_<k>/state.json`` of every folder
 given (a strategy's runs may sit in different folders, e.g. a baseline run to a smaller
 budget) and gives, per strategy: the simple regret at every budget (mean +- s.e. over the
 seeds that reached it), the paired lead over the baseline there (baseline regret - strategy
@@ -12,14 +12,14 @@ acquisition step), ``acquisition`` and ``evaluation``, by the number of evaluati
 iteration started from (the bench's split, :func:`bo_ncgp.campaigns.bench_summary.timings`,
 per iteration instead of the run's mean).
 
-``step`` times one iteration at ``n`` evaluations on a fixed design (the first ``n`` points
+``--step RUN`` times one iteration at ``n`` evaluations on a fixed design (the first ``n`` points
 of a finished run): every strategy observes the first ``n - q`` points as one batch (not
 timed), then the last ``q`` (timed: ``fit``), then proposes a batch of ``q`` (timed:
 ``acquisition``, its ``fit_seconds`` counted as ``fit``); the strategies alternate, in the
 same process, one torch thread.
 
-    python -m experiments.chang2023.long_budget report experiments/chang2023/results/bench_long
-    python -m experiments.chang2023.long_budget step RUN_DIR --n 1000 --strategies botorch,dual
+    bo-ncgp long-budget experiments/chang2023/results/bench_long
+    bo-ncgp long-budget --step RUN_DIR --n 1000 --strategies botorch,dual
 
 Prints a Markdown table and writes JSON (``--out``).
 """
@@ -212,24 +212,33 @@ def step(
 
 def main(argv: list[str] | None = None) -> int:
     """Command line (module docstring)."""
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    sub = p.add_subparsers(dest="cmd", required=True)
-    r = sub.add_parser("report", help="regret and seconds per iteration of bench folders")
-    r.add_argument("folders", nargs="+", type=Path)
-    r.add_argument("--baseline", default="botorch")
-    r.add_argument("--out", type=Path, help="JSON file to write")
-    s = sub.add_parser("step", help="seconds of one iteration at n evaluations")
-    s.add_argument("run", type=Path, help="a finished run folder (seed_<k>)")
-    s.add_argument("--n", type=int, default=1000)
-    s.add_argument("--strategies", default="botorch,dual,dual-fantasy")
-    s.add_argument("--repeats", type=int, default=1)
-    s.add_argument("--out", type=Path, help="JSON file to write")
+    from bo_ncgp.cli.common import HelpFormatter
+
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=HelpFormatter)
+    p.add_argument(
+        "folders", nargs="*", type=Path, help="bench folders of the report (not with --step)"
+    )
+    p.add_argument("--baseline", default="botorch", help="strategy the report's leads refer to")
+    p.add_argument(
+        "--step",
+        type=Path,
+        metavar="RUN",
+        help="time one iteration of each strategy on this finished run folder (seed_<k>)",
+    )
+    p.add_argument("--n", type=int, default=1000, help="evaluations before the timed iteration")
+    p.add_argument(
+        "--strategies", default="botorch,dual,dual-fantasy", help="strategies --step times"
+    )
+    p.add_argument("--repeats", type=int, default=1, help="timed iterations per strategy")
+    p.add_argument("--out", type=Path, help="JSON file to write")
     args = p.parse_args(argv)
-    if args.cmd == "report":
+    if (args.step is None) == (not args.folders):
+        p.error("give bench folders for the report, or --step RUN (not both)")
+    if args.step is None:
         rep = report(list(args.folders), baseline=args.baseline)
         print(report_markdown(rep))
     else:
-        rep = step(args.run, args.n, args.strategies.split(","), repeats=args.repeats)
+        rep = step(args.step, args.n, args.strategies.split(","), repeats=args.repeats)
         print(f"n = {rep['n']}, q = {rep['q']}, load average {rep['load_average']:.1f}")
         print("| strategy | fit | acquisition | iteration |\n|---|---|---|---|")
         for name, t in rep["strategies"].items():

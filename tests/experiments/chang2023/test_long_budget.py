@@ -33,7 +33,7 @@ def test_report_pairs_runs_of_two_folders_by_budget_and_bins_the_iterations(tmp_
         t["fit"]["mean"] + t["acquisition"]["mean"] + t["evaluation"]["mean"],
     )
     assert "| random | 20 |" in L.report_markdown(rep)
-    assert L.main(["report", str(short), str(long), "--baseline", "sobol"]) == 0
+    assert L.main([str(short), str(long), "--baseline", "sobol"]) == 0
     assert "Regret on hartmann6-noisy" in capsys.readouterr().out
 
 
@@ -51,7 +51,7 @@ def test_step_times_every_strategy_on_the_design_of_a_run(tmp_path, capsys):
     )
     run = tmp_path / L.PROBLEM / "random" / "seed_0"
     out = tmp_path / "step.json"
-    argv = ["step", str(run), "--n", "15", "--strategies", "random,sobol", "--out", str(out)]
+    argv = ["--step", str(run), "--n", "15", "--strategies", "random,sobol", "--out", str(out)]
     assert L.main(argv) == 0
     saved = json.loads(out.read_text())
     assert saved["n"] == 15 and set(saved["strategies"]) == {"random", "sobol"}
