@@ -226,7 +226,7 @@ def test_refit_every_k_surveys_streams_the_surveys_in_between():
                 strat.model.kernel.outputscale, gp.kernel.outputscale, check_dtype=False
             )
     assert fits == [False, False, True, False]  # refits after surveys 3, 6, ... of the loop
-    with pytest.raises(ValueError, match="refit_every must be a positive int"):
+    with pytest.raises(ValueError, match="refit_every must be an integer >= 1"):
         build_strategy("hotspots", "svgp-random", refit_every=0)
 
 

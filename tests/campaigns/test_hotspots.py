@@ -454,7 +454,7 @@ def test_candidate_prescreen_rescores_the_best_exceedance_reductions():
     finally:
         del CRITERIA["test-variance"]
     for bad in (0, -3, 2.5, True):
-        with pytest.raises(ValueError, match="num_candidates must be a positive int or None"):
+        with pytest.raises(ValueError, match=r"num_candidates \(or None\) must be an integer >= 1"):
             hotspot_strategy("entropy", num_candidates=bad)
 
 

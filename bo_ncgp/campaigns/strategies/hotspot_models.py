@@ -33,6 +33,7 @@ from torch import Tensor
 from bo_ncgp.bo.acquisition import exceedance_entropy
 from bo_ncgp.exceptions import InputDataError, NumericalWarning
 from bo_ncgp.likelihoods import Likelihood
+from bo_ncgp.linalg._args import check_count
 from bo_ncgp.models import DualSVGP
 from bo_ncgp.models.base import FitStep
 from bo_ncgp.models.svgp import SVGP
@@ -267,9 +268,7 @@ class RefittedSVGPConfig:
         if not self.lr > 0 or not self.beta > 0:
             raise InputDataError(f"svgp: lr and beta must be positive, got {self.lr}, {self.beta}")
         _checked_rel_tol(self.rel_tol, "svgp")
-        k = self.refit_every
-        if isinstance(k, bool) or int(k) != k or k < 1:
-            raise InputDataError(f"svgp: refit_every must be a positive int, got {k!r}")
+        check_count(self.refit_every, "refit_every", "svgp", minimum=1)
 
 
 @dataclass(frozen=True)

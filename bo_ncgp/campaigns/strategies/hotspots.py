@@ -67,6 +67,7 @@ from bo_ncgp.campaigns.strategies.hotspot_models import (
 )
 from bo_ncgp.exceptions import InputDataError, NumericalWarning
 from bo_ncgp.likelihoods import Binomial
+from bo_ncgp.linalg._args import check_count
 from bo_ncgp.problems.base import Evaluation
 
 __all__ = [
@@ -160,7 +161,7 @@ class EntropyConfig:
         >>> EntropyConfig(num_candidates=0)
         Traceback (most recent call last):
         ...
-        bo_ncgp.exceptions.InputDataError: entropy: num_candidates must be a positive int..., got 0
+        bo_ncgp.exceptions.InputDataError: entropy: num_candidates (or None) must be ... >= 1, got 0
         >>> EntropyConfig(gain="increase")
         Traceback (most recent call last):
         ...
@@ -186,11 +187,8 @@ class EntropyConfig:
 
         check_criterion(self.criterion)
         check_gain(self.gain)
-        k = self.num_candidates
-        if k is not None and (isinstance(k, bool) or int(k) != k or k < 1):
-            raise InputDataError(
-                f"entropy: num_candidates must be a positive int or None, got {k!r}"
-            )
+        if self.num_candidates is not None:
+            check_count(self.num_candidates, "num_candidates (or None)", "entropy", minimum=1)
         if self.compute_dtype not in _DTYPES:
             raise InputDataError(f"entropy: compute_dtype must be one of {sorted(_DTYPES)}")
 

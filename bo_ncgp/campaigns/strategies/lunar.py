@@ -363,17 +363,13 @@ class ConstrainedBO(UnitCubeStrategy):
         self._update_classifier(U[ok], labels)
 
     def _update_classifier(self, U: torch.Tensor, labels: torch.Tensor) -> None:
-        """Stream the labelled points ``(U, labels)`` into the classifier, built by
-        :meth:`_new_classifier` on the first of them."""
+        """Stream the labelled points ``(U, labels)`` into the success classifier (a
+        Bernoulli DualSVGP built on the first of them)."""
         if self.classifier is None:
-            self.classifier = self._new_classifier(U, labels)
+            from bo_ncgp.likelihoods import Bernoulli
+
+            self.classifier = _dual(self.model_config, Bernoulli(), U)
         self.classifier.update(U, labels)
-
-    def _new_classifier(self, U: torch.Tensor, labels: torch.Tensor) -> DualSVGP:
-        """The success classifier, built on the first labelled points ``(U, labels)``."""
-        from bo_ncgp.likelihoods import Bernoulli
-
-        return _dual(self.model_config, Bernoulli(), U)
 
     def _acquisition(self, reward, classifier, best: float):
         """The acquisition of one point from the reward model and the classifier (BoTorch
