@@ -20,10 +20,11 @@ __all__ = ["History", "RandomSearch", "Strategy", "saved_options"]
 
 
 def saved_options(config: Any) -> dict[str, Any]:
-    """The fields of the dataclass ``config`` as a campaign saves them in its state: every
-    field, except those named in the class attribute ``OMITTED_AT_DEFAULT`` while they hold
-    their default -- options whose default is the model without them, so that a campaign
-    saved without them still resumes (the runner refuses a configuration that differs).
+    """The fields of the dataclass ``config`` (plain values: numbers, strings, flags) as a
+    campaign saves them in its state: every field, except those named in the class
+    attribute ``OMITTED_AT_DEFAULT`` while they hold their default -- options whose default
+    is the model without them, so that a campaign saved without them still resumes (the
+    runner refuses a configuration that differs).
 
     Example:
         >>> from bo_ncgp.campaigns.strategies.blackbox import ObjectiveModelConfig
@@ -40,15 +41,8 @@ def saved_options(config: Any) -> dict[str, Any]:
         value = getattr(config, f.name)
         if f.name in omitted and value == f.default:
             continue
-        out[f.name] = _plain(value)
+        out[f.name] = value
     return out
-
-
-def _plain(value: Any) -> Any:
-    """``value`` with nested dataclasses as dicts (as :func:`dataclasses.asdict` gives)."""
-    from dataclasses import asdict, is_dataclass
-
-    return asdict(value) if is_dataclass(value) and not isinstance(value, type) else value
 
 
 @dataclass
