@@ -41,6 +41,7 @@ from linear_operator.operators import DiagLinearOperator
 from torch import Tensor
 from torch.nn import Module
 
+from bo_ncgp.bo import paths as _paths  # noqa: F401  (BoTorch's pathwise sampling of the adapters)
 from bo_ncgp.bo.base import LatentGPModel, training_data
 from bo_ncgp.exceptions import InputDataError, UnsupportedError
 from bo_ncgp.likelihoods import Gaussian, Likelihood
