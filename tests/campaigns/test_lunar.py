@@ -104,3 +104,28 @@ def test_resumed_fantasy_batch_proposes_bit_identical_points(tmp_path):
     write_json(tmp_path / "cut" / "state.json", state, checksum=True)
     resumed = Campaign.resume(tmp_path / "cut", *make()).run(progress=False)
     assert [e["point"] for e in resumed["evaluations"]] == [e["point"] for e in ref["evaluations"]]
+
+
+def test_report_pairs_strategies_over_shared_finished_seeds():
+    """A - B of the final best and of the held-out reward over the seeds both finished;
+    an unfinished seed is left out of the pair."""
+    from experiments.chang2023.lunar_report import paired
+
+    def state(seed, values, heldout, finished=True):
+        return {
+            "seed": seed,
+            "finished": finished,
+            "evaluations": [{"value": v} for v in values],
+            "recommendation": {"heldout_value": heldout},
+        }
+
+    groups = {
+        "a (q=3)": [state(0, [1.0, 5.0], 4.0), state(1, [2.0, 3.0], 1.0), state(2, [9.0], 9.0)],
+        "b (q=1)": [state(0, [2.0], 1.0), state(1, [4.0, 0.0], 3.0), state(2, [0.0], 0.0, False)],
+    }
+    (row,) = paired(groups)
+    assert (row["a"], row["b"]) == ("a (q=3)", "b (q=1)")
+    best, held = row["best_final"], row["heldout"]
+    assert best["n"] == 2 and best["mean"] == pytest.approx((3.0 - 1.0) / 2)  # 5-2, 3-4
+    assert best["a_ahead"] == 1
+    assert held["n"] == 2 and held["mean"] == pytest.approx((3.0 - 2.0) / 2)  # 4-1, 1-3
