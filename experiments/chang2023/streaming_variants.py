@@ -19,7 +19,9 @@ memory rule:
   (label-balanced or random memory, up to 10 or 50 steps) with Gamma priors on the kernel's
   lengthscale and outputscale (means at the initial values, coefficient of variation 0.25):
   the evidence of separable labels keeps rising with the outputscale, so the steps need a
-  prior to have a finite optimum.
+  prior to have a finite optimum;
+* ``weak_prior_balanced``, ``weak_prior_random``, ``weak_prior_balanced_50`` -- the same with
+  exponential priors (coefficient of variation 1) of the same means.
 
 ``default`` and ``default_50`` keep the paper's plain BLS memory whatever the library's default
 ``memory_selection`` is, so that every rule is named by its variant.
@@ -57,6 +59,8 @@ OUT = harness.results_dir(__file__, "streaming_variants")
 PAPER = {"hyper_optimizer": "adam", "rest_factor": "dual", "memory_scaling": True}
 #: Gamma priors on split MNIST's lengthscale and outputscale (:func:`split_mnist.kernel`)
 PRIOR = {"kernel_prior_cv": 0.25}
+#: ... exponential priors with those means (coefficient of variation 1)
+WEAK_PRIOR = {"kernel_prior_cv": 1.0}
 BALANCED = {"memory_selection": "bls_balanced"}
 #: name -> (DualSVGP settings, memory method, cfg overrides)
 VARIANTS = {
@@ -71,6 +75,9 @@ VARIANTS = {
     "prior_balanced": (BALANCED, "ours", PRIOR),
     "prior_random": ({}, "ours_random", PRIOR),
     "prior_balanced_50": (BALANCED, "ours", dict(PRIOR, hyper_steps=50)),
+    "weak_prior_balanced": (BALANCED, "ours", WEAK_PRIOR),
+    "weak_prior_random": ({}, "ours_random", WEAK_PRIOR),
+    "weak_prior_balanced_50": (BALANCED, "ours", dict(WEAK_PRIOR, hyper_steps=50)),
 }
 #: the variant that the paired differences are taken against
 REFERENCE = "default"
