@@ -110,6 +110,7 @@ def run_mnist(cfg: dict, settings: dict, method: str, seed: int, root=None) -> d
         "seconds": time.perf_counter() - t0,
         "memory_classes": res.get("memory_classes"),
         "task_accuracy": res["per_task"][-1]["task_accuracy"],
+        "kernel": {k: v for k, v in res["curve"][-1].items() if k not in ("task", "accuracy_seen")},
     }
 
 
