@@ -592,10 +592,24 @@ class DualSVGP(InducingState, ResizableModule, LatentGP):
         val = self._objective(mem.X, mem.y, eta, beta, mem.y.new_ones(len(mem)), True, "elbo")
         return val + self._log_prior() if include_prior else val
 
-    def _fixed_q(self) -> tuple[Tensor, Tensor]:
+    def _fixed_q(
+        self, X: Tensor | None = None, eta: Tensor | None = None, beta: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
+        """``(m_u, chol V_u)`` of the posterior of ``u = g(Z)``: the stored one, or, given the
+        sites ``(eta, beta)`` (on ``f``) of the active points ``X`` of an update, the summarised
+        factor times those sites (the posterior the update's site steps reached, before the
+        sites are stored)."""
         with torch.no_grad():
-            m_u, V_u = self.inducing_posterior()
-            return m_u, stable_cholesky(V_u, name="V_u")
+            if X is None:
+                m_u, V_u = self.inducing_posterior()
+                return m_u, stable_cholesky(V_u, name="V_u")
+            Kzz = self._Kzz()
+            lam, B = self._rest_pair(Kzz)
+            dl, dB = self._contributions(X, eta, beta)
+            f = dual_factors(Kzz, B + dB, lam + dl)
+            mu_v = torch.linalg.solve_triangular(f.L_A.mT, f.w.unsqueeze(-1), upper=True)
+            G = solve_lower(f.L_A, Kzz)
+            return (Kzz @ mu_v).squeeze(-1), stable_cholesky(G.mT @ G, name="V_u")
 
     # ----------------------------------------------------------------- update
     def update(self, X: Tensor, y: Tensor, *, callback: Callback | None = None) -> DualSVGP:

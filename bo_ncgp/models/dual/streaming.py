@@ -271,12 +271,13 @@ def _hyper_steps(
     round_: int,
 ) -> bool:
     q_fixed = None
-    if model.hyper_objective == "elbo":
+    which = model.hyper_objective
+    if which == "elbo":
         model._touch()
-        q_fixed = model._fixed_q()
+        q_fixed = model._fixed_q(active[0], active[2], active[3])  # after this round's sites
 
     def loss_fn() -> Tensor:
-        obj = model._objective(*active, model.hyper_objective, q_fixed)
+        obj = model._objective(*active, which, q_fixed)
         return -(obj + model._log_prior())
 
     scales = _outputscales(model.kernel)

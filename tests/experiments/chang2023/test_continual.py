@@ -246,3 +246,15 @@ def test_runs_as_a_module(data_root, tmp_path):
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "| bui |" in done.stdout and (tmp_path / "results.json").is_file()
+
+
+def test_split_mnist_kernel_priors_are_centred_on_the_initial_values():
+    from experiments.chang2023 import split_mnist
+
+    assert not list(split_mnist.kernel(split_mnist.DEFAULT).named_priors())
+    k = split_mnist.kernel(dict(split_mnist.DEFAULT, kernel_prior_cv=0.25))
+    priors = {name: prior for name, _, prior, _, _ in k.named_priors()}
+    ls, os_ = priors["base_kernel.lengthscale_prior"], priors["outputscale_prior"]
+    assert float(ls.mean) == pytest.approx(split_mnist.DEFAULT["init_lengthscale"])
+    assert float(os_.mean) == pytest.approx(split_mnist.DEFAULT["init_outputscale"])
+    assert float(os_.stddev / os_.mean) == pytest.approx(0.25)

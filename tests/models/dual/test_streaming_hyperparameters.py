@@ -200,3 +200,20 @@ def test_default_memory_keeps_an_equal_share_of_each_label_under_a_cap():
         for idx in torch.arange(120).split(20):
             model.update(X[idx], y[idx])
         assert int((model.memory_targets == 0).sum()) == 10
+
+
+def exact_lml(model: DualSVGP, X, y, noise: float) -> float:
+    with torch.no_grad():
+        K = model.kernel(X).to_dense() + noise * torch.eye(X.shape[0])
+        return float(torch.distributions.MultivariateNormal(torch.zeros(X.shape[0]), K).log_prob(y))
+
+
+def test_elbo_steps_take_an_em_step_from_the_posterior_of_the_batch():
+    # Gaussian, Z = X, every point in memory: the update's site steps reach the exact posterior,
+    # where Eq. 21 touches the log marginal likelihood; its maximiser over the hyperparameters
+    # (q fixed) is an EM step, which raises the evidence -- from the first batch on
+    X, y = reg_data()
+    model = _gaussian_model(X, hyper_objective="elbo", num_hyper_steps=100)
+    before = exact_lml(model, X, y, 0.04)
+    model.update(X, y)
+    assert exact_lml(model, X, y, 0.04) > before + 0.25
