@@ -611,7 +611,8 @@ class HIPGP(torch.nn.Module, LatentGP):
         if obs_noise is None and not isinstance(self.likelihood, Gaussian):
             mean, var = self._moments(K, X, codes)
         else:  # alpha and beta of the Gaussian likelihood do not depend on the variance
-            mean = K @ self.q.mean.to(K)
+            m = self.q.mean.to(K)
+            mean = K @ m if factor is None else factor[0] @ factor[1](m)
             var = torch.zeros_like(mean)
         _, alpha, beta = self._expected(y, mean, var, obs_noise)
         beta = beta.expand_as(mean)

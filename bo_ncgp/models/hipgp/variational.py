@@ -93,6 +93,24 @@ class BlockGaussian(torch.nn.Module):
         perm = [1 + 2 * i for i in range(D)] + [2 + 2 * i for i in range(D)] + [0]
         return K.reshape(n, *shp).permute(perm).reshape(self.num_blocks, self.block_size, n)
 
+    def block_gram(self, K: Tensor, weights: Tensor, rows_per_chunk: int = 64) -> Tensor:
+        """``(B, Mb, Mb)`` blocks ``sum_n w_n k_nb k_nb^T`` of ``K^T diag(w) K`` for rows
+        ``K (n, N)``, accumulated over chunks of ``rows_per_chunk`` rows (each chunk is
+        reordered while it is in cache; one reordering of all of ``K`` is memory-bound).
+
+        Example:
+            >>> q = BlockGaussian((4,), (2,))
+            >>> K, w = torch.randn(3, 4), torch.rand(3)
+            >>> G = q.block_gram(K, w, rows_per_chunk=2)
+            >>> bool(torch.allclose(G[1], K[:, 2:].mT @ (w[:, None] * K[:, 2:])))
+            True
+        """
+        G = K.new_zeros(self.num_blocks, self.block_size, self.block_size)
+        for s in range(0, K.shape[0], rows_per_chunk):
+            Kb = self.blocks_last(K[s : s + rows_per_chunk])  # (B, Mb, chunk)
+            G.baddbmm_(Kb * weights[s : s + rows_per_chunk], Kb.mT)
+        return G
+
     def from_blocks(self, x: Tensor) -> Tensor:
         """Inverse of :meth:`to_blocks`."""
         lead = x.shape[:-2]
@@ -187,13 +205,11 @@ class BlockGaussian(torch.nn.Module):
             True
         """
         m = self.mean
-        Kb = self.blocks_last(K)  # (B, Mb, n)
-        G = scale * (Kb * beta) @ Kb.mT
+        G = scale * self.block_gram(K, beta)
         eye = torch.eye(self.block_size, dtype=K.dtype, device=K.device)
         prec_old = self.prec.clone() if lr < 1 else None
         self.prec.mul_(1 - lr).add_(lr * (eye + G))
         self.prec_chol.copy_(stable_cholesky(self.prec, name="variational precision"))
-        g = scale * (alpha @ K) - m
         sbeta = scale * beta
 
         if factor is None:
@@ -202,6 +218,8 @@ class BlockGaussian(torch.nn.Module):
             X, r_mv, r_t_mv = factor
             k_mv = lambda v: X @ r_mv(v)  # noqa: E731
             k_t_mv = lambda u: r_t_mv(X.mT @ u)  # noqa: E731
+
+        g = scale * k_t_mv(alpha) - m
 
         def matmul(V: Tensor) -> Tensor:  # (N, 1)
             v = V[:, 0]
