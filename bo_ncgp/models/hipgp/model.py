@@ -54,28 +54,32 @@ __all__ = ["HIPGP", "MINIBATCH_PCG_MAX_ITERS", "minibatch_start_tol"]
 MINIBATCH_PCG_MAX_ITERS = 3
 
 
-def minibatch_start_tol(batch_size: int, num_data: int) -> float:
-    """Relative error of the rows ``k_n`` that a minibatch training step accepts without a
-    solve under ``pcg_train_max_iters="auto"``: ``sqrt(1 / n_b - 1 / N)``, the relative
-    standard error of a mean over a random minibatch of ``n_b`` of ``N`` terms of equal
-    spread (without replacement), in units of the terms' standard deviation.
+def minibatch_start_tol(batch_size: int, num_data: int, lr: float = 1.0) -> float:
+    """Relative error of the rows ``k_n`` that a minibatch natural-gradient step of step
+    size ``lr`` accepts without a solve under ``pcg_train_max_iters="auto"``:
+    ``sqrt(lr / (2 - lr)) * sqrt(1 / n_b - 1 / N)``.
 
-    The natural-gradient step sums ``alpha_n k_n`` and ``beta_n k_n k_n^T`` over the
-    minibatch and scales them by ``N / n_b``; a row error of relative size ``delta``
-    perturbs each term by at most about ``delta``, while sampling the minibatch perturbs
-    the sums by at least this standard error (terms that differ in direction add more).
-    A full batch (``n_b >= N``) gives 0: full-batch steps, which jump to the optimum, keep
-    solving.
+    A step moves the natural parameters to ``(1 - lr) theta + lr theta_b``, ``theta_b`` the
+    optimum of the minibatch (Gaussian likelihood), so the iterate averages minibatch
+    estimates with weights ``lr (1 - lr)^j``; ``sqrt(1 / n_b - 1 / N)`` is the relative
+    standard error of a mean over ``n_b`` of ``N`` terms of equal spread drawn without
+    replacement (a lower bound on the spread of ``theta_b``: terms that differ in
+    direction add more), and ``sqrt(lr / (2 - lr))`` what the averaging leaves of it. Rows
+    off by at most this much shift the iterate by no more than the sampling noise it
+    carries anyway. A full batch (``n_b >= N``) gives 0: full-batch steps keep solving.
 
     Example:
-        >>> round(minibatch_start_tol(500, 2000), 4)  # 3.9 % for the magnetometer's batches
+        >>> round(minibatch_start_tol(500, 2000), 4)  # one step from the prior
         0.0387
+        >>> round(minibatch_start_tol(500, 2000, lr=0.1), 4)  # late steps average more
+        0.0089
         >>> minibatch_start_tol(100, 100)
         0.0
     """
     batch_size = check_count(batch_size, "batch_size", "minibatch_start_tol", minimum=1)
     num_data = check_count(num_data, "num_data", "minibatch_start_tol", minimum=1)
-    return math.sqrt(max(0.0, 1.0 / batch_size - 1.0 / num_data))
+    check_number(lr, "lr", "minibatch_start_tol", low=0, high=1, low_open=True)
+    return math.sqrt(lr / (2 - lr)) * math.sqrt(max(0.0, 1.0 / batch_size - 1.0 / num_data))
 
 
 class HIPGP(torch.nn.Module, LatentGP):
@@ -103,8 +107,9 @@ class HIPGP(torch.nn.Module, LatentGP):
             each row's start (the interpolation weights, or its warm start) is checked
             with one ``K_uu`` and one preconditioner product and kept where its estimated
             relative error of ``k_n`` is within the minibatch noise
-            (:func:`minibatch_start_tol`; 0.4-1 % for kernels several grid spacings long,
-            where PCG iterations barely move it); the other rows take
+            (:func:`minibatch_start_tol` of the step size; starts are 0.4-1 % off for
+            kernels 4-6 grid spacings long, where PCG iterations barely move them); the
+            other rows take
             :data:`MINIBATCH_PCG_MAX_ITERS` PCG iterations. Full-batch steps, which jump to
             the optimum, and line integrals keep ``pcg_max_iters``. An int caps every
             training solve; ``None``: ``pcg_max_iters``.
@@ -332,11 +337,11 @@ class HIPGP(torch.nn.Module, LatentGP):
         return cap if base is None else min(cap, base)
 
     def training_start_tol(
-        self, batch_size: int, num_data: int, codes: Tensor | None = None
+        self, batch_size: int, num_data: int, codes: Tensor | None = None, lr: float = 1.0
     ) -> float | None:
-        """Relative error of ``k_n`` up to which a training step on ``batch_size`` of
-        ``num_data`` observations keeps a row's start without PCG iterations
-        (:func:`minibatch_start_tol`), or ``None`` where every row is solved: an int or
+        """Relative error of ``k_n`` up to which a training step of step size ``lr`` on
+        ``batch_size`` of ``num_data`` observations keeps a row's start without PCG
+        iterations (:func:`minibatch_start_tol`), or ``None`` where every row is solved: an int or
         ``None`` ``pcg_train_max_iters``, Cholesky whitening, full batches and batches with
         line integrals (no interpolation start).
 
@@ -349,7 +354,7 @@ class HIPGP(torch.nn.Module, LatentGP):
             return None
         if codes is not None and not bool((codes >= VALUE).all()):
             return None
-        tol = minibatch_start_tol(batch_size, num_data)
+        tol = minibatch_start_tol(batch_size, num_data, lr)
         return tol if tol > 0 else None
 
     @contextlib.contextmanager
@@ -599,7 +604,8 @@ class HIPGP(torch.nn.Module, LatentGP):
         if K is None:
             n = X.shape[0] if num_data is None else num_data
             cap = self.training_cap(n > X.shape[0], codes)
-            with self._training_solves(cap, self.training_start_tol(X.shape[0], n, codes)):
+            start_tol = self.training_start_tol(X.shape[0], n, codes, lr)
+            with self._training_solves(cap, start_tol):
                 K = self.whitened_cross_covariance(X, codes)
             factor = self._rows_factor()
         self._natgrad_from(K, X, y, codes, num_data, lr, obs_noise, tol, factor)
@@ -688,7 +694,7 @@ class HIPGP(torch.nn.Module, LatentGP):
         # the training solves' cap; warm starts: the last PCG solution of every observation,
         # and whether it has one
         cap = self.training_cap(bs < n, codes)
-        start_tol = self.training_start_tol(bs, n, codes)
+        start_tol = self.training_start_tol(bs, n, codes, natgrad_lr)
         warm = self.pcg_warm_start and self.whitening == "fft" and cap != 0
         sols = X.new_zeros(n, self.num_inducing) if warm else None
         seen = torch.zeros(n, dtype=torch.bool, device=X.device) if warm else None

@@ -185,6 +185,10 @@ def test_minibatch_start_tol_and_where_it_applies():
     k, grid, _, _ = _problem()
     m = _model(k, grid)
     assert m.training_start_tol(50, 200) == pytest.approx((1 / 50 - 1 / 200) ** 0.5)
+    # smaller steps average more minibatches: a tighter tolerance
+    assert m.training_start_tol(50, 200, lr=0.1) == pytest.approx(
+        (0.1 / 1.9) ** 0.5 * (1 / 50 - 1 / 200) ** 0.5
+    )
     assert m.training_start_tol(200, 200) is None  # full batch: solve
     assert m.training_start_tol(50, 200, torch.tensor([0, INTEGRAL])) is None
     assert _model(k, grid, pcg_train_max_iters=3).training_start_tol(50, 200) is None
