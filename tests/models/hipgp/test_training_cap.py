@@ -2,6 +2,7 @@
 by default, full-batch steps, predictions and conditioning converged."""
 
 import copy
+import math
 import warnings
 
 import gpytorch
@@ -208,3 +209,19 @@ def test_the_mean_step_over_the_factor_of_the_rows_is_the_dense_step():
     q1.natgrad_step(K, a, b, 3.0, 0.3, tol=1e-12)
     q2.natgrad_step(K, a, b, 3.0, 0.3, tol=1e-12, factor=(Xs, w.root_mv, w.root_t_mv))
     assert torch.allclose(q1.mean, q2.mean, rtol=1e-8, atol=1e-10)
+
+
+def test_minibatch_fit_with_learned_hyperparameters_through_kept_and_solved_rows():
+    k, grid, X, y = _smooth_problem(spacings=2.0, n=120, side=16)
+    k.requires_grad_(True)
+    m = HIPGP(k, grid, likelihood=Gaussian(noise=0.01))
+    m.likelihood.requires_grad_(False)
+    kept: list[int] = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m.fit(X, y, batch_size=30, num_epochs=2, learn_hyperparameters=True, hyper_lr=0.05,
+              generator=torch.Generator().manual_seed(1),
+              callback=lambda s: kept.append(m.last_kept_starts))  # fmt: skip
+    assert any(0 < c < 30 for c in kept)  # steps with kept and with solved rows
+    assert len(m.history) == 8 and all(math.isfinite(h) for h in m.history)
+    assert float(k.base_kernel.lengthscale) != pytest.approx(2.0 * float(grid.spacing[0]))
