@@ -1,6 +1,7 @@
 """How accurate HIP-GP's whitened rows ``k_n`` are after a few PCG iterations from the
-interpolation start: the evidence behind the training cap of minibatch steps
-(:data:`bo_ncgp.models.hipgp.model.MINIBATCH_PCG_MAX_ITERS`).
+interpolation start: the evidence behind the training solves of minibatch steps
+(:data:`bo_ncgp.models.hipgp.model.MINIBATCH_PCG_MAX_ITERS`,
+:func:`bo_ncgp.models.hipgp.model.minibatch_start_tol`).
 
 For ``n`` random points in ``[0, 1]^2`` and a ``G x G`` grid on ``[-0.02, 1.02]^2`` (M = G^2,
 FFT whitening with the default embedding), the relative error ``|k_n - k_n*| / |k_n*|`` of

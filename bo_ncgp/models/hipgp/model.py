@@ -318,7 +318,8 @@ class HIPGP(torch.nn.Module, LatentGP):
         """PCG iteration cap of a training step (``pcg_train_max_iters``, never above
         ``pcg_max_iters``) for a minibatch step or a full-batch one; ``"auto"`` caps
         minibatch steps at :data:`MINIBATCH_PCG_MAX_ITERS` where every row of ``codes``
-        (default: values) has an interpolation start (no line integrals).
+        (default: values) has an interpolation start (no line integrals); rows whose
+        start passes :meth:`training_start_tol` take no iteration at all.
 
         Example:
             >>> m = HIPGP(gpytorch.kernels.RBFKernel(), Grid([0.0], [1.0], (16,)))
