@@ -6,8 +6,9 @@ points on a ``G x G`` grid (``M = G^2``), minibatches of 1,000 and natural-gradi
 for every model:
 
 * ``hipgp``: :class:`bo_ncgp.models.HIPGP` (FFT whitening, 2 x 2 blocks, ``pcg_tol =
-  1e-6``) with the library's training cap of its PCG solves (``pcg_train_max_iters="auto"``:
-  3 iterations in minibatch steps; ``--pcg-cap N`` caps them at ``N`` instead, the paper
+  1e-6``) with the library's training solves (``pcg_train_max_iters="auto"``: in minibatch
+  steps a row's start is kept where its estimated error is within the minibatch noise, 3
+  PCG iterations otherwise; ``--pcg-cap N`` caps them at ``N`` instead, the paper
   trains with 20; 0: no solves) and PCG warm starts (each observation's solve starts from
   its solution of the previous epoch, the first one from the cubic interpolation weights of
   its point);

@@ -4,6 +4,8 @@ measured numbers are on the results pages experiments/<paper>/RESULTS.md)."""
 import json
 import math
 
+import pytest
+
 from benchmarks import dual_svgp_timing, fantasy_batch, gpu, hipgp_step, hipgp_time_to_rmse
 
 
@@ -135,3 +137,10 @@ def test_training_cap_benchmark_quick(tmp_path):
         med = {c: v[0] for c, v in r["errors"].items()}
         assert all(0 <= v < 1 for v in med.values())
         assert med["20"] <= med["0"]  # iterations from the interpolation start improve k_n
+    for r in res["training"]:
+        v = r["variants"]
+        assert v["converged"]["distance"] == 0
+        assert all(0 < x["rmse"] < 1 and x["seconds_per_epoch"] > 0 for x in v.values())
+        assert 0 <= v["auto"]["kept"] <= 1 and v["cap 3"]["kept"] == 0
+        if v["auto"]["kept"] == 1:  # every start kept: the rows of no solve
+            assert v["auto"]["rmse"] == pytest.approx(v["no solve"]["rmse"], rel=1e-8)

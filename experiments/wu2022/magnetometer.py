@@ -8,8 +8,9 @@ are learned once on a coarse grid (Adam on the minibatch ELBO of the Cholesky-wh
 model, cheap there) and then fixed for every model, so the
 comparison isolates the inducing grid. For each grid ``G x G`` over the room:
 
-* HIP-GP (FFT whitening; PCG in training with the library's cap of minibatch steps,
-  ``pcg_train_max_iters="auto"``, or ``--pcg-train N``; in evaluation capped at 50
+* HIP-GP (FFT whitening; the library's training solves, ``pcg_train_max_iters="auto"``:
+  starts kept within the minibatch noise, 3 PCG iterations for the others, or PCG capped
+  at ``--pcg-train N``; in evaluation capped at 50
   iterations, ``--pcg-eval``; the paper: 20 / 50);
 * SVGP: the same inter-domain SVGP with Cholesky whitening (while ``M`` fits the budget);
 

@@ -91,7 +91,9 @@ def test_posterior_gradients_in_x_match_finite_differences(x0):
     h = 1e-5
     up, down = moments(torch.tensor([[x0 + h]])), moments(torch.tensor([[x0 - h]]))
     fds = [((a - b) / (2 * h)).item() for a, b in zip(up, down, strict=True)]
-    assert grads == pytest.approx(fds, rel=1e-5)
+    # the PCG solves (to 1e-10) leave ~1e-11 of noise in each moment: ~1e-6 in the
+    # difference quotients, a few 1e-5 of the variance's gradient
+    assert grads == pytest.approx(fds, rel=1e-4)
 
 
 def test_the_adapter_and_a_trained_hipgp_deep_copy():

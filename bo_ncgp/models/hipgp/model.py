@@ -46,12 +46,40 @@ from bo_ncgp.models.hipgp.variational import BlockGaussian
 from bo_ncgp.models.hipgp.whitening import CholeskyWhitener, FFTWhitener, interpolation_guess
 from bo_ncgp.models.training import STEP_ERRORS, AdamStepper, FitClock, NonFinitePolicy
 
-__all__ = ["HIPGP", "MINIBATCH_PCG_MAX_ITERS"]
+__all__ = ["HIPGP", "MINIBATCH_PCG_MAX_ITERS", "minibatch_start_tol"]
 
-#: PCG iteration cap of minibatch training steps under ``pcg_train_max_iters="auto"``: from
-#: the interpolation weights, 3 iterations leave ``k_n`` 0.37 % off at M = 1,024 (0.41 %
-#: before any, 0.11 % after 20) and give the test RMSE of converged solves
+#: PCG iteration cap of minibatch training steps under ``pcg_train_max_iters="auto"`` for the
+#: rows whose start is not kept (:func:`minibatch_start_tol`): where the interpolation start
+#: is poor (lengthscales of 1-3 grid spacings), 3 iterations bring ``k_n`` to within 0.1 %
 MINIBATCH_PCG_MAX_ITERS = 3
+
+
+def minibatch_start_tol(batch_size: int, num_data: int, lr: float = 1.0) -> float:
+    """Relative error of the rows ``k_n`` that a minibatch natural-gradient step of step
+    size ``lr`` accepts without a solve under ``pcg_train_max_iters="auto"``:
+    ``sqrt(lr / (2 - lr)) * sqrt(1 / n_b - 1 / N)``.
+
+    A step moves the natural parameters to ``(1 - lr) theta + lr theta_b``, ``theta_b`` the
+    optimum of the minibatch (Gaussian likelihood), so the iterate averages minibatch
+    estimates with weights ``lr (1 - lr)^j``; ``sqrt(1 / n_b - 1 / N)`` is the relative
+    standard error of a mean over ``n_b`` of ``N`` terms of equal spread drawn without
+    replacement (a lower bound on the spread of ``theta_b``: terms that differ in
+    direction add more), and ``sqrt(lr / (2 - lr))`` what the averaging leaves of it. Rows
+    off by at most this much shift the iterate by no more than the sampling noise it
+    carries anyway. A full batch (``n_b >= N``) gives 0: full-batch steps keep solving.
+
+    Example:
+        >>> round(minibatch_start_tol(500, 2000), 4)  # one step from the prior
+        0.0387
+        >>> round(minibatch_start_tol(500, 2000, lr=0.1), 4)  # late steps average more
+        0.0089
+        >>> minibatch_start_tol(100, 100)
+        0.0
+    """
+    batch_size = check_count(batch_size, "batch_size", "minibatch_start_tol", minimum=1)
+    num_data = check_count(num_data, "num_data", "minibatch_start_tol", minimum=1)
+    check_number(lr, "lr", "minibatch_start_tol", low=0, high=1, low_open=True)
+    return math.sqrt(lr / (2 - lr)) * math.sqrt(max(0.0, 1.0 / batch_size - 1.0 / num_data))
 
 
 class HIPGP(torch.nn.Module, LatentGP):
@@ -74,13 +102,17 @@ class HIPGP(torch.nn.Module, LatentGP):
             interpolation; value and derivative observations only).
         pcg_train_max_iters: PCG iteration cap of the solves of the training steps
             (:meth:`fit`, :meth:`natgrad_step`), never above ``pcg_max_iters``; predictions,
-            conditioning and :meth:`elbo` keep ``pcg_max_iters``. ``"auto"`` (default):
-            :data:`MINIBATCH_PCG_MAX_ITERS` for minibatch steps (``num_data`` above the
-            batch), whose rows start at the interpolation weights (0.4-0.6 % off ``k_n``
-            for kernels smooth on the grid's scale; a few iterations change that little,
-            while the minibatch noise of the step is far larger), and ``pcg_max_iters``
-            for full-batch steps, which jump to the optimum; an int caps every training
-            solve; ``None``: ``pcg_max_iters``.
+            conditioning and :meth:`elbo` keep ``pcg_max_iters``. ``"auto"`` (default): in
+            minibatch steps (``num_data`` above the batch) of value and derivative rows,
+            each row's start (the interpolation weights, or its warm start) is checked
+            with one ``K_uu`` and one preconditioner product and kept where its estimated
+            relative error of ``k_n`` is within the minibatch noise
+            (:func:`minibatch_start_tol` of the step size; starts are 0.4-1 % off for
+            kernels 4-6 grid spacings long, where PCG iterations barely move them); the
+            other rows take
+            :data:`MINIBATCH_PCG_MAX_ITERS` PCG iterations. Full-batch steps, which jump to
+            the optimum, and line integrals keep ``pcg_max_iters``. An int caps every
+            training solve; ``None``: ``pcg_max_iters``.
         pcg_tol: relative residual tolerance of the PCG solves.
         jitter: added to the diagonal of ``K_uu`` (and to the circulant spectrum).
         num_quad: Gauss-Legendre nodes for line integrals of non-RBF kernels.
@@ -182,7 +214,8 @@ class HIPGP(torch.nn.Module, LatentGP):
         self.whitening = whitening
         self.pcg_max_iters, self.pcg_tol = pcg_max_iters, pcg_tol
         self.pcg_train_max_iters = pcg_train_max_iters
-        self._cap_override: tuple[int | None] | None = None  # (cap,) inside training steps
+        # (cap, start tolerance) inside training steps
+        self._cap_override: tuple[int | None, float | None] | None = None
         self.jitter, self.num_quad, self.precondition = jitter, num_quad, precondition
         self.embedding_factor = embedding_factor
         self.pcg_warm_start = bool(pcg_warm_start)
@@ -204,6 +237,9 @@ class HIPGP(torch.nn.Module, LatentGP):
         self._row_cache: tuple | None = None
         self._Z: Tensor | None = None
         self.last_pcg_iterations: int | None = None
+        #: rows of the last training solves whose start was kept without PCG iterations
+        #: (``pcg_train_max_iters="auto"`` in minibatch steps; ``None`` elsewhere)
+        self.last_kept_starts: int | None = None
         self._last_pcg_solution: Tensor | None = None
         #: ELBO estimates of the last :meth:`fit` (one per minibatch with learned hyperparameters)
         self.history: list[float] = []
@@ -282,7 +318,8 @@ class HIPGP(torch.nn.Module, LatentGP):
         """PCG iteration cap of a training step (``pcg_train_max_iters``, never above
         ``pcg_max_iters``) for a minibatch step or a full-batch one; ``"auto"`` caps
         minibatch steps at :data:`MINIBATCH_PCG_MAX_ITERS` where every row of ``codes``
-        (default: values) has an interpolation start (no line integrals).
+        (default: values) has an interpolation start (no line integrals); rows whose
+        start passes :meth:`training_start_tol` take no iteration at all.
 
         Example:
             >>> m = HIPGP(gpytorch.kernels.RBFKernel(), Grid([0.0], [1.0], (16,)))
@@ -300,10 +337,32 @@ class HIPGP(torch.nn.Module, LatentGP):
             return base
         return cap if base is None else min(cap, base)
 
+    def training_start_tol(
+        self, batch_size: int, num_data: int, codes: Tensor | None = None, lr: float = 1.0
+    ) -> float | None:
+        """Relative error of ``k_n`` up to which a training step of step size ``lr`` on
+        ``batch_size`` of ``num_data`` observations keeps a row's start without PCG
+        iterations (:func:`minibatch_start_tol`), or ``None`` where every row is solved: an int or
+        ``None`` ``pcg_train_max_iters``, Cholesky whitening, full batches and batches with
+        line integrals (no interpolation start).
+
+        Example:
+            >>> m = HIPGP(gpytorch.kernels.RBFKernel(), Grid([0.0], [1.0], (16,)))
+            >>> round(m.training_start_tol(500, 2000), 4), m.training_start_tol(500, 500)
+            (0.0387, None)
+        """
+        if self.pcg_train_max_iters != "auto" or self.whitening != "fft":
+            return None
+        if codes is not None and not bool((codes >= VALUE).all()):
+            return None
+        tol = minibatch_start_tol(batch_size, num_data, lr)
+        return tol if tol > 0 else None
+
     @contextlib.contextmanager
-    def _training_solves(self, cap: int | None):
-        """Solves inside the block use ``cap`` (:meth:`pcg_cap`)."""
-        old, self._cap_override = self._cap_override, (cap,)
+    def _training_solves(self, cap: int | None, start_tol: float | None = None):
+        """Solves inside the block use ``cap`` (:meth:`pcg_cap`) and keep starts within
+        ``start_tol`` (:meth:`training_start_tol`)."""
+        old, self._cap_override = self._cap_override, (cap, start_tol)
         try:
             yield
         finally:
@@ -348,13 +407,28 @@ class HIPGP(torch.nn.Module, LatentGP):
             return self._interpolated_rows(w, X, codes)
         Z = self.inducing_points().to(X)
         k_un = cross_covariance(self.kernel, Z, X, codes, num_quad=self.num_quad)  # Eq. 7
-        if x0 is None and self.whitening == "fft":
+        if self.whitening == "cholesky":
+            return w.whiten(k_un.mT)
+        if x0 is None:
             x0 = self.initial_guess(X, codes)
-        K = w.whiten(k_un.mT, x0=x0)
+        start_tol = None if self._cap_override is None else self._cap_override[1]
+        K = w.whiten(k_un.mT, x0=x0, start_tol=start_tol)
         self._last_pcg_solution = w.last_solution
-        if w.last_result is not None:
-            self.last_pcg_iterations = int(w.last_result.iterations)
+        res, kept = w.last_result, w.last_accepted
+        self.last_pcg_iterations = 0 if res is None else int(res.iterations)
+        self.last_kept_starts = None if kept is None else int(kept.sum())
         return K
+
+    def _rows_factor(self) -> tuple | None:
+        """``(X, R_mv, R_t_mv)`` with ``K = X R`` for the rows ``K`` that the last
+        :meth:`whitened_cross_covariance` returned (``fft`` whitening; ``None`` for
+        Cholesky), for the CG products of the natural-gradient mean step
+        (:meth:`BlockGaussian.natgrad_step`)."""
+        X = self._last_pcg_solution
+        if self.whitening != "fft" or X is None:
+            return None
+        w = self.whitener()
+        return X, w.root_mv, w.root_t_mv
 
     def _interpolated_rows(self, w: FFTWhitener, X: Tensor, codes: Tensor) -> Tensor:
         """``k_n = R^T W_n`` without a solve (``pcg_max_iters=0``), differentiable in ``X``
@@ -527,20 +601,30 @@ class HIPGP(torch.nn.Module, LatentGP):
         if num_data is not None:
             num_data = check_count(num_data, "num_data", "HIPGP.natgrad_step", minimum=1)
         X, y, codes, obs_noise = self._prepare(X, y, op, obs_noise)
+        factor = None
         if K is None:
-            minibatch = num_data is not None and num_data > X.shape[0]
-            with self._training_solves(self.training_cap(minibatch, codes)):
+            n = X.shape[0] if num_data is None else num_data
+            cap = self.training_cap(n > X.shape[0], codes)
+            start_tol = self.training_start_tol(X.shape[0], n, codes, lr)
+            with self._training_solves(cap, start_tol):
                 K = self.whitened_cross_covariance(X, codes)
+            factor = self._rows_factor()
+        self._natgrad_from(K, X, y, codes, num_data, lr, obs_noise, tol, factor)
+
+    def _natgrad_from(self, K, X, y, codes, num_data, lr, obs_noise, tol, factor) -> None:
+        """:meth:`natgrad_step` on checked data with the rows ``K`` (``factor``: see
+        :meth:`_rows_factor`)."""
         K = K.detach()
         if obs_noise is None and not isinstance(self.likelihood, Gaussian):
             mean, var = self._moments(K, X, codes)
         else:  # alpha and beta of the Gaussian likelihood do not depend on the variance
-            mean = K @ self.q.mean.to(K)
+            m = self.q.mean.to(K)
+            mean = K @ m if factor is None else factor[0] @ factor[1](m)
             var = torch.zeros_like(mean)
         _, alpha, beta = self._expected(y, mean, var, obs_noise)
         beta = beta.expand_as(mean)
         scale = (num_data or X.shape[0]) / X.shape[0]
-        self.q.natgrad_step(K, alpha, beta, scale, lr, tol=tol)
+        self.q.natgrad_step(K, alpha, beta, scale, lr, tol=tol, factor=factor)
 
     def fit(
         self,
@@ -611,6 +695,7 @@ class HIPGP(torch.nn.Module, LatentGP):
         # the training solves' cap; warm starts: the last PCG solution of every observation,
         # and whether it has one
         cap = self.training_cap(bs < n, codes)
+        start_tol = self.training_start_tol(bs, n, codes, natgrad_lr)
         warm = self.pcg_warm_start and self.whitening == "fft" and cap != 0
         sols = X.new_zeros(n, self.num_inducing) if warm else None
         seen = torch.zeros(n, dtype=torch.bool, device=X.device) if warm else None
@@ -623,7 +708,7 @@ class HIPGP(torch.nn.Module, LatentGP):
                 nb = None if obs_noise is None else obs_noise[idx]
                 x0 = None
                 try:
-                    with self._training_solves(cap):
+                    with self._training_solves(cap, start_tol):
                         if warm and bool(seen[idx].any()):
                             x0 = sols[idx]
                             guess = self.initial_guess(Xb, cb)
@@ -640,7 +725,9 @@ class HIPGP(torch.nn.Module, LatentGP):
                     return self
                 if warm:
                     sols[idx], seen[idx] = self._last_pcg_solution, True
-                self.natgrad_step(Xb, yb, cb, num_data=n, lr=natgrad_lr, obs_noise=nb, K=K)
+                factor = self._rows_factor()
+                with torch.no_grad():
+                    self._natgrad_from(K, Xb, yb, cb, n, natgrad_lr, nb, 1e-3, factor)
                 value = None
                 if stepper is not None:
                     loss = -self._elbo_from(K, Xb, yb, cb, n, nb) / n

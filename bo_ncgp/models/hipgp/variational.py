@@ -11,7 +11,7 @@ step of the minibatch's full precision, see :meth:`BlockGaussian.natgrad_step`.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor
@@ -75,6 +75,42 @@ class BlockGaussian(torch.nn.Module):
         perm = list(range(L)) + [L + 2 * i for i in range(D)] + [L + 2 * i + 1 for i in range(D)]
         return x.permute(perm).reshape(*lead, self.num_blocks, self.block_size)
 
+    def blocks_last(self, K: Tensor) -> Tensor:
+        """``(n, N)`` rows in grid C order -> ``(B, Mb, n)``: :meth:`to_blocks` of each row
+        with the rows on the last axis, in one copy (the layout of the block products).
+
+        Example:
+            >>> q = BlockGaussian((4, 6), (2, 3))
+            >>> K = torch.randn(5, 24)
+            >>> torch.equal(q.blocks_last(K), q.to_blocks(K).permute(1, 2, 0))
+            True
+        """
+        n = K.shape[0]
+        shp: list[int] = []
+        for g, b in zip(self.grid_shape, self.block_shape, strict=True):
+            shp += [g // b, b]
+        D = len(self.grid_shape)
+        perm = [1 + 2 * i for i in range(D)] + [2 + 2 * i for i in range(D)] + [0]
+        return K.reshape(n, *shp).permute(perm).reshape(self.num_blocks, self.block_size, n)
+
+    def block_gram(self, K: Tensor, weights: Tensor, rows_per_chunk: int = 64) -> Tensor:
+        """``(B, Mb, Mb)`` blocks ``sum_n w_n k_nb k_nb^T`` of ``K^T diag(w) K`` for rows
+        ``K (n, N)``, accumulated over chunks of ``rows_per_chunk`` rows (each chunk is
+        reordered while it is in cache; one reordering of all of ``K`` is memory-bound).
+
+        Example:
+            >>> q = BlockGaussian((4,), (2,))
+            >>> K, w = torch.randn(3, 4), torch.rand(3)
+            >>> G = q.block_gram(K, w, rows_per_chunk=2)
+            >>> bool(torch.allclose(G[1], K[:, 2:].mT @ (w[:, None] * K[:, 2:])))
+            True
+        """
+        G = K.new_zeros(self.num_blocks, self.block_size, self.block_size)
+        for s in range(0, K.shape[0], rows_per_chunk):
+            Kb = self.blocks_last(K[s : s + rows_per_chunk])  # (B, Mb, chunk)
+            G.baddbmm_(Kb * weights[s : s + rows_per_chunk], Kb.mT)
+        return G
+
     def from_blocks(self, x: Tensor) -> Tensor:
         """Inverse of :meth:`to_blocks`."""
         lead = x.shape[:-2]
@@ -100,8 +136,7 @@ class BlockGaussian(torch.nn.Module):
         return (W**2).sum((-3, -2))
 
     def _half_solve(self, K: Tensor) -> Tensor:
-        Kb = self.to_blocks(K).movedim(-3, -1)  # (B, Mb, n)
-        return solve_lower(self.prec_chol, Kb)
+        return solve_lower(self.prec_chol, self.blocks_last(K))  # (B, Mb, n)
 
     def covariance_form(self, K1: Tensor, K2: Tensor) -> Tensor:
         """``K1 S K2^T`` for ``K1 (n1, N)``, ``K2 (n2, N)``."""
@@ -129,6 +164,7 @@ class BlockGaussian(torch.nn.Module):
         lr: float,
         tol: float = 1e-3,
         max_iters: int = 100,
+        factor: tuple[Tensor, Callable[[Tensor], Tensor], Callable[[Tensor], Tensor]] | None = None,
     ) -> None:
         """One natural-gradient step (Sec. 3.4) from a minibatch.
 
@@ -151,20 +187,43 @@ class BlockGaussian(torch.nn.Module):
         family. Since ``lr Lambda_t <= (1 - lr) Lambda_old + lr Lambda_t``, every CG iterate
         increases the minibatch ELBO of the Gaussian likelihood (deviation from the paper,
         which does not specify the block update of the mean).
+
+        ``factor = (X, R_mv, R_t_mv)`` gives ``K = X R`` with ``X (n, M)`` and ``R`` an
+        ``M x N`` operator (``R_mv: (N,) -> (M,)``, ``R_t_mv: (M,) -> (N,)``), e.g. HIP-GP's
+        rows ``k_n = R^T K_uu^{-1} k*_{u,n}``: the CG products of the mean step then run
+        over ``X`` and ``R`` instead of the ``n x N`` matrix ``K`` (the same step).
+
+        Example:
+            >>> q = BlockGaussian((4,), (2,))
+            >>> R = torch.randn(2, 4); X = torch.randn(3, 2)
+            >>> K, a, b = X @ R, torch.randn(3), torch.ones(3)
+            >>> p = BlockGaussian((4,), (2,))
+            >>> q.natgrad_step(K, a, b, 1.0, 0.5, tol=1e-10)
+            >>> f = (X, R.__matmul__, R.mT.__matmul__)  # K = X R
+            >>> p.natgrad_step(K, a, b, 1.0, 0.5, tol=1e-10, factor=f)
+            >>> bool(torch.allclose(q.mean, p.mean, atol=1e-5))
+            True
         """
         m = self.mean
-        Kb = self.to_blocks(K).permute(1, 2, 0)  # (B, Mb, n)
-        G = scale * (Kb * beta) @ Kb.mT
+        G = scale * self.block_gram(K, beta)
         eye = torch.eye(self.block_size, dtype=K.dtype, device=K.device)
         prec_old = self.prec.clone() if lr < 1 else None
         self.prec.mul_(1 - lr).add_(lr * (eye + G))
         self.prec_chol.copy_(stable_cholesky(self.prec, name="variational precision"))
-        g = scale * (alpha @ K) - m
         sbeta = scale * beta
+
+        if factor is None:
+            k_mv, k_t_mv = K.__matmul__, K.mT.__matmul__
+        else:
+            X, r_mv, r_t_mv = factor
+            k_mv = lambda v: X @ r_mv(v)  # noqa: E731
+            k_t_mv = lambda u: r_t_mv(X.mT @ u)  # noqa: E731
+
+        g = scale * k_t_mv(alpha) - m
 
         def matmul(V: Tensor) -> Tensor:  # (N, 1)
             v = V[:, 0]
-            out = lr * (v + K.mT @ (sbeta * (K @ v)))
+            out = lr * (v + k_t_mv(sbeta * k_mv(v)))
             if prec_old is not None:
                 blk = (prec_old @ self.to_blocks(v).unsqueeze(-1)).squeeze(-1)
                 out = out + (1 - lr) * self.from_blocks(blk)

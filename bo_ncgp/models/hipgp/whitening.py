@@ -13,6 +13,8 @@ baseline differ only here:
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor
 
@@ -126,23 +128,94 @@ class FFTWhitener:
         #: ``K_uu^{-1} k*_{u,n}`` of the last :meth:`whiten` (detached), a warm start for the
         #: next solve with the same observations
         self.last_solution: Tensor | None = None
+        #: ``(n,)`` rows of the last :meth:`whiten` with ``start_tol`` whose start was kept
+        self.last_accepted: Tensor | None = None
 
     @property
     def num_whitened(self) -> int:
         return self.embedding.num_whitened
 
-    def whiten(self, k_un: Tensor, x0: Tensor | None = None) -> Tensor:
+    def whiten(
+        self, k_un: Tensor, x0: Tensor | None = None, start_tol: float | None = None
+    ) -> Tensor:
         """``(n, M)`` rows ``k*_{u,n}^T`` -> ``(n, N)`` rows ``k_n^T`` (Eq. 20); ``x0`` ``(n,
-        M)`` warm-starts the PCG solves (e.g. :attr:`last_solution` of the same rows)."""
-        sol, res = self.embedding.solve(
-            k_un,
-            precondition=self.precondition,
-            tol=self.pcg_tol,
-            max_iters=self.pcg_max_iters,
-            x0=x0,
-        )
+        M)`` warm-starts the PCG solves (e.g. :attr:`last_solution` of the same rows).
+
+        ``start_tol`` (with ``x0``): keep the start of every row whose estimated relative
+        error of ``k_n`` (:meth:`start_errors`) is at most ``start_tol``, and run PCG
+        (capped at ``pcg_max_iters``) only for the others, on the correction ``K_uu d = r``
+        with ``r = k*_{u,n} - K_uu x0`` from zero (the iterates of PCG from ``x0``). Kept
+        rows cost one ``K_uu`` and one preconditioner product; their ``k_n = R^T x0`` is
+        differentiable through ``R`` only (``x0`` is a constant), as with
+        ``pcg_max_iters=0`` in :class:`~bo_ncgp.models.hipgp.HIPGP`.
+
+        Example:
+            >>> from gpytorch.kernels import MaternKernel
+            >>> kern, grid = MaternKernel(nu=2.5).double(), Grid([0.0], [1.0], (64,))
+            >>> kern.lengthscale = 0.1  # 6 grid spacings: the interpolation start is good
+            >>> grid = grid.to(torch.float64)
+            >>> X = torch.rand(4, 1, dtype=torch.float64)
+            >>> k_un = kern(X, grid.points()).to_dense()
+            >>> w = FFTWhitener(kern, grid, jitter=1e-8, pcg_max_iters=3)
+            >>> W = interpolation_guess(X, grid, torch.zeros(4, dtype=torch.long))
+            >>> k_n = w.whiten(k_un, x0=W, start_tol=0.05)
+            >>> bool(w.last_accepted.all()), bool(torch.equal(k_n, w.root_t_mv(W)))
+            (True, True)
+        """
+        emb = self.embedding
+        self.last_accepted = None
+        if start_tol is None or x0 is None:
+            sol, res = emb.solve(
+                k_un,
+                precondition=self.precondition,
+                tol=self.pcg_tol,
+                max_iters=self.pcg_max_iters,
+                x0=x0,
+            )
+            self.last_result, self.last_solution = res, sol.detach()
+            return emb.root_t_mv(sol)
+        x0 = x0.detach()
+        kuu_x0 = emb.kuu_mv(x0)
+        r = k_un - kuu_x0  # differentiable: the right-hand side of the correction
+        ok = self.start_errors(x0, r.detach(), kuu_x0.detach()) <= start_tol
+        self.last_accepted, res, sol = ok, None, x0
+        if not bool(ok.all()):
+            idx = (~ok).nonzero().squeeze(-1)
+            # PCG's tolerance is relative to |k*_{u,n}|, the correction's to |r|
+            ratio = k_un[idx].detach().norm(dim=-1) / r[idx].detach().norm(dim=-1)
+            d, res = emb.solve(
+                r[idx],
+                precondition=self.precondition,
+                tol=self.pcg_tol * float(ratio.min().clamp(max=1e12)),
+                max_iters=self.pcg_max_iters,
+            )
+            sol = x0.index_put((idx,), x0[idx] + d)
         self.last_result, self.last_solution = res, sol.detach()
-        return self.embedding.root_t_mv(sol)
+        return emb.root_t_mv(sol)
+
+    @torch.no_grad()
+    def start_errors(self, x0: Tensor, r: Tensor, kuu_x0: Tensor) -> Tensor:
+        """Estimated relative errors ``|R^T (x0 - x*)| / |R^T x*|`` of starts ``x0 (n, M)`` of
+        the solves ``K_uu x* = k*_{u,n}``, from their residuals ``r = k*_{u,n} - K_uu x0``
+        and ``K_uu x0``: ``sqrt(r^T P r / x0^T K_uu x0)``, the circulant preconditioner
+        ``P`` (Eqs. 21-22) standing in for ``K_uu^{-1}`` in ``|R^T e|^2 = r^T K_uu^{-1} r``
+        (for a PSD embedding the top-left block of ``C^{-1}`` bounds ``K_uu^{-1}`` from
+        above); ``inf`` where ``x0^T K_uu x0 <= 0`` (e.g. a zero start).
+
+        Example:
+            >>> from gpytorch.kernels import RBFKernel
+            >>> kern, grid = RBFKernel(), Grid([0.0], [1.0], (32,))
+            >>> kern.lengthscale = 0.2
+            >>> w = FFTWhitener(kern, grid, jitter=1e-4)
+            >>> x0 = torch.zeros(1, 32)
+            >>> r = kern(torch.tensor([[0.5]]), grid.points()).to_dense()
+            >>> w.start_errors(x0, r, torch.zeros(1, 32))  # no start at all
+            tensor([inf])
+        """
+        err2 = (r * self.embedding.precond_mv(r)).sum(-1).clamp_min(0)
+        energy = (x0 * kuu_x0).sum(-1)
+        safe = torch.where(energy > 0, energy, torch.ones_like(energy))
+        return torch.where(energy > 0, (err2 / safe).sqrt(), torch.full_like(energy, math.inf))
 
     def root_mv(self, e: Tensor) -> Tensor:
         """``u = R eps`` (Eq. 11)."""

@@ -1,6 +1,8 @@
 """HIP-GP's PCG cap of the training steps (``pcg_train_max_iters``): minibatch steps capped
 by default, full-batch steps, predictions and conditioning converged."""
 
+import copy
+import math
 import warnings
 
 import gpytorch
@@ -11,8 +13,9 @@ from bo_ncgp.exceptions import InputDataError
 from bo_ncgp.likelihoods import Gaussian
 from bo_ncgp.linalg.toeplitz import Grid
 from bo_ncgp.models.hipgp import HIPGP
-from bo_ncgp.models.hipgp.interdomain import INTEGRAL
-from bo_ncgp.models.hipgp.model import MINIBATCH_PCG_MAX_ITERS
+from bo_ncgp.models.hipgp.interdomain import INTEGRAL, cross_covariance
+from bo_ncgp.models.hipgp.model import MINIBATCH_PCG_MAX_ITERS, minibatch_start_tol
+from bo_ncgp.models.hipgp.whitening import interpolation_guess
 
 D = torch.float64
 
@@ -105,3 +108,120 @@ def test_bad_training_caps_are_refused(kw, match):
     with warnings.catch_warnings(), pytest.raises(InputDataError, match=match):
         warnings.simplefilter("ignore")
         _model(k, grid, **kw)
+
+
+def _smooth_problem(spacings, n=200, side=24, seed=0):
+    """Matern-5/2 ``spacings`` grid spacings long on a ``side x side`` grid."""
+    grid = Grid(torch.full((2,), -0.02, dtype=D), torch.full((2,), 1.02, dtype=D), (side, side))
+    k = gpytorch.kernels.ScaleKernel(gpytorch.kernels.MaternKernel(nu=2.5)).to(D)
+    k.base_kernel.lengthscale = spacings * float(grid.spacing[0])
+    k.requires_grad_(False)
+    g = torch.Generator().manual_seed(seed)
+    X = torch.rand(n, 2, generator=g, dtype=D)
+    y = torch.sin(4 * X[:, 0]) * torch.cos(3 * X[:, 1]) + 0.1 * torch.randn(n, generator=g, dtype=D)
+    return k, grid, X, y
+
+
+def _step(k, grid, X, y, **kw):
+    m = HIPGP(k, grid, likelihood=Gaussian(noise=0.01), **kw)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # long kernels clamp a little of the embedding
+        m.natgrad_step(X[:50], y[:50], num_data=X.shape[0], lr=0.5)
+    return m
+
+
+def test_auto_keeps_a_good_start_without_iterations():
+    k, grid, X, y = _smooth_problem(spacings=6.0)
+    m = _step(k, grid, X, y)
+    assert m.last_pcg_iterations == 0
+    assert m.last_kept_starts == 50
+    # exactly the step of k_n = R^T W_n (no solve)
+    ref = _step(k, grid, X, y, pcg_train_max_iters=0)
+    assert torch.allclose(m.q.mean, ref.q.mean, rtol=0, atol=1e-10)
+
+
+def test_auto_solves_rows_whose_start_is_poor():
+    k, grid, X, y = _smooth_problem(spacings=1.0)
+    m = _step(k, grid, X, y)
+    assert m.last_pcg_iterations == MINIBATCH_PCG_MAX_ITERS
+    assert m.last_kept_starts < 50
+    # every row ends within the tolerance; the starts alone do not
+    w = _model(k, grid, pcg_max_iters=MINIBATCH_PCG_MAX_ITERS).whitener()
+    codes = torch.zeros(X.shape[0], dtype=torch.long)
+    b = cross_covariance(k, grid.points(), X, codes).mT
+    W = interpolation_guess(X, grid, codes)
+    tol = 0.05
+    with torch.no_grad():
+        rows = w.whiten(b, x0=W, start_tol=tol)
+        ref = w.root_t_mv(w.embedding.solve(b, tol=1e-11)[0])
+
+    def err(K):
+        return (K - ref).norm(dim=-1) / ref.norm(dim=-1)
+
+    assert 0 < int(w.last_accepted.sum()) < X.shape[0]
+    assert float(err(rows).max()) < tol < float(err(w.root_t_mv(W)).max())
+
+
+@pytest.mark.parametrize("spacings", [1.0, 3.0, 6.0])
+def test_the_start_error_estimate_tracks_the_error_of_the_rows(spacings):
+    k, grid, X, _ = _smooth_problem(spacings, n=40)
+    m = _model(k, grid)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        w = m.whitener()
+    codes = torch.zeros(40, dtype=torch.long)
+    b = cross_covariance(k, grid.points(), X, codes).mT
+    W = interpolation_guess(X, grid, codes)
+    KW = w.embedding.kuu_mv(W)
+    est = w.start_errors(W, b - KW, KW)
+    x = w.embedding.solve(b, tol=1e-11)[0]
+    true = (w.root_t_mv(W - x)).norm(dim=-1) / w.root_t_mv(x).norm(dim=-1)
+    ratio = float(est.median() / true.median())
+    assert 0.8 < ratio < 1.5
+
+
+def test_minibatch_start_tol_and_where_it_applies():
+    assert minibatch_start_tol(100, 100) == 0.0
+    assert minibatch_start_tol(1, 10**9) == pytest.approx(1.0)
+    k, grid, _, _ = _problem()
+    m = _model(k, grid)
+    assert m.training_start_tol(50, 200) == pytest.approx((1 / 50 - 1 / 200) ** 0.5)
+    # smaller steps average more minibatches: a tighter tolerance
+    assert m.training_start_tol(50, 200, lr=0.1) == pytest.approx(
+        (0.1 / 1.9) ** 0.5 * (1 / 50 - 1 / 200) ** 0.5
+    )
+    assert m.training_start_tol(200, 200) is None  # full batch: solve
+    assert m.training_start_tol(50, 200, torch.tensor([0, INTEGRAL])) is None
+    assert _model(k, grid, pcg_train_max_iters=3).training_start_tol(50, 200) is None
+    with pytest.raises(InputDataError, match="batch_size"):
+        minibatch_start_tol(0, 10)
+
+
+def test_the_mean_step_over_the_factor_of_the_rows_is_the_dense_step():
+    k, grid, X, _ = _smooth_problem(spacings=3.0, n=60, side=12)
+    m = _model(k, grid)
+    w = m.whitener()
+    codes = torch.zeros(60, dtype=torch.long)
+    Xs = interpolation_guess(X, grid, codes)
+    K = w.root_t_mv(Xs)
+    a, b = torch.randn(60, dtype=D), torch.rand(60, dtype=D) + 0.5
+    q1, q2 = copy.deepcopy(m.q), copy.deepcopy(m.q)
+    q1.natgrad_step(K, a, b, 3.0, 0.3, tol=1e-12)
+    q2.natgrad_step(K, a, b, 3.0, 0.3, tol=1e-12, factor=(Xs, w.root_mv, w.root_t_mv))
+    assert torch.allclose(q1.mean, q2.mean, rtol=1e-8, atol=1e-10)
+
+
+def test_minibatch_fit_with_learned_hyperparameters_through_kept_and_solved_rows():
+    k, grid, X, y = _smooth_problem(spacings=2.0, n=120, side=16)
+    k.requires_grad_(True)
+    m = HIPGP(k, grid, likelihood=Gaussian(noise=0.01))
+    m.likelihood.requires_grad_(False)
+    kept: list[int] = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m.fit(X, y, batch_size=30, num_epochs=2, learn_hyperparameters=True, hyper_lr=0.05,
+              generator=torch.Generator().manual_seed(1),
+              callback=lambda s: kept.append(m.last_kept_starts))  # fmt: skip
+    assert any(0 < c < 30 for c in kept)  # steps with kept and with solved rows
+    assert len(m.history) == 8 and all(math.isfinite(h) for h in m.history)
+    assert float(k.base_kernel.lengthscale) != pytest.approx(2.0 * float(grid.spacing[0]))
