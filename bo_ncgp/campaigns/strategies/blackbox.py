@@ -533,8 +533,8 @@ def constrained_log_ei(objective, feasibility, best_f: float):
 #: the models and the acquisition of :class:`DualConstrainedBO` (its configuration's ``model``)
 FEASIBILITY = (
     "streaming DualSVGP value + streaming Gaussian DualSVGP of the success labels minus 1/2 "
-    "(the value model's kernel, priors and converged fits; a learned constant prior mean, "
-    "the outputscale and noise prior from the labels' variance) x LogConstrainedEI (latent > 0)"
+    "(the value model's kernel, priors and converged fits; a learned constant prior mean) x "
+    "LogConstrainedEI (latent > 0)"
 )
 
 
@@ -558,16 +558,13 @@ class DualConstrainedBO(ConstrainedBO):
     every label shrinks the posterior variance where it lies, so ``P(label > 1/2)`` at a
     failed point falls towards 0 with the learned noise.
 
-    Why the label model is a ``SingleTaskGP``'s model of the labels (``learn_mean`` and
-    ``standardize``, whatever the value model's settings): away from the data the posterior
-    reverts to its prior mean, and a constant fitted with the kernel by the evidence sits
-    near the share of feasible points, as a ``SingleTaskGP``'s ``ConstantMean`` does; the
-    outputscale is the labels' sample variance (a ``Standardize`` outcome transform), so
-    the fit cannot explain a small feasible share by the constant alone with a vanishing
-    outputscale. A prior mean fixed at label 1/2 leaves every region far from the data
-    undecided; where the feasible share is small and the dimension high (the far regions
-    are the cube's faces and corners, where the value model's ``log EI`` is largest) the
-    loop spends its budget there.
+    Why the label model's prior mean is a learned constant (``learn_mean``, whatever the
+    value model's setting): away from the data the posterior reverts to its prior mean, and
+    a constant fitted with the kernel by the evidence sits near the share of feasible
+    points, as a ``SingleTaskGP``'s ``ConstantMean`` does. A prior mean fixed at label 1/2
+    leaves every region far from the data undecided; where the feasible share is small and
+    the dimension high (the far regions are the cube's faces and corners, where the value
+    model's ``log EI`` is largest) the loop spends its budget there.
 
     Args:
         name: the strategy's name.
@@ -591,7 +588,7 @@ class DualConstrainedBO(ConstrainedBO):
 
     def setup(self, problem, seed) -> None:
         super().setup(problem, seed)
-        labels = dataclasses.replace(self.model_config, learn_mean=True, standardize=True)
+        labels = dataclasses.replace(self.model_config, learn_mean=True)
         self.feasibility = StreamingDualObjective(labels)
         self.feasibility.setup(problem.dim)
 
