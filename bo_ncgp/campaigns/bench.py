@@ -80,7 +80,14 @@ SUITES: dict[str, dict[str, Any]] = {
     },
     "constrained": {
         "problems": ("branin-halfplane", "branin-disc", "hartmann6-ring", "levy4-corner"),
-        "strategies": ("random", "botorch-labels", "dual", "dual-iterncgp", "dual-iterncgp-math"),
+        "strategies": (
+            "random",
+            "botorch-labels",
+            "botorch-bernoulli",
+            "dual",
+            "dual-iterncgp",
+            "dual-iterncgp-math",
+        ),
         "baseline": "botorch-labels",
         "evaluations": 50,
         "batch_size": 1,

@@ -45,6 +45,7 @@ Example:
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 import time
 from dataclasses import dataclass
@@ -532,7 +533,8 @@ def constrained_log_ei(objective, feasibility, best_f: float):
 #: the models and the acquisition of :class:`DualConstrainedBO` (its configuration's ``model``)
 FEASIBILITY = (
     "streaming DualSVGP value + streaming Gaussian DualSVGP of the success labels minus 1/2 "
-    "(the value model's kernel, priors and converged fits) x LogConstrainedEI (latent > 0)"
+    "(the value model's kernel, priors and converged fits; a learned constant prior mean) x "
+    "LogConstrainedEI (latent > 0)"
 )
 
 
@@ -554,8 +556,15 @@ class DualConstrainedBO(ConstrainedBO):
     (the constrained optimum of a function whose free optimum lies outside), ``log EI``
     outweighs it and the loop returns to failed corners and walls. With Gaussian noise
     every label shrinks the posterior variance where it lies, so ``P(label > 1/2)`` at a
-    failed point falls towards 0 with the learned noise; the zero prior mean (label 1/2)
-    keeps the model undecided away from the data, so unexplored regions are still tried.
+    failed point falls towards 0 with the learned noise.
+
+    Why the label model's prior mean is a learned constant (``learn_mean``, whatever the
+    value model's setting): away from the data the posterior reverts to its prior mean, and
+    a constant fitted with the kernel by the evidence sits near the share of feasible
+    points, as a ``SingleTaskGP``'s ``ConstantMean`` does. A prior mean fixed at label 1/2
+    leaves every region far from the data undecided; where the feasible share is small and
+    the dimension high (the far regions are the cube's faces and corners, where the value
+    model's ``log EI`` is largest) the loop spends its budget there.
 
     Args:
         name: the strategy's name.
@@ -579,7 +588,8 @@ class DualConstrainedBO(ConstrainedBO):
 
     def setup(self, problem, seed) -> None:
         super().setup(problem, seed)
-        self.feasibility = StreamingDualObjective(self.model_config)
+        labels = dataclasses.replace(self.model_config, learn_mean=True)
+        self.feasibility = StreamingDualObjective(labels)
         self.feasibility.setup(problem.dim)
 
     def _update_classifier(self, U: torch.Tensor, labels: torch.Tensor) -> None:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from bo_ncgp.campaigns.strategies import bernoulli_constrained as bc
 from bo_ncgp.campaigns.strategies import blackbox as bb
 from bo_ncgp.campaigns.strategies import hotspot_models as hm
 from bo_ncgp.campaigns.strategies import hotspots as hs
@@ -198,6 +199,13 @@ def _label_gp(batch: ll.BatchConfig) -> Strategy:
     return bb.LabelGPConstrainedBO("botorch-labels", ll.DualModelConfig(), ll.ExactGPReward(), rule)
 
 
+def _bernoulli_gp(batch: ll.BatchConfig) -> Strategy:
+    rule = bb.BatchRule("joint", batch)
+    return bc.BernoulliGPConstrainedBO(
+        "botorch-bernoulli", ll.DualModelConfig(), ll.ExactGPReward(), rule
+    )
+
+
 def _iterncgp(name: str, classifier: type, text: str) -> StrategySpec:
     """Streaming DualSVGP value model x IterNCGP classifier x constrained log EI."""
 
@@ -272,6 +280,14 @@ STRATEGIES: dict[tuple[str, str], StrategySpec] = {
             "LogConstrainedEI (label > 1/2), Kriging-believer batches",
             (ll.BatchConfig,),
             _label_gp,
+        ),
+        StrategySpec(
+            "constrained",
+            "botorch-bernoulli",
+            "refitted SingleTaskGP of the value and variational Bernoulli GP of the 0/1 labels "
+            "(VariationalELBO) x log EI + log P(feasible)" + _ONE,
+            (ll.BatchConfig,),
+            _bernoulli_gp,
         ),
         _iterncgp(
             "dual-iterncgp",

@@ -1,0 +1,74 @@
+"""The variational Bernoulli GP baseline of the constrained suite, and the label model of
+ours (``dual``) on constrained problems."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from bo_ncgp.campaigns import bench as B
+from bo_ncgp.campaigns.strategies.bernoulli_constrained import (
+    BernoulliConstrainedLogEI,
+    fit_bernoulli_gp,
+)
+from bo_ncgp.campaigns.strategies.registry import build_strategy
+from bo_ncgp.exceptions import UnsupportedError
+from bo_ncgp.problems.registry import make_problem
+
+D = torch.float64
+
+
+def test_log_p_feasible_is_the_bernoulli_likelihoods_marginal():
+    from botorch.acquisition import LogExpectedImprovement
+    from botorch.models import SingleTaskGP
+
+    g = torch.Generator().manual_seed(0)
+    U = torch.rand(20, 2, generator=g, dtype=D)
+    gp = fit_bernoulli_gp(U, (U.sum(-1) > 1.0).to(D))
+    value = SingleTaskGP(U, torch.sin(3 * U[:, :1]))
+    x = torch.rand(6, 1, 2, generator=g, dtype=D)
+    acq = BernoulliConstrainedLogEI(value, gp, best_f=0.3)(x)
+    with torch.no_grad():
+        probs = gp.likelihood(gp.model(x.squeeze(1))).probs  # GPyTorch's marginal P(y = 1)
+        log_ei = LogExpectedImprovement(value, best_f=0.3)(x)
+    torch.testing.assert_close(acq.detach(), log_ei + probs.log(), rtol=1e-6, atol=1e-8)
+    assert bool(probs[x[:, 0].sum(-1) > 1.3].gt(0.5).all())  # deep inside: feasible
+
+
+def test_the_bernoulli_baseline_takes_steps_in_the_constrained_suite(tmp_path):
+    assert "botorch-bernoulli" in B.SUITES["constrained"]["strategies"]
+    r = B.bench_job(
+        "branin-disc", "botorch-bernoulli", 0, tmp_path, evaluations=8, batch_size=1, initial=6
+    )
+    state = json.loads(
+        (tmp_path / "branin-disc" / "botorch-bernoulli" / "seed_0" / "state.json").read_text()
+    )
+    assert "error" not in r and [len(b) for b in state["batches"]] == [6, 1, 1]
+
+
+def test_the_bernoulli_baseline_refuses_batches():
+    s = build_strategy("constrained", "botorch-bernoulli")
+    s.setup(make_problem("branin-disc"), 0)
+    s.Y = torch.zeros(3, dtype=D)  # enough feasible values for a model
+    with pytest.raises(UnsupportedError, match="one point per batch"):
+        s.ask(None, 2, np.random.default_rng(0))
+
+
+def test_ours_label_model_learns_a_constant_prior_mean_below_one_half():
+    s = build_strategy("constrained", "dual", hyper_steps=20)
+    s.setup(make_problem("branin-disc"), 0)
+    g = torch.Generator().manual_seed(1)
+    U = torch.rand(12, 2, generator=g, dtype=D)
+    labels = torch.zeros(12, dtype=D)
+    labels[:2] = 1.0  # a small feasible share
+    s._update_classifier(U, labels)
+    s._update_classifier(torch.rand(2, 2, generator=g, dtype=D), torch.zeros(2, dtype=D))
+    model = s.feasibility.model
+    assert model.learn_mean_constant and model.mean_constant < -0.1
+    # far from the data the label model predicts the learned constant, not label 1/2
+    with torch.no_grad():
+        mean, _ = model.predict_f(torch.full((1, 2), 3.0, dtype=D))
+    assert float(mean) == pytest.approx(model.mean_constant, abs=1e-3)
