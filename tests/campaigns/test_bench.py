@@ -195,7 +195,14 @@ def test_ours_takes_a_step_and_logs_its_fit_time(tmp_path):
     ("problem", "strategy"),
     [
         ("branin", s)
-        for s in ("botorch", "dual", "dual-fantasy", "dual-fantasy-mean", "botorch-believer")
+        for s in (
+            "botorch",
+            "dual",
+            "dual-fantasy",
+            "dual-matched-fantasy",
+            "dual-fantasy-mean",
+            "botorch-believer",
+        )
     ]
     + [("branin-disc", s) for s in ("dual", "botorch-labels")]
     + [("branin-poisson", s) for s in ("dual", "dual-poisson")],

@@ -115,6 +115,9 @@ def test_options_at_their_default_are_left_out_of_saved_configs_and_others_kept(
     matched = build_strategy("continuous", "dual", learn_mean=True).config()
     assert matched["learn_mean"] is True and "standardize" not in matched
     assert build_strategy("continuous", "dual-matched").config()["standardize"] is True
+    matched_fantasy = build_strategy("continuous", "dual-matched-fantasy")
+    assert matched_fantasy.config()["standardize"] is True
+    assert matched_fantasy.rule.rule == "fantasy"
     hot = build_strategy("hotspots", "entropy", num_candidates=64).config()
     assert hot["num_candidates"] == 64 and "learn_mean_constant" not in hot
 

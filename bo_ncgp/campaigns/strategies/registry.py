@@ -179,6 +179,15 @@ def _blackbox(family: str) -> tuple[StrategySpec, ...]:
         ),
         _objective(
             family,
+            "dual-matched-fantasy",
+            True,
+            "fantasy",
+            "streaming DualSVGP, SingleTaskGP's model (learned mean, standardised) x fantasy "
+            "batches, sampled fantasies (Alg. 2, ours)",
+            bb.MatchedObjectiveConfig,
+        ),
+        _objective(
+            family,
             "dual-fantasy-mean",
             True,
             "fantasy-mean",

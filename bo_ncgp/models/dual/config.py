@@ -48,8 +48,9 @@ class DualSVGPConfig:
             of updates.
         hyper_objective: ``"dual"`` (Eq. 26 with the Sec. 3.4 scaling) or ``"elbo"`` (Eq. 21).
         hyper_optimizer: ``"lbfgs"`` (L-BFGS with a strong-Wolfe line search on the objective,
-            the sites fixed, until its gradient or change falls below torch's tolerances or
-            ``num_hyper_steps`` iterations, as ``fit_gpytorch_mll`` fits an exact GP),
+            the sites fixed -- a Gaussian likelihood's tied to the noise -- until its gradient
+            or change falls below torch's tolerances or ``num_hyper_steps`` iterations, as
+            ``fit_gpytorch_mll`` fits an exact GP),
             ``"adam"`` (``num_hyper_steps`` Adam steps from a fresh optimiser state, learning
             rate ``lr``, whether or not the objective has converged, each step projected back
             into the parameters' constraints), or ``"auto"`` (the default): ``"lbfgs"``, unless

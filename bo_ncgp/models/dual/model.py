@@ -21,7 +21,10 @@ One call of :meth:`DualSVGP.update` is one step of Algorithm 1
 3. ``num_inner_steps`` damped natural-gradient steps (Eqs. 23-24 written on the sites, Eq. 54)
    update the sites of the new batch and of the memory from the current posterior;
 4. the hyperparameters maximise Eq. 26 (or the plain ELBO of Eq. 21,
-   ``hyper_objective="elbo"``) with the sites fixed: by L-BFGS to convergence
+   ``hyper_objective="elbo"``) with the sites fixed (with a Gaussian likelihood, Eq. 26 with
+   the sites tied to the noise, which they are a function of,
+   :func:`~bo_ncgp.models.dual.streaming.conjugate_sites`: the sparse GP's log marginal
+   likelihood, the exact GP's when ``Z`` holds the data): by L-BFGS to convergence
    (``hyper_optimizer="lbfgs"``, at most ``num_hyper_steps`` iterations) or by
    ``num_hyper_steps`` projected Adam steps (``"adam"``); the default ``"auto"`` takes Adam
    when a parameter's constraint has no transform (BoTorch's kernels), L-BFGS otherwise. The

@@ -34,7 +34,7 @@ import torch
 from torch import Tensor
 
 from bo_ncgp.exceptions import ModelCollapseWarning, NumericalWarning
-from bo_ncgp.likelihoods import Bernoulli, Softmax
+from bo_ncgp.likelihoods import Bernoulli, Gaussian, Softmax
 from bo_ncgp.linalg import stable_cholesky
 from bo_ncgp.models.base import Callback
 from bo_ncgp.models.dual.inducing import select_inducing_points
@@ -44,7 +44,7 @@ from bo_ncgp.models.dual.memory import (
     sample_by_score,
 )
 from bo_ncgp.models.dual.posterior import dual_factors, dual_predict
-from bo_ncgp.models.dual.sites import damp, site_contributions
+from bo_ncgp.models.dual.sites import damp, site_contributions, site_targets
 from bo_ncgp.models.training import AdamStepper, FitClock, minimize_lbfgs
 
 if TYPE_CHECKING:
@@ -53,6 +53,7 @@ if TYPE_CHECKING:
 __all__ = [
     "add_to_memory",
     "check_collapse",
+    "conjugate_sites",
     "converge_sites",
     "fold",
     "hyper_optimizer",
@@ -69,7 +70,8 @@ def update(model: DualSVGP, X: Tensor, y: Tensor, callback: Callback | None = No
     ``callback`` gets a :class:`~bo_ncgp.models.base.FitStep` after every hyperparameter step
     (``info``: ``round``, ``hyper_step``), or after every round when no hyperparameter steps
     run (``loss=None``); returning ``True`` skips the remaining steps and rounds, and the
-    batch is still added to the memory or folded into the posterior.
+    batch is still added to the memory or folded into the posterior. With a Gaussian
+    likelihood the sites kept are those at the fitted noise (:func:`conjugate_sites`).
     """
     with torch.no_grad():
         if model.inducing_update == "pivoted_cholesky":
@@ -104,6 +106,9 @@ def update(model: DualSVGP, X: Tensor, y: Tensor, callback: Callback | None = No
         if stop:
             break
     with torch.no_grad():
+        tied = conjugate_sites(model, ya)
+        if tied is not None:  # the sites at the fitted noise
+            eta, beta = tied
         model.memory.set_sites(eta[:, :n_M].mT, beta[:, :n_M].mT)
         add_to_memory(model, X, y, eta[:, n_M:], beta[:, n_M:])
         model._num_data = model._num_data + n
@@ -183,6 +188,34 @@ def inner_steps(
     return eta, beta
 
 
+def conjugate_sites(model: DualSVGP, y: Tensor) -> tuple[Tensor, Tensor] | None:
+    """The sites ``(eta, beta)`` ``(L, n)`` of the targets ``y`` when they do not depend on
+    the posterior, else ``None``: with a Gaussian likelihood every site is the likelihood
+    itself, ``eta_i = y_i / sigma^2``, ``beta_i = 1 / sigma^2`` (Eqs. 7-9, 12 for any
+    marginals), a function of the noise alone, differentiable in it.
+
+    The hyperparameter steps use them in place of fixed sites, so that Eq. 26 on the points
+    held as sites is, at every noise, the log marginal likelihood of the sparse GP (the
+    exact GP's when ``Z`` holds the data) and its optimum the evidence optimum, instead of
+    the optimum of an EM-like alternation of site and hyperparameter steps.
+
+    Example:
+        >>> from gpytorch.kernels import RBFKernel
+        >>> from bo_ncgp.likelihoods import Bernoulli, Gaussian
+        >>> from bo_ncgp.models.dual import DualSVGP
+        >>> X, y = torch.rand(3, 1), torch.tensor([1.0, 0.0, 2.0])
+        >>> eta, beta = conjugate_sites(DualSVGP(RBFKernel(), Gaussian(0.5), X), y)
+        >>> eta.detach().round(decimals=6), beta.detach().round(decimals=6)  # y / s2, 1 / s2
+        (tensor([[2., 0., 4.]]), tensor([[2., 2., 2.]]))
+        >>> conjugate_sites(DualSVGP(RBFKernel(), Bernoulli(), X), y) is None
+        True
+    """
+    if not isinstance(model.likelihood, Gaussian):
+        return None
+    zeros = y.new_zeros(model._C, y.shape[-1])
+    return site_targets(model.likelihood, y, zeros, zeros)
+
+
 def converge_sites(model: DualSVGP, tolerance: float = 1e-6, max_steps: int = 500) -> int:
     """Damped site steps (Eqs. 23-24, 54) on the memory points at the current ``Z`` and
     hyperparameters until the largest change of a site, relative to ``1 + |site|``, is below
@@ -234,7 +267,8 @@ def hyper_steps(
 ) -> bool:
     """L-BFGS (:func:`_lbfgs_steps`) or Adam on Eq. 26 (or Eq. 21) plus log priors, sites and
     ``Z`` fixed (Sec. 3.4), on the active points ``active = (X, y, eta, beta, weights, rest)``
-    (the first arguments of the model's objective); with ``rest_factor="inducing"`` the
+    (the first arguments of the model's objective); on Eq. 26 the sites of a Gaussian
+    likelihood are tied to its noise (:func:`conjugate_sites`); with ``rest_factor="inducing"`` the
     summarised old data are held fixed on ``f(Z)`` and re-expressed at the new
     hyperparameters afterwards (:meth:`DualSVGP._rest_pair`).
 
@@ -276,8 +310,12 @@ def _hyper_steps(
         model._touch()
         q_fixed = model._fixed_q(active[0], active[2], active[3])  # after this round's sites
 
+    Xa, ya, _, _, weights, rest = active
+
     def loss_fn() -> Tensor:
-        obj = model._objective(*active, which, q_fixed)
+        sites = conjugate_sites(model, ya) if q_fixed is None else None
+        args = active if sites is None else (Xa, ya, *sites, weights, rest)
+        obj = model._objective(*args, which, q_fixed)
         return -(obj + model._log_prior())
 
     scales = _outputscales(model.kernel)

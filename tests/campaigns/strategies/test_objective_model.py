@@ -198,8 +198,9 @@ def test_a_fit_that_starts_nowhere_is_refused():
 
 def test_the_fit_is_the_refitted_singletaskgps_with_standardized_values():
     """Outputscale at the sample variance of every value so far, noise prior scaled by it, a
-    learned constant mean, every fit from the prior's mode: the model of a ``SingleTaskGP``
-    refitted with its ``Standardize`` outcome transform, and the same fit on the same data."""
+    learned constant mean, every fit from the prior's mode, every point inducing: the model
+    of a ``SingleTaskGP`` refitted with its ``Standardize`` outcome transform, and the same
+    fit on the same data (hyperparameters, evidence and posterior)."""
     from botorch.fit import fit_gpytorch_mll
     from botorch.models import SingleTaskGP
     from gpytorch.mlls import ExactMarginalLogLikelihood
@@ -211,18 +212,35 @@ def test_the_fit_is_the_refitted_singletaskgps_with_standardized_values():
     y = torch.sin(5 * U[:, 0]) * torch.cos(3 * U[:, 1]) + 2.0 * U[:, 1]
     y = (y - y[:10].mean()) / y[:10].std()  # the initial design's scale, as the strategies do
     ok = torch.ones(14, dtype=torch.bool)
-    s = StreamingDualObjective(MatchedObjectiveConfig(rounds=10))
+    s = StreamingDualObjective(MatchedObjectiveConfig())
     s.setup(2)
     s.observe(U[:10], y[:10], ok[:10])
     for i in range(10, 14):
         s.observe(U[i : i + 1], y[i : i + 1], ok[i : i + 1])
     m = s.model
     gp = SingleTaskGP(U, y.unsqueeze(-1))
-    fit_gpytorch_mll(ExactMarginalLogLikelihood(gp.likelihood, gp))
+    mll = ExactMarginalLogLikelihood(gp.likelihood, gp)
+    fit_gpytorch_mll(mll)
     sd, mu = float(y.std()), float(y.mean())
     assert float(m.kernel.outputscale) == pytest.approx(sd**2, rel=1e-6)
     ls = m.kernel.base_kernel.lengthscale.detach()
-    assert torch.allclose(ls, gp.covar_module.lengthscale.detach(), rtol=0.05)
-    assert m.mean_constant == pytest.approx(mu + sd * float(gp.mean_module.constant), abs=0.05)
+    assert torch.allclose(ls, gp.covar_module.lengthscale.detach(), rtol=1e-3)
+    assert m.mean_constant == pytest.approx(mu + sd * float(gp.mean_module.constant), abs=1e-3)
     noise = float(gp.likelihood.noise) * sd**2
-    assert float(m.likelihood.noise) == pytest.approx(noise, rel=0.3)
+    assert float(m.likelihood.noise) == pytest.approx(noise, rel=1e-3)
+    # the same evidence (plus log priors, at the SingleTaskGP's scale) and posterior
+    gp.train()
+    with torch.no_grad():
+        best = float(mll(gp(*gp.train_inputs), gp.train_targets))
+    gp.likelihood.noise = float(m.likelihood.noise) / sd**2
+    gp.covar_module.lengthscale = ls
+    gp.mean_module.constant = (m.mean_constant - mu) / sd
+    with torch.no_grad():
+        ours = float(mll(gp(*gp.train_inputs), gp.train_targets))
+        assert ours == pytest.approx(best, abs=1e-6)
+        gp.eval()
+        Ut = torch.rand(5, 2, dtype=torch.float64)
+        post = gp.posterior(Ut)
+        mean, var = m.predict_f(Ut)
+    assert torch.allclose(mean, post.mean.squeeze(-1), atol=1e-5)
+    assert torch.allclose(var, post.variance.squeeze(-1), atol=1e-5)

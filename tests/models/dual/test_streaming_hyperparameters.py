@@ -64,6 +64,37 @@ def test_lbfgs_update_reaches_an_exact_ml2_optimum_adam_does_not():
     assert exact_gradient(adam, X, y, 0.04) > 1.0
 
 
+@pytest.mark.parametrize("learn_mean", [False, True])
+def test_learned_noise_and_mean_reach_exact_ml2_in_one_round(learn_mean):
+    # Gaussian sites are the likelihood itself at the current noise: tied to it in the
+    # hyperparameter steps, one L-BFGS round with the noise (and the constant mean) learned
+    # ends at an exact ML-II optimum, where fixed sites end at an EM step; the sites kept
+    # are those at the fitted noise, so the posterior is the exact GP's
+    g = torch.Generator().manual_seed(0)
+    X = torch.linspace(0, 3, 12, dtype=torch.float64).unsqueeze(-1)
+    y = torch.sin(3 * X[:, 0]) + 0.1 * torch.randn(12, generator=g, dtype=torch.float64) + 1.5
+    model = DualSVGP(rbf().double(), Gaussian(0.3).double(), X, memory_size=None,
+                     inducing_update="fixed", hyper_optimizer="lbfgs", num_hyper_steps=200,
+                     learn_mean_constant=learn_mean)  # fmt: skip
+    model.update(X, y)
+    kernel, lik = copy.deepcopy(model.kernel), copy.deepcopy(model.likelihood)
+    c = torch.tensor(model.mean_constant, dtype=X.dtype, requires_grad=learn_mean)
+    K = kernel(X).to_dense() + lik.noise * torch.eye(X.shape[0])
+    exact = torch.distributions.MultivariateNormal(c.expand(X.shape[0]), K)
+    lml = exact.log_prob(y)
+    params = [*kernel.parameters(), lik.raw_noise] + ([c] if learn_mean else [])
+    grads = torch.autograd.grad(lml, params)
+    assert max(float(g.abs().max()) for g in grads) < 0.05  # fixed sites: 2.4-2.8
+    assert float(lik.noise) == pytest.approx(0.01, rel=0.5)  # the noise's 0.1 ** 2
+    assert float(model.log_marginal(include_prior=False)) == pytest.approx(float(lml), abs=1e-4)
+    with torch.no_grad():
+        Xt = torch.linspace(0, 3, 7, dtype=X.dtype).unsqueeze(-1)
+        Kt = kernel(Xt, X).to_dense()
+        mean = c + Kt @ torch.linalg.solve(K, y - c)
+        pred, _ = model.predict_f(Xt)
+    assert torch.allclose(pred, mean, atol=1e-4)
+
+
 def test_lbfgs_hyperparameters_stay_at_the_optimum_as_data_arrive():
     X, y = reg_data(30)  # (more points on [0, 5] make K_zz numerically singular)
     model = _gaussian_model(X[:10], hyper_optimizer="lbfgs", num_hyper_steps=100)
