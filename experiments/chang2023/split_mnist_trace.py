@@ -10,9 +10,9 @@ attributes (e.g. ``memory_selection``, ``hyper_objective``, ``memory_size``).
 
 Usage::
 
-    python -m experiments.chang2023.split_mnist_trace --cfg '{"m": 300}' --out trace.json
-    python -m experiments.chang2023.split_mnist_trace --cfg '{"m": 300, "hyper_steps": 0}'
-    python -m experiments.chang2023.split_mnist_trace --offline 5 --per-task 300 --cfg '{"m": 300}'
+    bo-ncgp split-mnist-trace --cfg '{"m": 300}' --out trace.json
+    bo-ncgp split-mnist-trace --cfg '{"m": 300, "hyper_steps": 0}'
+    bo-ncgp split-mnist-trace --offline 5 --per-task 300 --cfg '{"m": 300}'
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import time
 
 import torch
 
+from bo_ncgp.cli.common import HelpFormatter
 from bo_ncgp.likelihoods import Softmax
 from experiments import harness
 from experiments.chang2023 import split_mnist as sm
@@ -91,11 +92,17 @@ def offline(cfg: dict, settings: dict, tasks: int, per_task: int, steps: int) ->
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(
+        prog="bo-ncgp split-mnist-trace",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=HelpFormatter,
+    )
     p.add_argument("--cfg", default="{}", help="JSON overrides of split_mnist.DEFAULT")
     p.add_argument("--settings", default="{}", help="JSON DualSVGP attributes")
-    p.add_argument("--method", default="ours", choices=("ours", "ours_random"))
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--method", default="ours", choices=("ours", "ours_random"), help="memory selection"
+    )
+    p.add_argument("--seed", type=int, default=0, help="seed of the stream and the model")
     p.add_argument("--freeze-after", type=int, default=None,
                    help="no hyperparameter steps from this update on")  # fmt: skip
     p.add_argument("--offline", type=int, default=None, help="batch fit on the first K tasks")
