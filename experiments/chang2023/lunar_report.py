@@ -73,8 +73,12 @@ def summarise_strategy(states: list[dict]) -> dict:
 
 
 def _final_best(state: dict) -> float | None:
-    values = [e["value"] for e in state["evaluations"] if e.get("value") is not None]
-    return max(values) if values and state.get("finished") else None
+    from bo_ncgp.campaigns.plotting import best_so_far
+
+    if not state.get("finished") or not state["evaluations"]:
+        return None
+    best = float(best_so_far(state)[-1])
+    return best if np.isfinite(best) else None
 
 
 def paired(groups: dict[str, list[dict]]) -> list[dict]:
