@@ -241,16 +241,23 @@ class LatentGPModel(Model, FantasizeMixin):
         """``Module._apply``; an adapter built from data keeps its floating tensors in the
         dtype it announced at construction (BoTorch's analytic acquisitions call
         ``self.to(X)`` with the candidates, which would move a model fitted in float64 to
-        float32 candidates' dtype); devices move as usual."""
+        float32 candidates' dtype); devices move as usual. A call that would change no
+        tensor (``self.to(X)`` with ``X`` where the model already is, on every acquisition
+        evaluation) returns at once (:func:`changes_nothing`), so the wrapped model keeps its
+        cached factorisations and no module tree is walked twice."""
         dtype = getattr(self, "_data_dtype", None)
-        if dtype is None:
-            return super()._apply(fn, *args, **kwargs)
+        if dtype is not None:
+            convert = fn
 
-        def keep_dtype(t: Tensor) -> Tensor:
-            out = fn(t)
-            return out.to(t.dtype) if t.is_floating_point() and out.dtype != t.dtype else out
+            def fn(t: Tensor) -> Tensor:  # keep the dtype; a dtype-only change is none
+                out = convert(t)
+                if not t.is_floating_point() or out.dtype == t.dtype:
+                    return out
+                return t if out.device == t.device else out.to(t.dtype)
 
-        return super()._apply(keep_dtype, *args, **kwargs)
+        if changes_nothing(self, fn):
+            return self
+        return super()._apply(fn, *args, **kwargs)
 
     def _warn_if_empty(self) -> None:
         """One warning per adapter when the wrapped model has seen no data: its posterior is
@@ -793,3 +800,44 @@ def _standard_normal(like: Tensor, generator: torch.Generator | None) -> Tensor:
     dev = like.device if generator is None else generator.device
     eps = torch.randn(like.shape, generator=generator, dtype=like.dtype, device=dev)
     return eps.to(like.device)
+
+
+def _tensors_of(module: Module) -> Any:
+    """Every tensor a ``Module._apply`` of ``module`` (or its own ``_apply`` override) may
+    convert: parameters, buffers, tensors held as plain attributes of its submodules (a
+    conditioned model's data) and those of the grids among them (HIP-GP's bounds)."""
+    from bo_ncgp.linalg.toeplitz import Grid
+
+    for m in module.modules():
+        yield from (t for t in m._parameters.values() if t is not None)
+        yield from (t for t in m._buffers.values() if t is not None)
+        for v in vars(m).values():
+            if isinstance(v, Tensor):
+                yield v
+            elif isinstance(v, Grid):
+                yield from (w for w in vars(v).values() if isinstance(w, Tensor))
+
+
+def changes_nothing(module: Module, fn: Any) -> bool:
+    """Whether the tensor map ``fn`` of a ``Module._apply`` returns every tensor of
+    ``module`` unchanged: ``fn`` is tried on one small probe per (device, dtype, number of
+    dimensions) the module's tensors have, which decide what ``.to``, ``.double``, ``.cpu``
+    and the like do, and must return the probe itself without sharing its memory.
+
+    Example:
+        >>> lin = torch.nn.Linear(2, 1)
+        >>> changes_nothing(lin, lambda t: t.to(torch.float32))
+        True
+        >>> changes_nothing(lin, lambda t: t.to(torch.float64))
+        False
+        >>> changes_nothing(lin, lambda t: t.share_memory_())  # a side effect is a change
+        False
+    """
+    kinds = {(t.device, t.dtype, t.dim()) for t in _tensors_of(module)}
+    with torch.no_grad():
+        for device, dtype, dim in kinds:
+            probe = torch.zeros((2,) * dim, device=device, dtype=dtype)
+            shared = probe.is_shared()
+            if fn(probe) is not probe or probe.is_shared() != shared:
+                return False
+    return True

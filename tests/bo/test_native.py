@@ -161,3 +161,25 @@ def test_ax_passes_known_noise_which_is_refused_by_name():
     X, Y = data()
     with pytest.raises(UnsupportedError, match="train_Yvar"):
         DualSVGPModel(X, Y, train_Yvar=torch.full_like(Y, 0.1))
+
+
+def test_acquisition_to_candidates_changes_no_tensor_of_the_model():
+    """BoTorch's analytic acquisitions call ``self.to(X)`` on every evaluation: with the
+    model already there nothing is moved or copied (the cached factorisation survives), and
+    float32 candidates leave a float64 model's tensors bit for bit as they were."""
+    X, Y = data()
+    model = DualSVGPModel(X, Y, num_hyper_steps=0)
+    acqf = LogExpectedImprovement(model, best_f=Y.max())
+    acqf(X[:3].unsqueeze(1))
+    tensors = {n: t for n, t in model.named_parameters()} | dict(model.named_buffers())
+    copies = {n: t.clone() for n, t in tensors.items()}
+    cache = model.model._base_cache
+    assert cache is not None
+    for cand in (X[:3], X[:3].float()):
+        acqf(cand.unsqueeze(1))
+        now = {n: t for n, t in model.named_parameters()} | dict(model.named_buffers())
+        assert all(now[n] is tensors[n] for n in tensors)
+        assert all(torch.equal(now[n], copies[n]) for n in tensors)
+        assert model.model._base_cache is cache
+    model.float()  # the adapter keeps the dtype it announced, without a float32 round trip
+    assert torch.equal(model.model.Z, copies["model._Z"]) and model.model.Z.dtype == X.dtype
