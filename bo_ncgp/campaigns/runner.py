@@ -178,7 +178,7 @@ class Campaign:
         }
 
     def _save(self) -> None:
-        write_json(self.state_path, self.state, checksum=True)
+        write_json(self.state_path, self.state, checksum=True, items_per_line=True)
 
     def _save_csv(self) -> None:
         write_csv(self.out_dir / CSV, CSV_HEADER, csv_rows(self.state, self.pool))

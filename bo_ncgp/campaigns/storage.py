@@ -211,14 +211,38 @@ def loads(text: str) -> Any:
 
 
 def _digest(obj: dict) -> str:
-    body = {k: v for k, v in obj.items() if k != CHECKSUM}
-    text = dumps(body, sort_keys=True, separators=(",", ":"))
+    return _digest_encoded(_encode({k: v for k, v in obj.items() if k != CHECKSUM}))
+
+
+def _digest_encoded(body: dict) -> str:
+    """The checksum of ``body``, already passed through :func:`_encode` (no checksum key)."""
+    text = json.dumps(body, allow_nan=False, sort_keys=True, separators=(",", ":"))
     return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
 
 
-def write_json(path: Path, obj: Any, *, checksum: bool = False) -> None:
+def _items_per_line(obj: dict) -> str:
+    """JSON text of the encoded dict ``obj`` with one key per line and one item per line in
+    its non-empty list values (a campaign's evaluations, batches, iterations), written by
+    the C encoder; every line is compact JSON."""
+    lines = []
+    for key, value in obj.items():
+        name = json.dumps(key)
+        if isinstance(value, list) and value:
+            items = ",\n  ".join(json.dumps(v, allow_nan=False) for v in value)
+            lines.append(f" {name}: [\n  {items}\n ]")
+        else:
+            lines.append(f" {name}: {json.dumps(value, allow_nan=False)}")
+    return "{\n" + ",\n".join(lines) + "\n}\n"
+
+
+def write_json(
+    path: Path, obj: Any, *, checksum: bool = False, items_per_line: bool = False
+) -> None:
     """Write ``obj`` as indented strict JSON atomically (:func:`dumps`); with ``checksum``
-    (``obj`` a dict) the SHA-256 of the content is stored under :data:`CHECKSUM`.
+    (``obj`` a dict) the SHA-256 of the content is stored under :data:`CHECKSUM`; with
+    ``items_per_line`` (``obj`` a dict) each key, and each item of a list value, takes one
+    line (a campaign's ``state.json``: readable, and written several times faster than
+    indented JSON, which matters when it is saved after every evaluation).
 
     Example:
         >>> import tempfile
@@ -226,10 +250,30 @@ def write_json(path: Path, obj: Any, *, checksum: bool = False) -> None:
         >>> write_json(p, {"best": float("nan"), "n": 3}, checksum=True)
         >>> "NaN," in p.read_text(), read_json(p)["n"]
         (False, 3)
+        >>> write_json(p, {"n": 2, "evaluations": [{"x": [0.5, 1.0]}, {"x": [0.25, 2.0]}]},
+        ...            checksum=True, items_per_line=True)
+        >>> print(p.read_text())  # doctest: +ELLIPSIS
+        {
+         "n": 2,
+         "evaluations": [
+          {"x": [0.5, 1.0]},
+          {"x": [0.25, 2.0]}
+         ],
+         "_checksum": "sha256:..."
+        }
+        <BLANKLINE>
+        >>> read_json(p)["evaluations"][1]["x"]
+        [0.25, 2.0]
     """
+    enc = _encode(obj)
     if checksum:
-        obj = {**{k: v for k, v in obj.items() if k != CHECKSUM}, CHECKSUM: _digest(obj)}
-    atomic_write_text(path, dumps(obj, indent=1))
+        body = {k: v for k, v in enc.items() if k != CHECKSUM}
+        enc = {**body, CHECKSUM: _digest_encoded(body)}
+    if items_per_line and isinstance(enc, dict):
+        text = _items_per_line(enc)
+    else:
+        text = json.dumps(enc, allow_nan=False, indent=1)
+    atomic_write_text(path, text)
 
 
 def read_json(path: Path, *, require_checksum: bool = False) -> Any:
