@@ -148,13 +148,19 @@ def report_markdown(rep: dict[str, Any]) -> str:
                 cell += f" [{_pm(p)}]"
             cells.append(cell)
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    base = rep["strategies"].get(rep["baseline"], {}).get("seconds_by_evaluations", {})
     lines += ["", "Seconds per iteration (fit / acquisition / evaluation; steps):", ""]
-    lines += ["| strategy | from n | fit | acquisition | evaluation | iteration | steps |"]
-    lines += ["|---|---|---|---|---|---|---|"]
+    lines += [
+        "| strategy | from n | fit | acquisition | evaluation | iteration | steps | "
+        f"{rep['baseline']}'s iteration / this one |"
+    ]
+    lines += ["|---|---|---|---|---|---|---|---|"]
     for name, s in rep["strategies"].items():
         for lo, t in s["seconds_by_evaluations"].items():
             cells = [f"{t[k]['mean']:.2f}" for k in SPLIT]
-            lines.append(f"| {name} | {lo} | " + " | ".join(cells) + f" | {t['steps']} |")
+            b = base.get(lo)
+            ratio = f"{b['iteration']['mean'] / t['iteration']['mean']:.1f}" if b else "-"
+            lines.append(f"| {name} | {lo} | " + " | ".join(cells) + f" | {t['steps']} | {ratio} |")
     return "\n".join(lines)
 
 
@@ -165,9 +171,12 @@ def step(
     q: int = 25,
     repeats: int = 1,
     problem: str = PROBLEM,
+    baseline: str = "botorch",
 ) -> dict[str, Any]:
     """Seconds of one iteration (``fit``, ``acquisition``) of every strategy at ``n``
-    evaluations on the design of the finished run ``run`` (module docstring)."""
+    evaluations on the design of the finished run ``run`` (module docstring), and with
+    ``baseline`` among them each strategy's ``speedup``: the baseline's iteration over the
+    strategy's, paired by repeat."""
     import torch
 
     from bo_ncgp.campaigns.strategies.base import History
@@ -199,7 +208,7 @@ def step(
             rows[name].append(
                 {"fit": update + inner, "acquisition": ask - inner, "iteration": update + ask}
             )
-    return {
+    out = {
         "n": n,
         "q": q,
         "run": str(run),
@@ -208,6 +217,12 @@ def step(
             s: {k: mean_se_dict([x[k] for x in v]) for k in v[0]} for s, v in rows.items()
         },
     }
+    if baseline in rows:  # the baseline's iteration over each strategy's, repeat by repeat
+        for s, v in rows.items():
+            pairs = zip(rows[baseline], v, strict=True)
+            ratios = [b["iteration"] / x["iteration"] for b, x in pairs]
+            out["strategies"][s]["speedup"] = mean_se_dict(ratios)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -238,12 +253,20 @@ def main(argv: list[str] | None = None) -> int:
         rep = report(list(args.folders), baseline=args.baseline)
         print(report_markdown(rep))
     else:
-        rep = step(args.step, args.n, args.strategies.split(","), repeats=args.repeats)
+        rep = step(
+            args.step,
+            args.n,
+            args.strategies.split(","),
+            repeats=args.repeats,
+            baseline=args.baseline,
+        )
         print(f"n = {rep['n']}, q = {rep['q']}, load average {rep['load_average']:.1f}")
-        print("| strategy | fit | acquisition | iteration |\n|---|---|---|---|")
+        print(f"| strategy | fit | acquisition | iteration | {args.baseline} / strategy |")
+        print("|---|---|---|---|---|")
         for name, t in rep["strategies"].items():
-            cells = " | ".join(f"{t[k]['mean']:.2f}" for k in ("fit", "acquisition", "iteration"))
-            print(f"| {name} | {cells} |")
+            cells = " | ".join(_pm(t[k], 3) for k in ("fit", "acquisition", "iteration"))
+            ratio = _pm(t["speedup"], 3) if "speedup" in t else "-"
+            print(f"| {name} | {cells} | {ratio} |")
     if args.out:
         write_json(args.out, rep)
     return 0

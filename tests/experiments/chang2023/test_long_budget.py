@@ -32,7 +32,10 @@ def test_report_pairs_runs_of_two_folders_by_budget_and_bins_the_iterations(tmp_
         t["iteration"]["mean"],
         t["fit"]["mean"] + t["acquisition"]["mean"] + t["evaluation"]["mean"],
     )
-    assert "| random | 20 |" in L.report_markdown(rep)
+    table = L.report_markdown(rep)
+    assert "| random | 20 |" in table and "| sobol | 20 |" in table
+    assert "sobol's iteration / this one |" in table
+    assert table.split("| sobol | 20 |")[1].split("\n")[0].rstrip().endswith("| 1.0 |")
     assert L.main([str(short), str(long), "--baseline", "sobol"]) == 0
     assert "Regret on hartmann6-noisy" in capsys.readouterr().out
 
@@ -52,8 +55,11 @@ def test_step_times_every_strategy_on_the_design_of_a_run(tmp_path, capsys):
     run = tmp_path / L.PROBLEM / "random" / "seed_0"
     out = tmp_path / "step.json"
     argv = ["--step", str(run), "--n", "15", "--strategies", "random,sobol", "--out", str(out)]
-    assert L.main(argv) == 0
+    assert L.main([*argv, "--baseline", "random", "--repeats", "2"]) == 0
     saved = json.loads(out.read_text())
     assert saved["n"] == 15 and set(saved["strategies"]) == {"random", "sobol"}
     assert all(t["iteration"]["mean"] >= 0 for t in saved["strategies"].values())
+    assert saved["strategies"]["random"]["speedup"] == {"mean": 1.0, "se": 0.0, "n": 2}
+    sobol = saved["strategies"]["sobol"]
+    assert sobol["speedup"]["n"] == 2 and sobol["speedup"]["mean"] > 0
     assert "| sobol |" in capsys.readouterr().out
