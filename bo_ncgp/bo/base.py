@@ -825,7 +825,7 @@ def changes_nothing(module: Module, fn: Any) -> bool:
     and the like do, and must return the probe itself without sharing its memory.
 
     Example:
-        >>> lin = torch.nn.Linear(2, 1)
+        >>> lin = torch.nn.Linear(2, 1, dtype=torch.float32)
         >>> changes_nothing(lin, lambda t: t.to(torch.float32))
         True
         >>> changes_nothing(lin, lambda t: t.to(torch.float64))
