@@ -69,6 +69,7 @@ VARIANTS = {
     "default": ({}, "ours", {}),
     "default_random": ({}, "ours_random", {}),
     "default_balanced": ({"memory_selection": "bls_balanced"}, "ours", {}),
+    "default_stratified": ({"memory_selection": "bls_stratified"}, "ours", {}),
     "default_no_memory": ({}, "ours_no_memory", {}),
     "default_50": ({}, "ours", {"hyper_steps": 50}),
     "default_balanced_50": ({"memory_selection": "bls_balanced"}, "ours", {"hyper_steps": 50}),

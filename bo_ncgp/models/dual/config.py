@@ -41,7 +41,11 @@ class DualSVGPConfig:
         memory_selection: ``"bls"`` (Eq. 31, the paper's), ``"bls_balanced"`` (for class
             labels -- Bernoulli and Softmax likelihoods -- an equal share of the memory per
             label, BLS within each label, :func:`~bo_ncgp.models.dual.memory.sample_balanced`;
-            plain BLS for other likelihoods; the default) or ``"random"`` (ablation).
+            plain BLS for other likelihoods; the default), ``"bls_stratified"`` (as
+            ``"bls_balanced"`` with shares in proportion to the points of each label seen so
+            far, :func:`~bo_ncgp.models.dual.memory.sample_stratified`: the same memory on
+            streams whose classes are equally frequent, a label's base rate kept where they
+            are not) or ``"random"`` (ablation).
         memory_cap: total memory size (``None``: unbounded); beyond it, points are kept by the
             ``memory_selection`` rule and the sites of evicted points are folded into
             ``B_rest``. Bounds the memory, and with it the cost of an update, over any number
@@ -93,7 +97,7 @@ class DualSVGPConfig:
     num_hyper_steps: int = 50
     num_latents: int | None = None
     inducing_update: Literal["pivoted_cholesky", "fixed"] = "pivoted_cholesky"
-    memory_selection: Literal["bls", "bls_balanced", "random"] = "bls_balanced"
+    memory_selection: Literal["bls", "bls_balanced", "bls_stratified", "random"] = "bls_balanced"
     memory_cap: int | None = 1000
     hyper_objective: Literal["dual", "elbo"] = "dual"
     hyper_optimizer: Literal["auto", "lbfgs", "adam"] = "auto"
@@ -123,10 +127,10 @@ class DualSVGPConfig:
                 "DualSVGP: inducing_update must be 'pivoted_cholesky' or 'fixed', got "
                 f"{self.inducing_update!r}"
             )
-        if self.memory_selection not in ("bls", "bls_balanced", "random"):
+        if self.memory_selection not in ("bls", "bls_balanced", "bls_stratified", "random"):
             raise InputDataError(
-                f"DualSVGP: memory_selection must be 'bls', 'bls_balanced' or 'random', got "
-                f"{self.memory_selection!r}"
+                "DualSVGP: memory_selection must be 'bls', 'bls_balanced', 'bls_stratified' or "
+                f"'random', got {self.memory_selection!r}"
             )
         if self.hyper_objective not in ("dual", "elbo"):
             raise InputDataError(

@@ -41,7 +41,13 @@ from bo_ncgp.exceptions import InputDataError
 from bo_ncgp.models._alias import Alias
 from bo_ncgp.models.dual._state import ResizableModule
 
-__all__ = ["Memory", "bayesian_leverage_scores", "sample_balanced", "sample_by_score"]
+__all__ = [
+    "Memory",
+    "bayesian_leverage_scores",
+    "sample_balanced",
+    "sample_by_score",
+    "sample_stratified",
+]
 
 
 def bayesian_leverage_scores(beta: Tensor, var: Tensor) -> Tensor:
@@ -106,7 +112,8 @@ def sample_balanced(
 ) -> Tensor:
     """Indices of ``k`` of the ``n`` points: an equal share of ``k`` per label present (a label
     with fewer points keeps them all and its unused share goes to the others), drawn within
-    each label by :func:`sample_by_score` (``"bls"``); sorted.
+    each label by :func:`sample_by_score` (``"bls"``); sorted. :func:`sample_stratified` with
+    equal weights.
 
     Example:
         >>> scores = torch.tensor([9.0, 8.0, 7.0, 0.1, 0.2])
@@ -114,23 +121,66 @@ def sample_balanced(
         >>> labels[sample_balanced(scores, labels, 2)]  # one point per label, not the two largest
         tensor([0, 1])
     """
+    return sample_stratified(scores, labels, k, None, generator)
+
+
+def sample_stratified(
+    scores: Tensor,
+    labels: Tensor,
+    k: int,
+    weights: Tensor | None = None,
+    generator: torch.Generator | None = None,
+) -> Tensor:
+    """Indices of ``k`` of the ``n`` points: shares of ``k`` per label present in proportion to
+    ``weights`` (one per label of ``torch.unique(labels)``, in its sorted order; ``None`` or
+    all zero: equal shares), a label with fewer points than its share keeping them all and the
+    rest going to the others in the same proportions (whole points by largest remainders, ties
+    to the smaller label); drawn within each label by :func:`sample_by_score` (``"bls"``);
+    sorted.
+
+    Example:
+        >>> scores = torch.ones(20)
+        >>> labels = torch.tensor([0] * 10 + [1] * 10)
+        >>> picked = labels[sample_stratified(scores, labels, 10, torch.tensor([9.0, 1.0]))]
+        >>> int((picked == 0).sum()), int((picked == 1).sum())  # 9 : 1, as the weights
+        (9, 1)
+        >>> few = labels[8:]  # 2 points of label 0, 10 of label 1
+        >>> picked = few[sample_stratified(scores[:12], few, 4, torch.tensor([9.0, 1.0]))]
+        >>> int((picked == 0).sum()), int((picked == 1).sum())  # label 0 keeps both
+        (2, 2)
+    """
     n = scores.shape[-1]
     if k >= n:
         return torch.arange(n, device=scores.device)
     if k <= 0:
         return torch.zeros(0, dtype=torch.long, device=scores.device)
     values, inverse, counts = torch.unique(labels, return_inverse=True, return_counts=True)
+    counts = counts.cpu()  # the quotas are a few integers: worked out on the CPU
+    w = torch.ones(values.shape[0], dtype=torch.float64, device=counts.device)
+    if weights is not None:
+        given = torch.as_tensor(weights, dtype=torch.float64).reshape(-1).cpu()
+        if given.shape[0] != values.shape[0]:
+            raise ValueError(
+                f"sample_stratified: {given.shape[0]} weights for {values.shape[0]} labels"
+            )
+        if bool(torch.isfinite(given).all()) and bool((given >= 0).all()) and given.sum() > 0:
+            w = given
     quota = torch.zeros_like(counts)
     left = int(k)
     open_ = counts > 0
-    while left > 0 and bool(open_.any()):  # water filling: equal shares, capped by the counts
-        share = max(left // int(open_.sum()), 1)
-        room = (counts - quota).clamp_min(0)
-        add = torch.where(open_, torch.minimum(room, torch.full_like(room, share)), 0)
-        if share == 1 and int(add.sum()) > left:  # fewer points left than labels open
-            order = torch.nonzero(open_).squeeze(-1)
-            add = torch.zeros_like(add)
-            add[order[:left]] = 1
+    while left > 0 and bool(open_.any()):  # water filling in proportion to the weights
+        wo = torch.where(open_, w, 0.0)
+        if not wo.sum() > 0:  # the open labels all weigh zero: equal shares among them
+            wo = open_.to(torch.float64)
+        target = left * wo / wo.sum()
+        room = counts - quota
+        add = torch.minimum(target.floor().long(), room)
+        # the points left after the whole shares: one each by largest remainder, among the
+        # labels with room (what a full label cannot take is shared out in the next pass)
+        spare = left - int(add.sum())
+        frac = torch.where(open_ & (add < room), target - target.floor(), -1.0)
+        order = torch.argsort(-frac, stable=True)[:spare]
+        add[order[frac[order] >= 0]] += 1
         quota += add
         left -= int(add.sum())
         open_ = quota < counts

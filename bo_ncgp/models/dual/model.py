@@ -258,6 +258,8 @@ class DualSVGP(InducingState, ResizableModule, LatentGP):
         self._collapse_warned = False
         self._rest_anchor: Tensor | None = None  # set during hyperparameter steps
         self.register_buffer("_prior_var_ref", Z.new_zeros(0))
+        # how many points of each class label the model has seen (the stratified memory)
+        self.register_buffer("_label_counts", Z.new_zeros(streaming.num_label_classes(likelihood)))
         self.memory = Memory(d, C, dtype=Z.dtype, device=Z.device)
 
     # -------------------------------------------------------------- properties
@@ -308,6 +310,9 @@ class DualSVGP(InducingState, ResizableModule, LatentGP):
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         state_dict.setdefault(prefix + "_prior_var_ref", self._prior_var_ref.new_zeros(0))
+        # saved before the counts were kept: none counted (the stratified memory then shares
+        # the memory equally between the labels)
+        state_dict.setdefault(prefix + "_label_counts", torch.zeros_like(self._label_counts))
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def _on_state_loaded(self) -> None:

@@ -34,14 +34,14 @@ import torch
 from torch import Tensor
 
 from bo_ncgp.exceptions import ModelCollapseWarning, NumericalWarning
-from bo_ncgp.likelihoods import Bernoulli, Gaussian, Softmax
+from bo_ncgp.likelihoods import Bernoulli, Gaussian, Likelihood, Softmax
 from bo_ncgp.linalg import stable_cholesky
 from bo_ncgp.models.base import Callback
 from bo_ncgp.models.dual.inducing import select_inducing_points
 from bo_ncgp.models.dual.memory import (
     bayesian_leverage_scores,
-    sample_balanced,
     sample_by_score,
+    sample_stratified,
 )
 from bo_ncgp.models.dual.posterior import dual_factors, dual_predict
 from bo_ncgp.models.dual.sites import damp, site_contributions, site_targets
@@ -465,15 +465,30 @@ def fold(model: DualSVGP, X: Tensor, eta: Tensor, beta: Tensor) -> None:
 
 def _select(model: DualSVGP, scores: Tensor, y: Tensor, k: int) -> Tensor:
     """``k`` indices by the model's ``memory_selection`` rule (``y``: the points' targets)."""
-    if model.memory_selection == "bls_balanced" and _has_labels(model):
-        return sample_balanced(scores, y, k, model.generator)
-    method = "random" if model.memory_selection == "random" else "bls"
+    rule = model.memory_selection
+    if rule in ("bls_balanced", "bls_stratified") and num_label_classes(model.likelihood):
+        weights = None
+        if rule == "bls_stratified":  # shares in proportion to the labels seen so far
+            weights = model._label_counts[label_classes(model.likelihood, torch.unique(y))]
+        return sample_stratified(scores, y, k, weights, model.generator)
+    method = "random" if rule == "random" else "bls"
     return sample_by_score(scores, k, method, model.generator)
 
 
-def _has_labels(model: DualSVGP) -> bool:
-    """Whether the targets are class labels (Bernoulli, Softmax)."""
-    return isinstance(model.likelihood, (Bernoulli, Softmax))
+def num_label_classes(likelihood: Likelihood) -> int:
+    """The number of classes of a likelihood of class labels (Bernoulli: 2, Softmax: C), else
+    0."""
+    if isinstance(likelihood, Bernoulli):
+        return 2
+    return likelihood.num_latents if isinstance(likelihood, Softmax) else 0
+
+
+def label_classes(likelihood: Likelihood, y: Tensor) -> Tensor:
+    """The class index (``0 ... C - 1``) of each label ``y`` of a likelihood of class labels
+    (Bernoulli ``{0, 1}`` or ``{-1, 1}``: ``y > 1/2`` or ``y > 0``; Softmax: ``y``)."""
+    if isinstance(likelihood, Bernoulli):
+        return (y > (0.0 if likelihood.labels == "pm1" else 0.5)).long()
+    return y.round().long()
 
 
 def add_to_memory(model: DualSVGP, X: Tensor, y: Tensor, eta: Tensor, beta: Tensor) -> None:
@@ -481,6 +496,11 @@ def add_to_memory(model: DualSVGP, X: Tensor, y: Tensor, eta: Tensor, beta: Tens
     rest; beyond ``memory_cap``, evict by the same rule."""
     n = X.shape[0]
     k = n if model.memory_size is None else min(int(model.memory_size), n)
+    if model._label_counts.numel():  # every label seen, for the stratified memory
+        classes = label_classes(model.likelihood, y)
+        model._label_counts = model._label_counts + torch.bincount(
+            classes, minlength=model._label_counts.numel()
+        ).to(model._label_counts)
     model._touch()
     # the total posterior is the same whichever way points are split between the memory
     # and the folded factor, so one set of variances serves both selections

@@ -19,7 +19,7 @@ from bo_ncgp.models.dual.diagnostics import (
     fit_offline,
     hyperparameter_distance,
 )
-from bo_ncgp.models.dual.memory import sample_balanced, sample_by_score
+from bo_ncgp.models.dual.memory import sample_balanced, sample_by_score, sample_stratified
 
 
 def rbf(lengthscale: float = 0.5, outputscale: float = 1.0) -> gpytorch.kernels.Kernel:
@@ -197,6 +197,53 @@ def test_balanced_sampling_keeps_every_label():
     idx = sample_balanced(torch.ones(53), few, 20, g)
     assert int((few[idx] == 0).sum()) == 3 and idx.shape == (20,)
     assert torch.equal(idx, idx.sort().values)
+
+
+def test_stratified_sampling_shares_the_budget_as_the_weights():
+    labels = torch.cat([torch.zeros(60), torch.ones(40)])
+    g = torch.Generator().manual_seed(0)
+    idx = sample_stratified(torch.ones(100), labels, 20, torch.tensor([3.0, 1.0]), g)
+    assert int((labels[idx] == 0).sum()) == 15 and int((labels[idx] == 1).sum()) == 5
+    # equal (or no usable) weights: the label-balanced quotas, point for point
+    for w in (None, torch.tensor([2.0, 2.0]), torch.zeros(2)):
+        a = sample_stratified(torch.rand(100, generator=torch.Generator().manual_seed(3)),
+                              labels, 7, w, torch.Generator().manual_seed(4))  # fmt: skip
+        b = sample_balanced(torch.rand(100, generator=torch.Generator().manual_seed(3)),
+                            labels, 7, torch.Generator().manual_seed(4))  # fmt: skip
+        assert torch.equal(a, b)
+    # three labels, shares below one point: whole points by the largest remainders
+    three = torch.tensor([0, 0, 1, 1, 2, 2])
+    idx = sample_stratified(torch.ones(6), three, 2, torch.tensor([5.0, 1.0, 4.0]), g)
+    assert three[idx].tolist() == [0, 2]
+    with pytest.raises(ValueError, match="2 weights for 3 labels"):
+        sample_stratified(torch.ones(6), three, 2, torch.ones(2))
+
+
+def test_stratified_memory_keeps_the_base_rate_and_every_old_class():
+    g = torch.Generator().manual_seed(0)
+    X = torch.rand(400, 1, generator=g, dtype=torch.float64) * 6
+    rare = (torch.rand(400, generator=g, dtype=torch.float64) < 0.1).double()  # 10 % positives
+    kept = {}
+    for rule in ("bls_balanced", "bls_stratified"):
+        model = DualSVGP(rbf(), Bernoulli(), X[:6], memory_size=10, memory_cap=50,
+                         memory_selection=rule, num_hyper_steps=0,
+                         generator=torch.Generator().manual_seed(1))  # fmt: skip
+        for idx in torch.arange(400).split(40):
+            model.update(X[idx], rare[idx])
+        kept[rule] = int(model.memory_targets.sum())
+        assert model._label_counts.tolist() == [400 - rare.sum().item(), rare.sum().item()]
+    assert kept["bls_balanced"] == 25  # half the memory for a tenth of the data
+    assert 2 <= kept["bls_stratified"] <= 8  # about the base rate of 50 points
+    # class-incremental, equally frequent classes: every old class keeps its share
+    y = (X[:, 0] > 3).double()
+    order = torch.argsort(y, stable=True)
+    model = DualSVGP(rbf(), Bernoulli(), X[order][:6], memory_size=10, memory_cap=20,
+                     memory_selection="bls_stratified", num_hyper_steps=0,
+                     generator=torch.Generator().manual_seed(1))  # fmt: skip
+    for idx in torch.arange(400).split(20):
+        model.update(X[order][idx], y[order][idx])
+    old = int((model.memory_targets == 0).sum())
+    assert abs(old - 20 * float((y == 0).double().mean())) <= 2
 
 
 def test_balanced_memory_keeps_old_classes_under_a_cap():
