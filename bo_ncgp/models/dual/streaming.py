@@ -33,7 +33,7 @@ import gpytorch
 import torch
 from torch import Tensor
 
-from bo_ncgp.exceptions import ModelCollapseWarning, NumericalWarning
+from bo_ncgp.exceptions import ModelCollapseWarning, NotPSDError, NumericalWarning
 from bo_ncgp.likelihoods import Bernoulli, Gaussian, Likelihood, Softmax
 from bo_ncgp.linalg import stable_cholesky
 from bo_ncgp.models.base import Callback
@@ -78,7 +78,7 @@ def update(model: DualSVGP, X: Tensor, y: Tensor, callback: Callback | None = No
             Z_new = select_inducing_points(
                 model.kernel, torch.cat([model._Z, X]), model.max_inducing
             )
-            if Z_new.shape[0] > 0:  # none when the kernel is numerically zero: Z is kept
+            if Z_new.shape[0] > 0 and _factorisable(model, Z_new):  # else Z is kept
                 model.project(Z_new)
     n, n_old, n_M = X.shape[0], model.num_data, len(model.memory)
     Xa = torch.cat([model.memory.X, X])
@@ -115,6 +115,27 @@ def update(model: DualSVGP, X: Tensor, y: Tensor, callback: Callback | None = No
         check_collapse(model, X)
     model._touch()
     return model
+
+
+def _factorisable(model: DualSVGP, Z_new: Tensor) -> bool:
+    """Whether ``K(Z_new, Z_new)`` has a Cholesky factor (:func:`stable_cholesky`'s jitter
+    included). At extreme hyperparameters (a lengthscale fitted to ~1e-6 on a binary input)
+    the kernel's distances lose the zeros between equal inputs to cancellation, and the
+    matrix of a new inducing set can be indefinite where that of the current one, checked by
+    the last hyperparameter step, is not: the current set is then kept, with a
+    :class:`~bo_ncgp.exceptions.NumericalWarning`."""
+    try:
+        stable_cholesky(model._Kzz(Z_new), name="K_zz")
+    except NotPSDError as err:
+        warnings.warn(
+            f"DualSVGP: the kernel matrix of the new inducing set cannot be factorised ({err}); "
+            "the current inducing set is kept. Priors on the kernel's hyperparameters keep "
+            "them away from such values.",
+            NumericalWarning,
+            stacklevel=4,
+        )
+        return False
+    return True
 
 
 #: a prior variance below this fraction of the largest one seen after an update is a

@@ -295,3 +295,28 @@ def test_elbo_steps_take_an_em_step_from_the_posterior_of_the_batch():
     before = exact_lml(model, X, y, 0.04)
     model.update(X, y)
     assert exact_lml(model, X, y, 0.04) > before + 0.25
+
+
+def test_an_inducing_set_whose_kernel_matrix_fails_is_not_taken(monkeypatch):
+    # at extreme lengthscales the kernel's distances lose exact zeros to cancellation and the
+    # matrix of a new inducing set can be indefinite: the update keeps the current set
+    from bo_ncgp.exceptions import NumericalWarning
+
+    g = torch.Generator().manual_seed(0)
+    X = torch.rand(40, 2, generator=g, dtype=torch.float64)
+    y = (X[:, 0] > 0.5).double()
+    model = DualSVGP(rbf(), Bernoulli(), X[:4], max_inducing=30, num_hyper_steps=0)
+    model.update(X[:20], y[:20])
+    Z, kzz = model.Z.clone(), model._Kzz
+
+    def indefinite_for_a_new_set(Z_new=None):
+        K = kzz(Z_new)
+        return K if Z_new is None else K - 2 * torch.eye(K.shape[-1], dtype=K.dtype)
+
+    monkeypatch.setattr(model, "_Kzz", indefinite_for_a_new_set)
+    with pytest.warns(NumericalWarning, match="current inducing set is kept"):
+        model.update(X[20:], y[20:])
+    assert torch.equal(model.Z, Z) and model.num_data == 40
+    monkeypatch.undo()
+    model.update(X[20:], y[20:])  # factorisable again: the set grows
+    assert model.Z.shape[0] > Z.shape[0]
