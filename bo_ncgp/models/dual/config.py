@@ -38,14 +38,14 @@ class DualSVGPConfig:
         num_latents: C; ``None`` takes ``likelihood.num_latents`` (the model stores the
             resolved value).
         inducing_update: ``"pivoted_cholesky"`` (Sec. 3.4) or ``"fixed"``.
-        memory_selection: ``"bls"`` (Eq. 31, the paper's), ``"bls_balanced"`` (for class
-            labels -- Bernoulli and Softmax likelihoods -- an equal share of the memory per
-            label, BLS within each label, :func:`~bo_ncgp.models.dual.memory.sample_balanced`;
-            plain BLS for other likelihoods; the default), ``"bls_stratified"`` (as
-            ``"bls_balanced"`` with shares in proportion to the points of each label seen so
-            far, :func:`~bo_ncgp.models.dual.memory.sample_stratified`: the same memory on
-            streams whose classes are equally frequent, a label's base rate kept where they
-            are not) or ``"random"`` (ablation).
+        memory_selection: ``"bls"`` (Eq. 31, the paper's), ``"bls_stratified"`` (for class
+            labels -- Bernoulli and Softmax likelihoods -- a share of the memory per label in
+            proportion to the points of that label seen so far, BLS within each label,
+            :func:`~bo_ncgp.models.dual.memory.sample_stratified`: every old class keeps its
+            share on class-incremental streams, and a rare label keeps its base rate; plain
+            BLS for other likelihoods; the default), ``"bls_balanced"`` (an equal share per
+            label, :func:`~bo_ncgp.models.dual.memory.sample_balanced`) or ``"random"``
+            (ablation).
         memory_cap: total memory size (``None``: unbounded); beyond it, points are kept by the
             ``memory_selection`` rule and the sites of evicted points are folded into
             ``B_rest``. Bounds the memory, and with it the cost of an update, over any number
@@ -97,7 +97,7 @@ class DualSVGPConfig:
     num_hyper_steps: int = 50
     num_latents: int | None = None
     inducing_update: Literal["pivoted_cholesky", "fixed"] = "pivoted_cholesky"
-    memory_selection: Literal["bls", "bls_balanced", "bls_stratified", "random"] = "bls_balanced"
+    memory_selection: Literal["bls", "bls_balanced", "bls_stratified", "random"] = "bls_stratified"
     memory_cap: int | None = 1000
     hyper_objective: Literal["dual", "elbo"] = "dual"
     hyper_optimizer: Literal["auto", "lbfgs", "adam"] = "auto"

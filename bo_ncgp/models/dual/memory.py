@@ -13,15 +13,19 @@ the Bayesian leverage score (Eq. 31)
 
 the expected negative Hessian of the log likelihood times the posterior predictive variance of
 ``f_i`` (summed over latents for multi-latent models), or uniformly at random for the
-ablation. For class labels, :func:`sample_balanced` splits the budget equally across the
-labels present (as far as each label has points) and draws by BLS within each label: the
+ablation. For class labels, :func:`sample_stratified` splits the budget across the labels
+present in proportion to the points of each label the model has seen (as far as each label
+has points; :func:`sample_balanced`: equal shares) and draws by BLS within each label: the
 plain BLS draws a label's points in proportion to their summed scores, so a label the model
 has learnt (small predictive variances, e.g. the classes of an old task) loses its memory to
 the labels it is still uncertain about, and is forgotten. The loss compounds under a memory
 cap, where the whole memory is re-drawn by the same rule: on class-incremental streams plain
-BLS evicts the classes of earlier tasks almost entirely. The label-balanced rule is therefore
-the default ``memory_selection`` of :class:`~bo_ncgp.models.dual.DualSVGPConfig` (it equals
-plain BLS for likelihoods without class labels); ``"bls"`` keeps the paper's rule.
+BLS evicts the classes of earlier tasks almost entirely. Shares in proportion to the labels
+seen keep every old class (equal shares where the classes are equally frequent) and a rare
+label at its base rate, where equal shares would over-represent it (about 12 % positives on
+the bank data). The stratified rule is therefore the default ``memory_selection`` of
+:class:`~bo_ncgp.models.dual.DualSVGPConfig` (it equals plain BLS for likelihoods without
+class labels); ``"bls"`` keeps the paper's rule.
 
 Example:
     >>> mem = Memory(dim=2, num_latents=1)

@@ -72,13 +72,15 @@ class DualPoolFantasies(PoolFantasies):
         >>> from gpytorch.kernels import RBFKernel
         >>> from bo_ncgp.likelihoods import Binomial
         >>> from bo_ncgp.models.dual import DualSVGP
-        >>> X, pool = torch.rand(12, 1), torch.linspace(0, 1, 20).unsqueeze(-1)
-        >>> dual = DualSVGP(RBFKernel(), Binomial(10), X[:4], num_hyper_steps=0)
-        >>> dual = dual.update(X, torch.randint(0, 11, (12,)).to(X))  # counts
+        >>> g = torch.Generator().manual_seed(0)
+        >>> X = torch.rand(12, 1, generator=g, dtype=torch.float64)
+        >>> pool = torch.linspace(0, 1, 20, dtype=torch.float64).unsqueeze(-1)
+        >>> dual = DualSVGP(RBFKernel().double(), Binomial(10), X[:4], num_hyper_steps=0)
+        >>> dual = dual.update(X, torch.randint(0, 11, (12,), generator=g).to(X))  # counts
         >>> fant = DualPoolFantasies(dual, pool)
-        >>> Y = torch.tensor([[0.0, 10.0], [5.0, 5.0]])  # 2 candidates (pool[:2]) x 2 fantasies
-        >>> mean, var = fant.conditioned(torch.tensor([0, 1]), Y)
-        >>> ref_mean, ref_var = dual.condition(pool[:1], torch.tensor([10.0])).predict_f(pool)
+        >>> Y = torch.tensor([[0.0, 10.0], [5.0, 5.0]]).to(X)  # 2 candidates (pool[:2]) x 2
+        >>> mean, var = fant.conditioned(torch.tensor([0, 1]), Y)  # fantasies
+        >>> ref_mean, ref_var = dual.condition(pool[:1], torch.tensor([10.0]).to(X)).predict_f(pool)
         >>> mean.shape, torch.allclose(mean[0, 1], ref_mean), torch.allclose(var[0, 1], ref_var)
         (torch.Size([2, 2, 20]), True, True)
     """

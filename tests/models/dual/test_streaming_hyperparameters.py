@@ -263,9 +263,10 @@ def test_balanced_memory_keeps_old_classes_under_a_cap():
     assert counts["bls_balanced"] == 10
 
 
-def test_default_memory_keeps_an_equal_share_of_each_label_under_a_cap():
+def test_default_memory_keeps_each_label_at_its_share_under_a_cap():
     # class-incremental: the learnt class 0 has small scores once class 1 arrives; plain BLS
-    # eviction would hand its share of the capped memory to class 1
+    # eviction would hand its share of the capped memory to class 1; the default keeps it at
+    # its share of the points seen
     g = torch.Generator().manual_seed(0)
     X = torch.rand(120, 1, generator=g) * 6
     y = (X[:, 0] > 3).double()
@@ -277,7 +278,8 @@ def test_default_memory_keeps_an_equal_share_of_each_label_under_a_cap():
                          num_hyper_steps=0, generator=gen)  # fmt: skip
         for idx in torch.arange(120).split(20):
             model.update(X[idx], y[idx])
-        assert int((model.memory_targets == 0).sum()) == 10
+        share = 20 * float((y == 0).double().mean())
+        assert abs(int((model.memory_targets == 0).sum()) - share) <= 1
 
 
 def exact_lml(model: DualSVGP, X, y, noise: float) -> float:
