@@ -162,7 +162,7 @@ def sample_stratified(
     counts = counts.cpu()  # the quotas are a few integers: worked out on the CPU
     w = torch.ones(values.shape[0], dtype=torch.float64, device=counts.device)
     if weights is not None:
-        given = torch.as_tensor(weights, dtype=torch.float64).reshape(-1).cpu()
+        given = torch.as_tensor(weights, dtype=torch.float64, device=counts.device).reshape(-1)
         if given.shape[0] != values.shape[0]:
             raise ValueError(
                 f"sample_stratified: {given.shape[0]} weights for {values.shape[0]} labels"
