@@ -219,17 +219,24 @@ def test_stratified_sampling_shares_the_budget_as_the_weights():
         sample_stratified(torch.ones(6), three, 2, torch.ones(2))
 
 
+def stream_labels(X, y, rule: str, cap: int, batch: int) -> DualSVGP:
+    """A Bernoulli DualSVGP (10 memory points per batch, ``cap`` in all, memory rule ``rule``)
+    fed ``(X, y)`` in batches of ``batch``."""
+    model = DualSVGP(rbf(), Bernoulli(), X[:6], memory_size=10, memory_cap=cap,
+                     memory_selection=rule, num_hyper_steps=0,
+                     generator=torch.Generator().manual_seed(1))  # fmt: skip
+    for idx in torch.arange(X.shape[0]).split(batch):
+        model.update(X[idx], y[idx])
+    return model
+
+
 def test_stratified_memory_keeps_the_base_rate_and_every_old_class():
     g = torch.Generator().manual_seed(0)
     X = torch.rand(400, 1, generator=g, dtype=torch.float64) * 6
     rare = (torch.rand(400, generator=g, dtype=torch.float64) < 0.1).double()  # 10 % positives
     kept = {}
     for rule in ("bls_balanced", "bls_stratified"):
-        model = DualSVGP(rbf(), Bernoulli(), X[:6], memory_size=10, memory_cap=50,
-                         memory_selection=rule, num_hyper_steps=0,
-                         generator=torch.Generator().manual_seed(1))  # fmt: skip
-        for idx in torch.arange(400).split(40):
-            model.update(X[idx], rare[idx])
+        model = stream_labels(X, rare, rule, cap=50, batch=40)
         kept[rule] = int(model.memory_targets.sum())
         assert model._label_counts.tolist() == [400 - rare.sum().item(), rare.sum().item()]
     assert kept["bls_balanced"] == 25  # half the memory for a tenth of the data
@@ -237,11 +244,7 @@ def test_stratified_memory_keeps_the_base_rate_and_every_old_class():
     # class-incremental, equally frequent classes: every old class keeps its share
     y = (X[:, 0] > 3).double()
     order = torch.argsort(y, stable=True)
-    model = DualSVGP(rbf(), Bernoulli(), X[order][:6], memory_size=10, memory_cap=20,
-                     memory_selection="bls_stratified", num_hyper_steps=0,
-                     generator=torch.Generator().manual_seed(1))  # fmt: skip
-    for idx in torch.arange(400).split(20):
-        model.update(X[order][idx], y[order][idx])
+    model = stream_labels(X[order], y[order], "bls_stratified", cap=20, batch=20)
     old = int((model.memory_targets == 0).sum())
     assert abs(old - 20 * float((y == 0).double().mean())) <= 2
 
@@ -254,11 +257,7 @@ def test_balanced_memory_keeps_old_classes_under_a_cap():
     X, y = X[order], y[order]
     counts = {}
     for rule in ("bls", "bls_balanced"):
-        model = DualSVGP(rbf(), Bernoulli(), X[:6], memory_size=10, memory_cap=20,
-                         memory_selection=rule, num_hyper_steps=0,
-                         generator=torch.Generator().manual_seed(1))  # fmt: skip
-        for idx in torch.arange(120).split(20):
-            model.update(X[idx], y[idx])
+        model = stream_labels(X, y, rule, cap=20, batch=20)
         counts[rule] = int((model.memory_targets == 0).sum())
     assert counts["bls_balanced"] == 10
 
