@@ -498,7 +498,13 @@ def _select(model: DualSVGP, scores: Tensor, y: Tensor, k: int) -> Tensor:
 
 def num_label_classes(likelihood: Likelihood) -> int:
     """The number of classes of a likelihood of class labels (Bernoulli: 2, Softmax: C), else
-    0."""
+    0.
+
+    Example:
+        >>> from bo_ncgp.likelihoods import Bernoulli, Gaussian, Softmax
+        >>> [num_label_classes(lik) for lik in (Bernoulli(), Softmax(3), Gaussian())]
+        [2, 3, 0]
+    """
     if isinstance(likelihood, Bernoulli):
         return 2
     return likelihood.num_latents if isinstance(likelihood, Softmax) else 0
@@ -506,7 +512,13 @@ def num_label_classes(likelihood: Likelihood) -> int:
 
 def label_classes(likelihood: Likelihood, y: Tensor) -> Tensor:
     """The class index (``0 ... C - 1``) of each label ``y`` of a likelihood of class labels
-    (Bernoulli ``{0, 1}`` or ``{-1, 1}``: ``y > 1/2`` or ``y > 0``; Softmax: ``y``)."""
+    (Bernoulli ``{0, 1}`` or ``{-1, 1}``: ``y > 1/2`` or ``y > 0``; Softmax: ``y``).
+
+    Example:
+        >>> from bo_ncgp.likelihoods import Bernoulli
+        >>> label_classes(Bernoulli(labels="pm1"), torch.tensor([-1.0, 1.0, 1.0]))
+        tensor([0, 1, 1])
+    """
     if isinstance(likelihood, Bernoulli):
         return (y > (0.0 if likelihood.labels == "pm1" else 0.5)).long()
     return y.round().long()
