@@ -167,7 +167,11 @@ def sample_stratified(
             raise ValueError(
                 f"sample_stratified: {given.shape[0]} weights for {values.shape[0]} labels"
             )
-        if bool(torch.isfinite(given).all()) and bool((given >= 0).all()) and given.sum() > 0:
+        if not bool((torch.isfinite(given) & (given >= 0)).all()):
+            raise ValueError(
+                f"sample_stratified: weights must be finite and >= 0, got {given.tolist()}"
+            )
+        if given.sum() > 0:  # all zero (nothing counted yet): equal shares
             w = given
     quota = torch.zeros_like(counts)
     left = int(k)

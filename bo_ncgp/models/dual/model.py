@@ -37,9 +37,8 @@ One call of :meth:`DualSVGP.update` is one step of Algorithm 1
 5. ``memory_size`` points of the new batch are sampled into the memory with probability
    proportional to the Bayesian leverage score ``h_i = beta_hat_i v_hat_i`` (Eq. 31) (per
    label with the default ``memory_selection="bls_stratified"``, or at random); the sites of
-   the others are
-   folded into ``(lam_rest, B_rest)``; beyond ``memory_cap`` points the memory evicts by the
-   same rule.
+   the others are folded into ``(lam_rest, B_rest)``; beyond ``memory_cap`` points the memory
+   evicts by the same rule.
 
 :meth:`DualSVGP.condition` adds the sites of new points at the current posterior with
 ``rho = 1`` (hyperparameters fixed) and conditions the Eq. 10 process on them in function

@@ -217,6 +217,8 @@ def test_stratified_sampling_shares_the_budget_as_the_weights():
     assert three[idx].tolist() == [0, 2]
     with pytest.raises(ValueError, match="2 weights for 3 labels"):
         sample_stratified(torch.ones(6), three, 2, torch.ones(2))
+    with pytest.raises(ValueError, match="finite and >= 0"):
+        sample_stratified(torch.ones(6), three, 2, torch.tensor([1.0, -1.0, 1.0]))
 
 
 def stream_labels(X, y, rule: str, cap: int, batch: int) -> DualSVGP:
