@@ -48,6 +48,10 @@ from bo_ncgp.models.training import STEP_ERRORS, AdamStepper, FitClock, NonFinit
 
 __all__ = ["HIPGP", "MINIBATCH_PCG_MAX_ITERS", "minibatch_start_tol"]
 
+#: rows (``k_n``, ``N`` floats each) formed at once by the natural-gradient steps that never
+#: hold all ``n x N`` rows (2^22 floats: 32 MB in float64)
+ROW_CHUNK_ENTRIES = 2**22
+
 #: PCG iteration cap of minibatch training steps under ``pcg_train_max_iters="auto"`` for the
 #: rows whose start is not kept (:func:`minibatch_start_tol`): where the interpolation start
 #: is poor (lengthscales of 1-3 grid spacings), 3 iterations bring ``k_n`` to within 0.1 %
@@ -99,20 +103,20 @@ class HIPGP(torch.nn.Module, LatentGP):
         pcg_max_iters: PCG iteration cap per solve (``None``: no cap beyond CG's default;
             0: no solve, ``k_n = R^T W_n`` from the interpolation guess ``W_n`` of
             ``pcg_initial_guess``, i.e. ``k*_{u,n} ~= K_uu W_n`` as in structured kernel
-            interpolation; value and derivative observations only).
+            interpolation; for line integrals the guess sums the weights at the
+            quadrature nodes).
         pcg_train_max_iters: PCG iteration cap of the solves of the training steps
             (:meth:`fit`, :meth:`natgrad_step`), never above ``pcg_max_iters``; predictions,
             conditioning and :meth:`elbo` keep ``pcg_max_iters``. ``"auto"`` (default): in
-            minibatch steps (``num_data`` above the batch) of value and derivative rows,
-            each row's start (the interpolation weights, or its warm start) is checked
-            with one ``K_uu`` and one preconditioner product and kept where its estimated
-            relative error of ``k_n`` is within the minibatch noise
-            (:func:`minibatch_start_tol` of the step size; starts are 0.4-1 % off for
-            kernels 4-6 grid spacings long, where PCG iterations barely move them); the
-            other rows take
-            :data:`MINIBATCH_PCG_MAX_ITERS` PCG iterations. Full-batch steps, which jump to
-            the optimum, and line integrals keep ``pcg_max_iters``. An int caps every
-            training solve; ``None``: ``pcg_max_iters``.
+            minibatch steps (``num_data`` above the batch), each row's start (the
+            interpolation weights, or its warm start) is checked with one ``K_uu`` and one
+            preconditioner product and kept where its estimated relative error of ``k_n``
+            is within the minibatch noise (:func:`minibatch_start_tol` of the step size;
+            starts are 0.4-1 % off for kernels 4-6 grid spacings long, where PCG iterations
+            barely move them); the other rows take :data:`MINIBATCH_PCG_MAX_ITERS` PCG
+            iterations. Full-batch steps, which jump to the optimum, keep
+            ``pcg_max_iters``. An int caps every training solve; ``None``:
+            ``pcg_max_iters``.
         pcg_tol: relative residual tolerance of the PCG solves.
         jitter: added to the diagonal of ``K_uu`` (and to the circulant spectrum).
         num_quad: Gauss-Legendre nodes for line integrals of non-RBF kernels.
@@ -314,11 +318,11 @@ class HIPGP(torch.nn.Module, LatentGP):
         training step the cap of :meth:`training_cap`."""
         return self.pcg_max_iters if self._cap_override is None else self._cap_override[0]
 
-    def training_cap(self, minibatch: bool, codes: Tensor | None = None) -> int | None:
+    def training_cap(self, minibatch: bool) -> int | None:
         """PCG iteration cap of a training step (``pcg_train_max_iters``, never above
         ``pcg_max_iters``) for a minibatch step or a full-batch one; ``"auto"`` caps
-        minibatch steps at :data:`MINIBATCH_PCG_MAX_ITERS` where every row of ``codes``
-        (default: values) has an interpolation start (no line integrals); rows whose
+        minibatch steps at :data:`MINIBATCH_PCG_MAX_ITERS` (every row has an interpolation
+        start, :func:`~bo_ncgp.models.hipgp.whitening.interpolation_guess`); rows whose
         start passes :meth:`training_start_tol` take no iteration at all.
 
         Example:
@@ -331,20 +335,16 @@ class HIPGP(torch.nn.Module, LatentGP):
         """
         base, cap = self.pcg_max_iters, self.pcg_train_max_iters
         if cap == "auto":
-            interpolated = codes is None or bool((codes >= VALUE).all())
-            cap = MINIBATCH_PCG_MAX_ITERS if minibatch and interpolated else None
+            cap = MINIBATCH_PCG_MAX_ITERS if minibatch else None
         if cap is None:
             return base
         return cap if base is None else min(cap, base)
 
-    def training_start_tol(
-        self, batch_size: int, num_data: int, codes: Tensor | None = None, lr: float = 1.0
-    ) -> float | None:
+    def training_start_tol(self, batch_size: int, num_data: int, lr: float = 1.0) -> float | None:
         """Relative error of ``k_n`` up to which a training step of step size ``lr`` on
         ``batch_size`` of ``num_data`` observations keeps a row's start without PCG
         iterations (:func:`minibatch_start_tol`), or ``None`` where every row is solved: an int or
-        ``None`` ``pcg_train_max_iters``, Cholesky whitening, full batches and batches with
-        line integrals (no interpolation start).
+        ``None`` ``pcg_train_max_iters``, Cholesky whitening and full batches.
 
         Example:
             >>> m = HIPGP(gpytorch.kernels.RBFKernel(), Grid([0.0], [1.0], (16,)))
@@ -352,8 +352,6 @@ class HIPGP(torch.nn.Module, LatentGP):
             (0.0387, None)
         """
         if self.pcg_train_max_iters != "auto" or self.whitening != "fft":
-            return None
-        if codes is not None and not bool((codes >= VALUE).all()):
             return None
         tol = minibatch_start_tol(batch_size, num_data, lr)
         return tol if tol > 0 else None
@@ -430,16 +428,38 @@ class HIPGP(torch.nn.Module, LatentGP):
         w = self.whitener()
         return X, w.root_mv, w.root_t_mv
 
+    def _rows_free(self, obs_noise: Tensor | None) -> bool:
+        """Whether natural-gradient steps run without the ``n x N`` rows: ``fft`` whitening
+        and a Gaussian likelihood (whose step needs only products with ``K = X R`` and
+        its block Grams, :meth:`BlockGaussian.factor_gram`)."""
+        return self.whitening == "fft" and (
+            obs_noise is not None or isinstance(self.likelihood, Gaussian)
+        )
+
+    @torch.no_grad()
+    def _solved_factor(self, X: Tensor, codes: Tensor, x0: Tensor | None = None) -> tuple:
+        """``(X_sol, R_mv, R_t_mv)`` with the rows ``k_n^T = (X_sol R)_n`` of ``X (n, D)``
+        (``fft`` whitening), solved ``ROW_CHUNK_ENTRIES // N`` rows at a time so that the
+        ``n x N`` rows are never held; ``x0 (n, M)``: warm starts. Sets
+        :attr:`last_pcg_iterations` (the most of any chunk) and :attr:`last_kept_starts`."""
+        w = self.whitener()
+        step = max(1, ROW_CHUNK_ENTRIES // self.q.N)
+        sols, iters, kept = [], 0, None
+        for s in range(0, X.shape[0], step):
+            part = None if x0 is None else x0[s : s + step]
+            self.whitened_cross_covariance(X[s : s + step], codes[s : s + step], x0=part)
+            sols.append(self._last_pcg_solution)
+            iters = max(iters, self.last_pcg_iterations or 0)
+            if self.last_kept_starts is not None:
+                kept = (kept or 0) + self.last_kept_starts
+        self._last_pcg_solution = torch.cat(sols)
+        self.last_pcg_iterations, self.last_kept_starts = iters, kept
+        return self._last_pcg_solution, w.root_mv, w.root_t_mv
+
     def _interpolated_rows(self, w: FFTWhitener, X: Tensor, codes: Tensor) -> Tensor:
         """``k_n = R^T W_n`` without a solve (``pcg_max_iters=0``), differentiable in ``X``
         and the hyperparameters."""
-        if bool((codes < 0).any()):
-            raise UnsupportedError(
-                "HIPGP: a PCG cap of 0 (pcg_max_iters or pcg_train_max_iters) has no "
-                "interpolation guess for line integrals; use a cap >= 1 for integral "
-                "observations"
-            )
-        W = interpolation_guess(X, self.grid, codes)
+        W = interpolation_guess(X, self.grid, codes, num_quad=self.num_quad)
         self._last_pcg_solution, self.last_pcg_iterations = W.detach(), 0
         return w.root_t_mv(W)
 
@@ -452,7 +472,7 @@ class HIPGP(torch.nn.Module, LatentGP):
             guess = "zero" if self.pcg_cap() is None else "interpolation"
         if guess == "zero":
             return None
-        return interpolation_guess(X.detach(), self.grid, codes)
+        return interpolation_guess(X.detach(), self.grid, codes, num_quad=self.num_quad)
 
     @torch.no_grad()
     def remember_rows(self, X: Tensor, op: OpSpec = None) -> None:
@@ -589,42 +609,51 @@ class HIPGP(torch.nn.Module, LatentGP):
         obs_noise: Tensor | None = None,
         K: Tensor | None = None,
         tol: float = 1e-3,
+        max_iters: int = 100,
     ) -> None:
         """One natural-gradient step of ``q`` on a minibatch (Sec. 3.4,
         :meth:`BlockGaussian.natgrad_step`); with the Gaussian likelihood, the whole data
         set and ``lr=1`` it reaches the optimal mean (to the relative residual ``tol`` of the
-        mean step's CG; exactly for ``variational='full'``). Without ``K`` the rows are
-        whitened with the PCG cap of :meth:`training_cap` (a minibatch step when
-        ``num_data`` exceeds the batch)."""
+        mean step's CG, at most ``max_iters`` iterations; exactly for
+        ``variational='full'``). Without ``K`` the rows are whitened with the PCG cap of
+        :meth:`training_cap` (a minibatch step when ``num_data`` exceeds the batch); with
+        ``fft`` whitening and a Gaussian likelihood they are then never held at once (the
+        step runs on their factor ``K = X R``, :meth:`BlockGaussian.factor_gram`)."""
         check_number(lr, "lr", "HIPGP.natgrad_step", low=0, high=1, low_open=True)
         check_positive(tol, "tol", "HIPGP.natgrad_step")
+        max_iters = check_count(max_iters, "max_iters", "HIPGP.natgrad_step", minimum=1)
         if num_data is not None:
             num_data = check_count(num_data, "num_data", "HIPGP.natgrad_step", minimum=1)
         X, y, codes, obs_noise = self._prepare(X, y, op, obs_noise)
         factor = None
         if K is None:
             n = X.shape[0] if num_data is None else num_data
-            cap = self.training_cap(n > X.shape[0], codes)
-            start_tol = self.training_start_tol(X.shape[0], n, codes, lr)
+            cap = self.training_cap(n > X.shape[0])
+            start_tol = self.training_start_tol(X.shape[0], n, lr)
             with self._training_solves(cap, start_tol):
-                K = self.whitened_cross_covariance(X, codes)
-            factor = self._rows_factor()
-        self._natgrad_from(K, X, y, codes, num_data, lr, obs_noise, tol, factor)
+                if self._rows_free(obs_noise):
+                    factor = self._solved_factor(X, codes)
+                else:
+                    K = self.whitened_cross_covariance(X, codes)
+                    factor = self._rows_factor()
+        self._natgrad_from(K, X, y, codes, num_data, lr, obs_noise, (tol, max_iters), factor)
 
-    def _natgrad_from(self, K, X, y, codes, num_data, lr, obs_noise, tol, factor) -> None:
+    def _natgrad_from(self, K, X, y, codes, num_data, lr, obs_noise, cg_stop, factor) -> None:
         """:meth:`natgrad_step` on checked data with the rows ``K`` (``factor``: see
-        :meth:`_rows_factor`)."""
-        K = K.detach()
+        :meth:`_rows_factor`; ``K=None``: the step from ``factor`` alone; ``cg_stop``: the
+        mean step's ``(tol, max_iters)``)."""
+        K = None if K is None else K.detach()
         if obs_noise is None and not isinstance(self.likelihood, Gaussian):
             mean, var = self._moments(K, X, codes)
         else:  # alpha and beta of the Gaussian likelihood do not depend on the variance
-            m = self.q.mean.to(K)
+            m = self.q.mean.to(X)
             mean = K @ m if factor is None else factor[0] @ factor[1](m)
             var = torch.zeros_like(mean)
         _, alpha, beta = self._expected(y, mean, var, obs_noise)
         beta = beta.expand_as(mean)
         scale = (num_data or X.shape[0]) / X.shape[0]
-        self.q.natgrad_step(K, alpha, beta, scale, lr, tol=tol, factor=factor)
+        tol, max_iters = cg_stop
+        self.q.natgrad_step(K, alpha, beta, scale, lr, tol=tol, max_iters=max_iters, factor=factor)
 
     def fit(
         self,
@@ -637,6 +666,8 @@ class HIPGP(torch.nn.Module, LatentGP):
         num_epochs: int = 1,
         batch_size: int | None = None,
         natgrad_lr: float | None = None,
+        natgrad_tol: float = 1e-3,
+        natgrad_max_iters: int = 100,
         learn_hyperparameters: bool = False,
         hyper_lr: float = 0.01,
         generator: torch.Generator | None = None,
@@ -657,6 +688,10 @@ class HIPGP(torch.nn.Module, LatentGP):
             natgrad_lr: natural-gradient step size in ``(0, 1]``; 1 jumps to the minibatch's
                 optimum (with the Gaussian likelihood), which forgets the other minibatches.
                 Default: 1 when the whole data set is one batch, 0.1 with minibatches.
+            natgrad_tol, natgrad_max_iters: relative residual and iteration cap of each
+                step's mean solve (CG, see :meth:`natgrad_step`); a full batch with a
+                Gaussian likelihood and nearly noise-free data needs a tighter ``natgrad_tol``
+                (and more iterations) to reach the optimal mean in few epochs.
             learn_hyperparameters: also learn kernel/likelihood hyperparameters.
             hyper_lr: Adam learning rate for the hyperparameters.
             generator: RNG for the minibatch order.
@@ -676,6 +711,8 @@ class HIPGP(torch.nn.Module, LatentGP):
         if natgrad_lr is None:
             natgrad_lr = 1.0 if bs >= n else 0.1
         check_number(natgrad_lr, "natgrad_lr", who, low=0, high=1, low_open=True)
+        check_positive(natgrad_tol, "natgrad_tol", who)
+        cg_stop = (natgrad_tol, check_count(natgrad_max_iters, "natgrad_max_iters", who, minimum=1))
         check_positive(hyper_lr, "hyper_lr", who)
         hypers = [p for p in self.parameters() if p.requires_grad]
         if obs_noise is not None:
@@ -694,8 +731,8 @@ class HIPGP(torch.nn.Module, LatentGP):
         clock, count = FitClock(), 0
         # the training solves' cap; warm starts: the last PCG solution of every observation,
         # and whether it has one
-        cap = self.training_cap(bs < n, codes)
-        start_tol = self.training_start_tol(bs, n, codes, natgrad_lr)
+        cap = self.training_cap(bs < n)
+        start_tol = self.training_start_tol(bs, n, natgrad_lr)
         warm = self.pcg_warm_start and self.whitening == "fft" and cap != 0
         sols = X.new_zeros(n, self.num_inducing) if warm else None
         seen = torch.zeros(n, dtype=torch.bool, device=X.device) if warm else None
@@ -714,8 +751,12 @@ class HIPGP(torch.nn.Module, LatentGP):
                             guess = self.initial_guess(Xb, cb)
                             if guess is not None:
                                 x0 = torch.where(seen[idx, None], x0, guess)
-                        with torch.set_grad_enabled(stepper is not None):
-                            K = self.whitened_cross_covariance(Xb, cb, x0=x0)
+                        if stepper is None and self._rows_free(nb):
+                            K, factor = None, self._solved_factor(Xb, cb, x0)
+                        else:
+                            with torch.set_grad_enabled(stepper is not None):
+                                K = self.whitened_cross_covariance(Xb, cb, x0=x0)
+                            factor = self._rows_factor()
                 except STEP_ERRORS:
                     if stepper is None or stepper.loss is None:
                         raise
@@ -725,9 +766,8 @@ class HIPGP(torch.nn.Module, LatentGP):
                     return self
                 if warm:
                     sols[idx], seen[idx] = self._last_pcg_solution, True
-                factor = self._rows_factor()
                 with torch.no_grad():
-                    self._natgrad_from(K, Xb, yb, cb, n, natgrad_lr, nb, 1e-3, factor)
+                    self._natgrad_from(K, Xb, yb, cb, n, natgrad_lr, nb, cg_stop, factor)
                 value = None
                 if stepper is not None:
                     loss = -self._elbo_from(K, Xb, yb, cb, n, nb) / n

@@ -154,10 +154,34 @@ class BlockGaussian(torch.nn.Module):
         return 0.5 * (trace + (m * m).sum() - logdet_S - self.N)
 
     # ------------------------------------------------------- natural gradient
+    def factor_gram(
+        self,
+        factor: tuple[Tensor, Callable[[Tensor], Tensor], Callable[[Tensor], Tensor]],
+        weights: Tensor,
+        max_entries: int = 2**22,
+    ) -> Tensor:
+        """:meth:`block_gram` of the rows ``K = X R`` of ``factor = (X, R_mv, R_t_mv)``
+        (see :meth:`natgrad_step`), formed ``max_entries // N`` rows at a time: ``K`` itself
+        (``n x N``) is never held.
+
+        Example:
+            >>> q = BlockGaussian((4,), (2,))
+            >>> R = torch.randn(2, 4); X = torch.randn(3, 2); w = torch.rand(3)
+            >>> G = q.factor_gram((X, R.__matmul__, lambda v: v @ R), w, max_entries=4)
+            >>> bool(torch.allclose(G, q.block_gram(X @ R, w)))
+            True
+        """
+        X, _, r_t_mv = factor
+        rows = max(1, int(max_entries) // self.N)
+        G = X.new_zeros(self.num_blocks, self.block_size, self.block_size)
+        for s in range(0, X.shape[0], rows):
+            G += self.block_gram(r_t_mv(X[s : s + rows]), weights[s : s + rows])
+        return G
+
     @torch.no_grad()
     def natgrad_step(
         self,
-        K: Tensor,
+        K: Tensor | None,
         alpha: Tensor,
         beta: Tensor,
         scale: float,
@@ -189,9 +213,11 @@ class BlockGaussian(torch.nn.Module):
         which does not specify the block update of the mean).
 
         ``factor = (X, R_mv, R_t_mv)`` gives ``K = X R`` with ``X (n, M)`` and ``R`` an
-        ``M x N`` operator (``R_mv: (N,) -> (M,)``, ``R_t_mv: (M,) -> (N,)``), e.g. HIP-GP's
+        ``M x N`` operator (``R_mv: (N,) -> (M,)``, ``R_t_mv: (..., M) -> (..., N)``), e.g. HIP-GP's
         rows ``k_n = R^T K_uu^{-1} k*_{u,n}``: the CG products of the mean step then run
-        over ``X`` and ``R`` instead of the ``n x N`` matrix ``K`` (the same step).
+        over ``X`` and ``R`` instead of the ``n x N`` matrix ``K`` (the same step). With
+        ``K=None`` the block precisions are accumulated from ``factor`` too
+        (:meth:`factor_gram`), and ``K`` is never formed.
 
         Example:
             >>> q = BlockGaussian((4,), (2,))
@@ -199,14 +225,23 @@ class BlockGaussian(torch.nn.Module):
             >>> K, a, b = X @ R, torch.randn(3), torch.ones(3)
             >>> p = BlockGaussian((4,), (2,))
             >>> q.natgrad_step(K, a, b, 1.0, 0.5, tol=1e-10)
-            >>> f = (X, R.__matmul__, R.mT.__matmul__)  # K = X R
+            >>> f = (X, R.__matmul__, lambda v: v @ R)  # K = X R
             >>> p.natgrad_step(K, a, b, 1.0, 0.5, tol=1e-10, factor=f)
+            >>> bool(torch.allclose(q.mean, p.mean, atol=1e-5))
+            True
+            >>> p.natgrad_step(None, a, b, 1.0, 0.5, tol=1e-10, factor=f)  # without K
+            >>> q.natgrad_step(K, a, b, 1.0, 0.5, tol=1e-10)
             >>> bool(torch.allclose(q.mean, p.mean, atol=1e-5))
             True
         """
         m = self.mean
-        G = scale * self.block_gram(K, beta)
-        eye = torch.eye(self.block_size, dtype=K.dtype, device=K.device)
+        if K is None:
+            if factor is None:
+                raise InputDataError("BlockGaussian.natgrad_step: give the rows K or a factor")
+            G = scale * self.factor_gram(factor, beta)
+        else:
+            G = scale * self.block_gram(K, beta)
+        eye = torch.eye(self.block_size, dtype=m.dtype, device=m.device)
         prec_old = self.prec.clone() if lr < 1 else None
         self.prec.mul_(1 - lr).add_(lr * (eye + G))
         self.prec_chol.copy_(stable_cholesky(self.prec, name="variational precision"))

@@ -43,11 +43,37 @@ def _lagrange(t: Tensor, nodes: Tensor) -> tuple[Tensor, Tensor]:
     return basis, deriv
 
 
-def interpolation_guess(X: Tensor, grid: Grid, codes: Tensor, order: int = 4) -> Tensor:
+def _local_weights(X: Tensor, grid: Grid, codes: Tensor, order: int) -> tuple[Tensor, Tensor]:
+    """Flat grid indices and weights ``(n, order^D)`` of the tensor-product Lagrange
+    interpolation at ``X (n, D)`` (axis ``d`` differentiated for codes ``d + 1``)."""
+    n = X.shape[0]
+    spacing = grid.spacing.to(X)
+    lower = grid.lower.to(X)
+    offsets = torch.arange(order, device=X.device)
+    flat = torch.zeros(n, 1, dtype=torch.long, device=X.device)
+    weight = torch.ones(n, 1, dtype=X.dtype, device=X.device)
+    for d, size in enumerate(grid.shape):
+        p = min(order, size)
+        t = (X[:, d] - lower[d]) / spacing[d]
+        start = (torch.floor(t).long() - (p - 1) // 2).clamp(0, size - p)
+        idx = start[:, None] + offsets[:p]
+        b, db = _lagrange(t, idx.to(X.dtype))
+        factor = torch.where((codes == d + 1)[:, None], db / spacing[d], b)
+        flat = (flat[:, :, None] * size + idx[:, None, :]).reshape(n, -1)
+        weight = (weight[:, :, None] * factor[:, None, :]).reshape(n, -1)
+    return flat, weight
+
+
+def interpolation_guess(
+    X: Tensor, grid: Grid, codes: Tensor, order: int = 4, num_quad: int = 32
+) -> Tensor:
     """Initial guess ``W (n, M)`` for the whitening solves ``K_uu x = k*_{u,n}`` (Eq. 20):
     local tensor-product Lagrange interpolation weights of order ``order`` per axis (the
     ``order`` grid points around ``x_n``; their derivative along axis ``d`` for derivative
-    codes ``d + 1``; zero rows for line integrals).
+    codes ``d + 1``). A line integral from the origin to ``x_n`` (code ``-1``) is linear in
+    the point functionals along it, so its guess is the ``num_quad``-point Gauss-Legendre
+    sum ``|x_n| sum_q w_q W(t_q x_n)`` of the weights at the nodes (the quadrature of
+    :func:`~bo_ncgp.models.hipgp.interdomain.cross_covariance`).
 
     A stationary kernel that is smooth on the scale of the grid spacing is interpolated
     almost exactly, ``k(Z, x_n) ~= K_uu W_n`` (the structured kernel interpolation of
@@ -58,36 +84,37 @@ def interpolation_guess(X: Tensor, grid: Grid, codes: Tensor, order: int = 4) ->
 
     Example:
         >>> g = Grid([0.0], [1.0], (11,))
-        >>> W = interpolation_guess(torch.tensor([[0.25]]), g, torch.tensor([0]))
+        >>> W = interpolation_guess(torch.tensor([[0.25], [0.5]]), g, torch.tensor([0, -1]))
         >>> f = torch.sin(3 * g.points()[:, 0])  # a cubic reproduces smooth functions
-        >>> bool(abs(W @ f - torch.sin(torch.tensor(0.75))) < 1e-3)
+        >>> bool(abs(W[0] @ f - torch.sin(torch.tensor(0.75))) < 1e-3)
+        True
+        >>> exact = (1 - torch.cos(torch.tensor(1.5))) / 3  # int_0^0.5 sin(3 x) dx
+        >>> bool(abs(W[1] @ f - exact) < 1e-3)
         True
     """
+    from bo_ncgp.models.hipgp.interdomain import _gauss_legendre
+
     n, D = X.shape
     order = int(order)
-    spacing = grid.spacing.to(X)
-    lower = grid.lower.to(X)
-    offsets = torch.arange(order, device=X.device)
-    nodes_idx, basis, deriv = [], [], []
-    for d, size in enumerate(grid.shape):
-        p = min(order, size)
-        t = (X[:, d] - lower[d]) / spacing[d]
-        start = (torch.floor(t).long() - (p - 1) // 2).clamp(0, size - p)
-        idx = start[:, None] + offsets[:p]
-        b, db = _lagrange(t, idx.to(X.dtype))
-        nodes_idx.append(idx)
-        basis.append(b)
-        deriv.append(db / spacing[d])
     codes = codes.reshape(-1)
-    flat = torch.zeros(n, 1, dtype=torch.long, device=X.device)
-    weight = torch.ones(n, 1, dtype=X.dtype, device=X.device)
-    for d in range(D):
-        factor = torch.where((codes == d + 1)[:, None], deriv[d], basis[d])
-        flat = (flat[:, :, None] * grid.shape[d] + nodes_idx[d][:, None, :]).reshape(n, -1)
-        weight = (weight[:, :, None] * factor[:, None, :]).reshape(n, -1)
-    weight = weight * (codes >= 0)[:, None].to(X.dtype)  # no guess for line integrals
     W = X.new_zeros(n, grid.num_points)
-    return W.scatter_add_(1, flat, weight)
+    point = codes >= 0
+    if bool(point.any()):
+        rows = point.nonzero().squeeze(-1)
+        flat, weight = _local_weights(X[rows], grid, codes[rows], order)
+        W[rows] = W[rows].scatter_add_(1, flat, weight)
+    ints = ~point
+    if bool(ints.any()):
+        rows = ints.nonzero().squeeze(-1)
+        Xi = X[rows]
+        t, w = _gauss_legendre(num_quad, X)
+        nodes = (t.view(-1, 1, 1) * Xi.unsqueeze(0)).reshape(-1, D)  # (Q * ni, D), node-major
+        values = torch.zeros(nodes.shape[0], dtype=torch.long, device=X.device)
+        flat, weight = _local_weights(nodes, grid, values, order)
+        weight = weight * (w.view(-1, 1) * Xi.norm(dim=-1).view(1, -1)).reshape(-1, 1)
+        owner = rows.repeat(num_quad)[:, None].expand_as(flat)
+        W.index_put_((owner.reshape(-1), flat.reshape(-1)), weight.reshape(-1), accumulate=True)
+    return W
 
 
 class FFTWhitener:

@@ -7,7 +7,6 @@ import gpytorch
 import pytest
 import torch
 
-from bo_ncgp.exceptions import UnsupportedError
 from bo_ncgp.likelihoods import Gaussian
 from bo_ncgp.linalg.cg_solve import cg_solve
 from bo_ncgp.linalg.toeplitz import CirculantEmbedding, Grid, circulant_first_row
@@ -130,10 +129,14 @@ def test_interpolation_guess_is_close_to_the_whitening_solution():
     k_un = cross_covariance(k, g.points(), X, codes).detach().mT  # (n, M)
     exact = torch.linalg.solve(K, k_un.mT).mT
     W = interpolation_guess(X, g, codes)
-    assert W.shape == (6, 256) and bool((W[5] == 0).all())  # no guess for an integral
-    # K_uu W reproduces the cross-covariances (values and derivatives) ...
-    rel = (W[:5] @ K - k_un[:5]).norm(dim=-1) / k_un[:5].norm(dim=-1)
+    assert W.shape == (6, 256)
+    # K_uu W reproduces the cross-covariances (values, derivatives and the line integral,
+    # whose guess sums the weights at its quadrature nodes) ...
+    rel = (W @ K - k_un).norm(dim=-1) / k_un.norm(dim=-1)
     assert float(rel.max()) < 1e-2
+    one_node = interpolation_guess(X[5:], g, codes[5:], num_quad=1)  # too coarse a rule
+    rel_one = (one_node @ K - k_un[5:]).norm(dim=-1) / k_un[5:].norm(dim=-1)
+    assert float(rel_one) > 10 * float(rel[5])
     # ... so W is close to K_uu^{-1} k* in the norm of |R^T e|, where 5 PCG iterations
     # from zero are not
     emb = CirculantEmbedding(circulant_first_row(k, g), grid_shape=g.shape, jitter=1e-6, warn=False)
@@ -183,7 +186,10 @@ def test_no_solve_whitening_from_the_interpolation_guess_is_close_to_the_solved_
     torch.testing.assert_close(v2, v1, atol=0.02, rtol=0)
     (grad,) = torch.autograd.grad(m2.sum(), Xs)  # differentiable in the inputs
     assert bool(torch.isfinite(grad).all()) and float(grad.abs().sum()) > 0
-    with pytest.raises(UnsupportedError, match="line integrals"):
-        guessed.whitened_cross_covariance(X[:1], torch.tensor([-1]))
+    # a line integral's rows from the guess at its quadrature nodes, without a solve
+    ints = torch.full((3,), -1)
+    rows = [m.whitened_cross_covariance(X[:3], ints).detach() for m in (solved, guessed)]
+    assert guessed.last_pcg_iterations == 0
+    assert float(((rows[0] - rows[1]).norm(dim=-1) / rows[0].norm(dim=-1)).max()) < 0.02
     with pytest.raises(ValueError, match="needs pcg_initial_guess='interpolation' or None"):
         HIPGP(k, g, pcg_max_iters=0, pcg_initial_guess="zero")

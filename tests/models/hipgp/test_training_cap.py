@@ -87,12 +87,21 @@ def test_an_explicit_training_cap_and_the_cap_on_every_solve():
     assert m.last_pcg_iterations > 0
 
 
-def test_auto_leaves_line_integrals_uncapped():
-    k, grid, _, _ = _problem()
-    m = _model(k, grid)
-    codes = torch.tensor([0, INTEGRAL, 1])
-    assert m.training_cap(True, codes) is None
-    assert m.training_cap(True, codes[[0, 2]]) == MINIBATCH_PCG_MAX_ITERS
+def test_minibatch_fit_caps_line_integral_solves_from_their_guess():
+    k, grid, X, _ = _problem(n=120)
+    X = 0.05 + 0.95 * X  # lines from the origin, a corner of the grid's domain
+    codes = torch.full((120,), INTEGRAL)
+    with torch.no_grad():  # integrals of a draw-free smooth field: exact targets
+        f = lambda P: torch.sin(4 * P[:, 0]) * torch.cos(3 * P[:, 1])  # noqa: E731
+        t = torch.linspace(0, 1, 401, dtype=D)[:, None, None]
+        y = torch.trapezoid(f((t * X).reshape(-1, 2)).reshape(401, -1), dx=1 / 400, dim=0)
+        y = y * X.norm(dim=-1)
+    m, ref = _model(k, grid), _model(k, grid, pcg_train_max_iters=None)
+    its = [_fit(mm, X, y, op=codes, batch_size=40, num_epochs=2) for mm in (m, ref)]
+    assert max(its[0]) <= MINIBATCH_PCG_MAX_ITERS < its[1][0]
+    with torch.no_grad():
+        a, b = m.predict_f(X, op="integral")[0], ref.predict_f(X, op="integral")[0]
+    assert float((a - b).norm() / b.norm()) < 1e-2
 
 
 @pytest.mark.parametrize(
@@ -191,7 +200,6 @@ def test_minibatch_start_tol_and_where_it_applies():
         (0.1 / 1.9) ** 0.5 * (1 / 50 - 1 / 200) ** 0.5
     )
     assert m.training_start_tol(200, 200) is None  # full batch: solve
-    assert m.training_start_tol(50, 200, torch.tensor([0, INTEGRAL])) is None
     assert _model(k, grid, pcg_train_max_iters=3).training_start_tol(50, 200) is None
     with pytest.raises(InputDataError, match="batch_size"):
         minibatch_start_tol(0, 10)
