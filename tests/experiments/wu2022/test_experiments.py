@@ -37,6 +37,8 @@ def test_dust_and_magnetometer_quick(tmp_path, data_root):
     assert dust.main(["--quick", "--out", str(tmp_path), "--root", str(data_root)]) == 0
     res = json.loads((tmp_path / "dust_quick.json").read_text())
     assert {r["model"] for r in res["rows"]} == {"hipgp", "svgp"}
+    (pair,) = res["paired"]  # HIP-GP against the SVGP on the same held-out stars
+    assert all(math.isfinite(v) for v in pair["squared_error_diff"])
     assert (tmp_path / "dust_quick_maps.png").stat().st_size > 0
     assert magnetometer.main(["--quick", "--out", str(tmp_path), "--root", str(data_root)]) == 0
     res = json.loads((tmp_path / "magnetometer_quick.json").read_text())
