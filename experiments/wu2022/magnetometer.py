@@ -261,6 +261,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="grid side of the hyperparameter fit (default 20)")  # fmt: skip
     p.add_argument("--hyper-epochs", type=int, default=None,
                    help="epochs of the hyperparameter fit (default 5)")  # fmt: skip
+    p.add_argument("--epoch-budget", type=float, default=None,
+                   help="seconds of set-up + epoch above which a model skips the larger grids "
+                   "(default 300)")  # fmt: skip
     p.add_argument("--full-batch", action="store_true",
                    help="epochs of one full-batch natural-gradient step each (to the optimum of "
                    "q given the rows) instead of minibatch steps")  # fmt: skip
@@ -272,7 +275,8 @@ def main(argv: list[str] | None = None) -> int:
                      ("pcg_eval", args.pcg_eval), ("file", args.file),
                      ("num_train", args.num_train), ("svgp_max_side", args.svgp_max_side),
                      ("hyper_side", args.hyper_side), ("hyper_epochs", args.hyper_epochs),
-                     ("full_batch", args.full_batch or None))
+                     ("full_batch", args.full_batch or None),
+                     ("epoch_budget", args.epoch_budget))
         if v is not None
     }  # fmt: skip
     cfg = harness.preset(DEFAULT, QUICK, args, **overrides)
