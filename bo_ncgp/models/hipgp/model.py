@@ -441,8 +441,14 @@ class HIPGP(torch.nn.Module, LatentGP):
         """``(X_sol, R_mv, R_t_mv)`` with the rows ``k_n^T = (X_sol R)_n`` of ``X (n, D)``
         (``fft`` whitening), solved ``ROW_CHUNK_ENTRIES // N`` rows at a time so that the
         ``n x N`` rows are never held; ``x0 (n, M)``: warm starts. Sets
-        :attr:`last_pcg_iterations` (the most of any chunk) and :attr:`last_kept_starts`."""
+        :attr:`last_pcg_iterations` (the most of any chunk) and :attr:`last_kept_starts`.
+        Under a PCG cap of 0, ``X_sol`` is the sparse interpolation guess (no solve, no
+        row formed)."""
         w = self.whitener()
+        if self.pcg_cap() == 0:
+            W = interpolation_guess(X, self.grid, codes, num_quad=self.num_quad, sparse=True)
+            self._last_pcg_solution, self.last_pcg_iterations, self.last_kept_starts = W, 0, None
+            return W, w.root_mv, w.root_t_mv
         step = max(1, ROW_CHUNK_ENTRIES // self.q.N)
         sols, iters, kept = [], 0, None
         for s in range(0, X.shape[0], step):

@@ -23,6 +23,20 @@ from bo_ncgp.linalg.cg import cg
 __all__ = ["BlockGaussian"]
 
 
+def _dense_rows(X: Tensor, start: int, stop: int) -> Tensor:
+    """Rows ``start:stop`` of a dense or sparse CSR matrix ``X``, dense."""
+    if X.layout != torch.sparse_csr:
+        return X[start:stop]
+    stop = min(stop, X.shape[0])
+    crow = X.crow_indices()
+    lo, hi = int(crow[start]), int(crow[stop])
+    counts = crow[start + 1 : stop + 1] - crow[start:stop]
+    rows = torch.repeat_interleave(torch.arange(stop - start, device=X.device), counts)
+    out = X.values().new_zeros(stop - start, X.shape[1])
+    out[rows, X.col_indices()[lo:hi]] = X.values()[lo:hi]
+    return out
+
+
 class BlockGaussian(torch.nn.Module):
     """``q(eps) = prod_b N(m_b, S_b)`` on a grid of shape ``grid_shape`` (C order), blocks of
     shape ``block_shape`` (each axis of the grid must be divisible by the block's).
@@ -173,9 +187,9 @@ class BlockGaussian(torch.nn.Module):
         """
         X, _, r_t_mv = factor
         rows = max(1, int(max_entries) // self.N)
-        G = X.new_zeros(self.num_blocks, self.block_size, self.block_size)
+        G = weights.new_zeros(self.num_blocks, self.block_size, self.block_size)
         for s in range(0, X.shape[0], rows):
-            G += self.block_gram(r_t_mv(X[s : s + rows]), weights[s : s + rows])
+            G += self.block_gram(r_t_mv(_dense_rows(X, s, s + rows)), weights[s : s + rows])
         return G
 
     @torch.no_grad()
@@ -217,7 +231,8 @@ class BlockGaussian(torch.nn.Module):
         rows ``k_n = R^T K_uu^{-1} k*_{u,n}``: the CG products of the mean step then run
         over ``X`` and ``R`` instead of the ``n x N`` matrix ``K`` (the same step). With
         ``K=None`` the block precisions are accumulated from ``factor`` too
-        (:meth:`factor_gram`), and ``K`` is never formed.
+        (:meth:`factor_gram`), and ``K`` is never formed; ``X`` may then be a sparse CSR
+        matrix (HIP-GP's interpolation weights).
 
         Example:
             >>> q = BlockGaussian((4,), (2,))

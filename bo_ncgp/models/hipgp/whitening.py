@@ -65,7 +65,7 @@ def _local_weights(X: Tensor, grid: Grid, codes: Tensor, order: int) -> tuple[Te
 
 
 def interpolation_guess(
-    X: Tensor, grid: Grid, codes: Tensor, order: int = 4, num_quad: int = 32
+    X: Tensor, grid: Grid, codes: Tensor, order: int = 4, num_quad: int = 32, sparse: bool = False
 ) -> Tensor:
     """Initial guess ``W (n, M)`` for the whitening solves ``K_uu x = k*_{u,n}`` (Eq. 20):
     local tensor-product Lagrange interpolation weights of order ``order`` per axis (the
@@ -73,7 +73,9 @@ def interpolation_guess(
     codes ``d + 1``). A line integral from the origin to ``x_n`` (code ``-1``) is linear in
     the point functionals along it, so its guess is the ``num_quad``-point Gauss-Legendre
     sum ``|x_n| sum_q w_q W(t_q x_n)`` of the weights at the nodes (the quadrature of
-    :func:`~bo_ncgp.models.hipgp.interdomain.cross_covariance`).
+    :func:`~bo_ncgp.models.hipgp.interdomain.cross_covariance`). ``sparse``: ``W`` as a sparse
+    CSR matrix (``order^D`` entries per point row, at most ``num_quad`` times that per line
+    integral).
 
     A stationary kernel that is smooth on the scale of the grid spacing is interpolated
     almost exactly, ``k(Z, x_n) ~= K_uu W_n`` (the structured kernel interpolation of
@@ -84,25 +86,31 @@ def interpolation_guess(
 
     Example:
         >>> g = Grid([0.0], [1.0], (11,))
-        >>> W = interpolation_guess(torch.tensor([[0.25], [0.5]]), g, torch.tensor([0, -1]))
+        >>> X, codes = torch.tensor([[0.25], [0.5]]), torch.tensor([0, -1])  # a value, an integral
+        >>> W = interpolation_guess(X, g, codes)
         >>> f = torch.sin(3 * g.points()[:, 0])  # a cubic reproduces smooth functions
         >>> bool(abs(W[0] @ f - torch.sin(torch.tensor(0.75))) < 1e-3)
         True
         >>> exact = (1 - torch.cos(torch.tensor(1.5))) / 3  # int_0^0.5 sin(3 x) dx
         >>> bool(abs(W[1] @ f - exact) < 1e-3)
         True
+        >>> S = interpolation_guess(X, g, codes, sparse=True)
+        >>> S.layout, bool(torch.allclose(S.to_dense(), W))
+        (torch.sparse_csr, True)
     """
     from bo_ncgp.models.hipgp.interdomain import _gauss_legendre
 
     n, D = X.shape
     order = int(order)
     codes = codes.reshape(-1)
-    W = X.new_zeros(n, grid.num_points)
+    owners, cols, vals = [], [], []
     point = codes >= 0
     if bool(point.any()):
         rows = point.nonzero().squeeze(-1)
         flat, weight = _local_weights(X[rows], grid, codes[rows], order)
-        W[rows] = W[rows].scatter_add_(1, flat, weight)
+        owners.append(rows[:, None].expand_as(flat))
+        cols.append(flat)
+        vals.append(weight)
     ints = ~point
     if bool(ints.any()):
         rows = ints.nonzero().squeeze(-1)
@@ -111,10 +119,15 @@ def interpolation_guess(
         nodes = (t.view(-1, 1, 1) * Xi.unsqueeze(0)).reshape(-1, D)  # (Q * ni, D), node-major
         values = torch.zeros(nodes.shape[0], dtype=torch.long, device=X.device)
         flat, weight = _local_weights(nodes, grid, values, order)
-        weight = weight * (w.view(-1, 1) * Xi.norm(dim=-1).view(1, -1)).reshape(-1, 1)
-        owner = rows.repeat(num_quad)[:, None].expand_as(flat)
-        W.index_put_((owner.reshape(-1), flat.reshape(-1)), weight.reshape(-1), accumulate=True)
-    return W
+        owners.append(rows.repeat(num_quad)[:, None].expand_as(flat))
+        cols.append(flat)
+        vals.append(weight * (w.view(-1, 1) * Xi.norm(dim=-1).view(1, -1)).reshape(-1, 1))
+    index = (torch.cat([o.reshape(-1) for o in owners]), torch.cat([c.reshape(-1) for c in cols]))
+    value = torch.cat([v.reshape(-1) for v in vals])
+    if sparse:
+        coo = torch.sparse_coo_tensor(torch.stack(index), value, (n, grid.num_points))
+        return coo.coalesce().to_sparse_csr()
+    return X.new_zeros(n, grid.num_points).index_put_(index, value, accumulate=True)
 
 
 class FFTWhitener:

@@ -14,7 +14,7 @@ from bo_ncgp.models.hipgp.interdomain import as_op_codes
 D = torch.float64
 
 
-def _setup(op):
+def _setup(op, cap=None):
     k = gpytorch.kernels.ScaleKernel(gpytorch.kernels.MaternKernel(nu=1.5)).to(D)
     k.base_kernel.lengthscale = 0.3
     k.requires_grad_(False)
@@ -23,25 +23,36 @@ def _setup(op):
     y = torch.sin(3 * X[:, 0]) + 0.05 * torch.randn(50, generator=g, dtype=D)
     grid = Grid(torch.zeros(2, dtype=D), torch.ones(2, dtype=D), (8, 8))
     models = [
-        HIPGP(k, grid, likelihood=Gaussian(noise=0.01), pcg_tol=1e-10, embedding_factor=3)
+        HIPGP(
+            k,
+            grid,
+            likelihood=Gaussian(noise=0.01),
+            pcg_tol=1e-10,
+            pcg_max_iters=cap,
+            embedding_factor=3,
+        )
         for _ in range(2)
     ]
     return models, X, y, op
 
 
+@pytest.mark.parametrize("cap", [None, 0])
 @pytest.mark.parametrize("op", [None, "integral"])
-def test_steps_without_the_rows_equal_the_steps_with_them(monkeypatch, op):
-    (free, full), X, y, op = _setup(op)
+def test_steps_without_the_rows_equal_the_steps_with_them(monkeypatch, op, cap):
+    (free, full), X, y, op = _setup(op, cap)
     monkeypatch.setattr(hipgp_model, "ROW_CHUNK_ENTRIES", 7 * free.q.N)  # 8 chunks of rows
     for lr in (1.0, 0.5):
-        free.natgrad_step(X, y, op=op, lr=lr, tol=1e-12)
+        free.natgrad_step(X, y, op=op, lr=lr, tol=1e-12, max_iters=5000)
         with torch.no_grad():
             K = full.whitened_cross_covariance(X, as_op_codes(op, 50, 2))
-        full.natgrad_step(X, y, op=op, lr=lr, K=K, tol=1e-12)
+        full.natgrad_step(X, y, op=op, lr=lr, K=K, tol=1e-12, max_iters=5000)
         a, b = free.q.mean, full.q.mean
         assert float((a - b).norm() / b.norm()) < 1e-6  # to the solvers' tolerances
         torch.testing.assert_close(free.q.prec, full.q.prec, atol=1e-8, rtol=1e-8)
     assert free._last_pcg_solution.shape == (50, free.num_inducing)
+    # without a solve the factor is the sparse interpolation weights
+    sparse = free._last_pcg_solution.layout == torch.sparse_csr
+    assert sparse == (cap == 0)
 
 
 def test_fit_passes_the_mean_solve_tolerance_and_refuses_bad_ones():
