@@ -266,8 +266,14 @@ class BlockGaussian(torch.nn.Module):
             k_mv, k_t_mv = K.__matmul__, K.mT.__matmul__
         else:
             X, r_mv, r_t_mv = factor
+            # a sparse X^T in CSR (row-major) layout: 30-40x faster products than X.mT (CSC)
+            Xt = (
+                X.mT
+                if X.layout != torch.sparse_csr
+                else X.to_sparse_coo().t().coalesce().to_sparse_csr()
+            )
             k_mv = lambda v: X @ r_mv(v)  # noqa: E731
-            k_t_mv = lambda u: r_t_mv(X.mT @ u)  # noqa: E731
+            k_t_mv = lambda u: r_t_mv(Xt @ u)  # noqa: E731
 
         g = scale * k_t_mv(alpha) - m
 
