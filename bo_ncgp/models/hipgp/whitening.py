@@ -21,6 +21,8 @@ from torch import Tensor
 from bo_ncgp.linalg import solve_lower, stable_cholesky
 from bo_ncgp.linalg.cg import CGResult
 from bo_ncgp.linalg.toeplitz import CirculantEmbedding, Grid, circulant_first_row
+from bo_ncgp.models.hipgp.interdomain import _gauss_legendre
+from bo_ncgp.models.hipgp.variational import csr_from_coo
 
 __all__ = ["CholeskyWhitener", "FFTWhitener", "interpolation_guess"]
 
@@ -98,8 +100,6 @@ def interpolation_guess(
         >>> S.layout, bool(torch.allclose(S.to_dense(), W))
         (torch.sparse_csr, True)
     """
-    from bo_ncgp.models.hipgp.interdomain import _gauss_legendre
-
     n, D = X.shape
     order = int(order)
     codes = codes.reshape(-1)
@@ -125,8 +125,11 @@ def interpolation_guess(
     index = (torch.cat([o.reshape(-1) for o in owners]), torch.cat([c.reshape(-1) for c in cols]))
     value = torch.cat([v.reshape(-1) for v in vals])
     if sparse:
-        coo = torch.sparse_coo_tensor(torch.stack(index), value, (n, grid.num_points))
-        return coo.coalesce().to_sparse_csr()
+        return csr_from_coo(
+            torch.sparse_coo_tensor(
+                torch.stack(index), value, (n, grid.num_points), check_invariants=True
+            )
+        )
     return X.new_zeros(n, grid.num_points).index_put_(index, value, accumulate=True)
 
 
