@@ -142,5 +142,8 @@ def test_training_cap_benchmark_quick(tmp_path):
         assert v["converged"]["distance"] == 0
         assert all(0 < x["rmse"] < 1 and x["seconds_per_epoch"] > 0 for x in v.values())
         assert 0 <= v["auto"]["kept"] <= 1 and v["cap 3"]["kept"] == 0
-        if v["auto"]["kept"] == 1:  # every start kept: the rows of no solve
-            assert v["auto"]["rmse"] == pytest.approx(v["no solve"]["rmse"], rel=1e-8)
+        if v["auto"]["kept"] == 1:  # every start kept: the rows of no solve (from dense and
+            # sparse weights, whose products round apart: the mean steps' CG at tolerance
+            # 1e-3 may stop an iteration apart)
+            assert v["auto"]["rmse"] == pytest.approx(v["no solve"]["rmse"], rel=1e-5)
+            assert v["auto"]["rmse"] != pytest.approx(v["cap 3"]["rmse"], rel=1e-5)
