@@ -401,21 +401,36 @@ class HIPGP(torch.nn.Module, LatentGP):
         warm-starts the PCG solves for ``K_uu^{-1} k*_{u,n}`` (``fft`` whitening; default
         :meth:`initial_guess`)."""
         w = self.whitener()
-        if self.whitening == "fft" and self.pcg_cap() == 0:
-            return self._interpolated_rows(w, X, codes)
+        if self.whitening == "cholesky":
+            Z = self.inducing_points().to(X)
+            return w.whiten(cross_covariance(self.kernel, Z, X, codes, num_quad=self.num_quad).mT)
+        return w.root_t_mv(self._fft_solutions(X, codes, x0))
+
+    def _fft_solutions(
+        self, X: Tensor, codes: Tensor, x0: Tensor | None = None, sparse: bool = False
+    ) -> Tensor:
+        """``K_uu^{-1} k*_{u,n}`` ``(n, M)`` for ``X (n, D)`` (``fft`` whitening), the rows
+        ``k_n = R^T`` of it (Eq. 20) not formed: under a PCG cap of 0 the interpolation guess
+        (``sparse``: as a CSR matrix; differentiable in ``X`` and, through ``R``, the
+        hyperparameters), else PCG from ``x0`` (default :meth:`initial_guess`) keeping the
+        starts within the training steps' start tolerance. Sets the solve's records."""
+        if self.pcg_cap() == 0:
+            W = interpolation_guess(X, self.grid, codes, num_quad=self.num_quad, sparse=sparse)
+            self._last_pcg_solution = W.detach()
+            self.last_pcg_iterations, self.last_kept_starts = 0, None
+            return W
+        w = self.whitener()
         Z = self.inducing_points().to(X)
         k_un = cross_covariance(self.kernel, Z, X, codes, num_quad=self.num_quad)  # Eq. 7
-        if self.whitening == "cholesky":
-            return w.whiten(k_un.mT)
         if x0 is None:
             x0 = self.initial_guess(X, codes)
         start_tol = None if self._cap_override is None else self._cap_override[1]
-        K = w.whiten(k_un.mT, x0=x0, start_tol=start_tol)
+        sol = w.solve(k_un.mT, x0=x0, start_tol=start_tol)
         self._last_pcg_solution = w.last_solution
         res, kept = w.last_result, w.last_accepted
         self.last_pcg_iterations = 0 if res is None else int(res.iterations)
         self.last_kept_starts = None if kept is None else int(kept.sum())
-        return K
+        return sol
 
     def _rows_factor(self) -> tuple | None:
         """``(X, R_mv, R_t_mv)`` with ``K = X R`` for the rows ``K`` that the last
@@ -428,46 +443,35 @@ class HIPGP(torch.nn.Module, LatentGP):
         w = self.whitener()
         return X, w.root_mv, w.root_t_mv
 
-    def _rows_free(self, obs_noise: Tensor | None) -> bool:
-        """Whether natural-gradient steps run without the ``n x N`` rows: ``fft`` whitening
-        and a Gaussian likelihood (whose step needs only products with ``K = X R`` and
-        its block Grams, :meth:`BlockGaussian.factor_gram`)."""
-        return self.whitening == "fft" and (
+    def _training_rows(
+        self, X: Tensor, codes: Tensor, obs_noise: Tensor | None, x0: Tensor | None = None
+    ) -> tuple[Tensor | None, tuple | None]:
+        """``(K, factor)`` of a training step without hyperparameter gradients: with ``fft``
+        whitening and a Gaussian likelihood ``K = None`` and the factor ``(X_sol, R_mv,
+        R_t_mv)`` of ``K = X_sol R``, solved ``ROW_CHUNK_ENTRIES // N`` rows at a time (under
+        a PCG cap of 0 ``X_sol`` is the sparse interpolation guess) so that the ``n x N``
+        rows are never held; else the rows ``K`` (and :meth:`_rows_factor`). ``x0``: warm
+        starts. :attr:`last_pcg_iterations` is the most of any chunk."""
+        rows_free = self.whitening == "fft" and (
             obs_noise is not None or isinstance(self.likelihood, Gaussian)
         )
-
-    @torch.no_grad()
-    def _solved_factor(self, X: Tensor, codes: Tensor, x0: Tensor | None = None) -> tuple:
-        """``(X_sol, R_mv, R_t_mv)`` with the rows ``k_n^T = (X_sol R)_n`` of ``X (n, D)``
-        (``fft`` whitening), solved ``ROW_CHUNK_ENTRIES // N`` rows at a time so that the
-        ``n x N`` rows are never held; ``x0 (n, M)``: warm starts. Sets
-        :attr:`last_pcg_iterations` (the most of any chunk) and :attr:`last_kept_starts`.
-        Under a PCG cap of 0, ``X_sol`` is the sparse interpolation guess (no solve, no
-        row formed)."""
+        if not rows_free:
+            return self.whitened_cross_covariance(X, codes, x0=x0), self._rows_factor()
         w = self.whitener()
         if self.pcg_cap() == 0:
-            W = interpolation_guess(X, self.grid, codes, num_quad=self.num_quad, sparse=True)
-            self._last_pcg_solution, self.last_pcg_iterations, self.last_kept_starts = W, 0, None
-            return W, w.root_mv, w.root_t_mv
+            return None, (self._fft_solutions(X, codes, sparse=True), w.root_mv, w.root_t_mv)
         step = max(1, ROW_CHUNK_ENTRIES // self.q.N)
         sols, iters, kept = [], 0, None
-        for s in range(0, X.shape[0], step):
-            part = None if x0 is None else x0[s : s + step]
-            self.whitened_cross_covariance(X[s : s + step], codes[s : s + step], x0=part)
-            sols.append(self._last_pcg_solution)
-            iters = max(iters, self.last_pcg_iterations or 0)
-            if self.last_kept_starts is not None:
-                kept = (kept or 0) + self.last_kept_starts
+        with torch.no_grad():
+            for s in range(0, X.shape[0], step):
+                part = None if x0 is None else x0[s : s + step]
+                sols.append(self._fft_solutions(X[s : s + step], codes[s : s + step], part))
+                iters = max(iters, self.last_pcg_iterations or 0)
+                if self.last_kept_starts is not None:
+                    kept = (kept or 0) + self.last_kept_starts
         self._last_pcg_solution = torch.cat(sols)
         self.last_pcg_iterations, self.last_kept_starts = iters, kept
-        return self._last_pcg_solution, w.root_mv, w.root_t_mv
-
-    def _interpolated_rows(self, w: FFTWhitener, X: Tensor, codes: Tensor) -> Tensor:
-        """``k_n = R^T W_n`` without a solve (``pcg_max_iters=0``), differentiable in ``X``
-        and the hyperparameters."""
-        W = interpolation_guess(X, self.grid, codes, num_quad=self.num_quad)
-        self._last_pcg_solution, self.last_pcg_iterations = W.detach(), 0
-        return w.root_t_mv(W)
+        return None, (self._last_pcg_solution, w.root_mv, w.root_t_mv)
 
     @torch.no_grad()
     def initial_guess(self, X: Tensor, codes: Tensor) -> Tensor | None:
@@ -636,12 +640,8 @@ class HIPGP(torch.nn.Module, LatentGP):
             n = X.shape[0] if num_data is None else num_data
             cap = self.training_cap(n > X.shape[0])
             start_tol = self.training_start_tol(X.shape[0], n, lr)
-            with self._training_solves(cap, start_tol):
-                if self._rows_free(obs_noise):
-                    factor = self._solved_factor(X, codes)
-                else:
-                    K = self.whitened_cross_covariance(X, codes)
-                    factor = self._rows_factor()
+            with self._training_solves(cap, start_tol), torch.no_grad():
+                K, factor = self._training_rows(X, codes, obs_noise)
         self._natgrad_from(K, X, y, codes, num_data, lr, obs_noise, (tol, max_iters), factor)
 
     def _natgrad_from(self, K, X, y, codes, num_data, lr, obs_noise, cg_stop, factor) -> None:
@@ -757,10 +757,11 @@ class HIPGP(torch.nn.Module, LatentGP):
                             guess = self.initial_guess(Xb, cb)
                             if guess is not None:
                                 x0 = torch.where(seen[idx, None], x0, guess)
-                        if stepper is None and self._rows_free(nb):
-                            K, factor = None, self._solved_factor(Xb, cb, x0)
+                        if stepper is None:
+                            with torch.no_grad():
+                                K, factor = self._training_rows(Xb, cb, nb, x0)
                         else:
-                            with torch.set_grad_enabled(stepper is not None):
+                            with torch.enable_grad():
                                 K = self.whitened_cross_covariance(Xb, cb, x0=x0)
                             factor = self._rows_factor()
                 except STEP_ERRORS:

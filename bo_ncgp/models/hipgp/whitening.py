@@ -181,8 +181,17 @@ class FFTWhitener:
     def whiten(
         self, k_un: Tensor, x0: Tensor | None = None, start_tol: float | None = None
     ) -> Tensor:
-        """``(n, M)`` rows ``k*_{u,n}^T`` -> ``(n, N)`` rows ``k_n^T`` (Eq. 20); ``x0`` ``(n,
-        M)`` warm-starts the PCG solves (e.g. :attr:`last_solution` of the same rows).
+        """``(n, M)`` rows ``k*_{u,n}^T`` -> ``(n, N)`` rows ``k_n^T = R^T K_uu^{-1} k*_{u,n}``
+        (Eq. 20): ``R^T`` applied to :meth:`solve`. See :meth:`solve` for ``x0`` and
+        ``start_tol``."""
+        return self.embedding.root_t_mv(self.solve(k_un, x0=x0, start_tol=start_tol))
+
+    def solve(
+        self, k_un: Tensor, x0: Tensor | None = None, start_tol: float | None = None
+    ) -> Tensor:
+        """``(n, M)`` solutions ``K_uu^{-1} k*_{u,n}`` of the PCG solves of :meth:`whiten`
+        (without forming the rows); ``x0`` ``(n, M)`` warm-starts them (e.g.
+        :attr:`last_solution` of the same rows).
 
         ``start_tol`` (with ``x0``): keep the start of every row whose estimated relative
         error of ``k_n`` (:meth:`start_errors`) is at most ``start_tol``, and run PCG
@@ -216,7 +225,7 @@ class FFTWhitener:
                 x0=x0,
             )
             self.last_result, self.last_solution = res, sol.detach()
-            return emb.root_t_mv(sol)
+            return sol
         x0 = x0.detach()
         kuu_x0 = emb.kuu_mv(x0)
         r = k_un - kuu_x0  # differentiable: the right-hand side of the correction
@@ -234,7 +243,7 @@ class FFTWhitener:
             )
             sol = x0.index_put((idx,), x0[idx] + d)
         self.last_result, self.last_solution = res, sol.detach()
-        return emb.root_t_mv(sol)
+        return sol
 
     @torch.no_grad()
     def start_errors(self, x0: Tensor, r: Tensor, kuu_x0: Tensor) -> Tensor:
