@@ -50,6 +50,10 @@ class BlockGaussian(torch.nn.Module):
     """``q(eps) = prod_b N(m_b, S_b)`` on a grid of shape ``grid_shape`` (C order), blocks of
     shape ``block_shape`` (each axis of the grid must be divisible by the block's).
 
+    Attributes:
+        last_cg: ``(iterations, converged)`` of the last natural-gradient step's mean solve
+            (CG; ``converged``: every column reached its tolerance), ``None`` before one.
+
     Example:
         >>> q = BlockGaussian((4, 6), (2, 3))
         >>> q.num_blocks, q.block_size
@@ -85,6 +89,7 @@ class BlockGaussian(torch.nn.Module):
         self.register_buffer("theta1", torch.zeros(self.N, dtype=dtype, device=device))
         self.register_buffer("prec", eye.expand(self.num_blocks, -1, -1).clone())
         self.register_buffer("prec_chol", self.prec.clone())
+        self.last_cg: tuple[int, bool] | None = None
 
     # ------------------------------------------------------------ reordering
     def to_blocks(self, v: Tensor) -> Tensor:
@@ -295,6 +300,7 @@ class BlockGaussian(torch.nn.Module):
             return self.from_blocks(torch.cholesky_solve(r, self.prec_chol).squeeze(-1))[:, None]
 
         d = cg(matmul, (lr * g).unsqueeze(-1), precond=precond, tol=tol, max_iters=max_iters)
+        self.last_cg = (int(d.iterations), bool(d.converged.all()))
         m = m + d.solution[:, 0]
         self.theta1.copy_(
             self.from_blocks((self.prec @ self.to_blocks(m).unsqueeze(-1)).squeeze(-1))

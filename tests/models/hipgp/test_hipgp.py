@@ -132,7 +132,10 @@ def test_block_natgrad_with_lr_one_reaches_the_optimal_mean_in_one_step_and_lr_b
     grid = Grid([0.0, 0.0], [1.0, 1.0], (8, 8))
     X, y = torch.rand(40, 2), torch.randn(40)
     full = HIPGP(k, grid, variational="full", pcg_tol=1e-12, likelihood=Gaussian(0.1))
-    full.natgrad_step(X, y)
+    assert full.q.last_cg is None
+    full.natgrad_step(X, y, tol=1e-10)
+    # the full family's precision is the system's, so its CG stops after one iteration
+    assert full.q.last_cg == (1, True)
     m = HIPGP(k, grid, block_shape=(2, 2), pcg_tol=1e-12, likelihood=Gaussian(0.1))
     K = m.whitened_cross_covariance(X, as_op_codes(None, 40, 2))
     for tol, close in ((1e-3, 1e-2), (1e-10, 1e-8)):  # the default and a tight mean solve
@@ -140,6 +143,10 @@ def test_block_natgrad_with_lr_one_reaches_the_optimal_mean_in_one_step_and_lr_b
         m.natgrad_step(X, y, K=K, tol=tol)
         gap = (m.q.mean - full.q.mean).norm() / full.q.mean.norm()
         assert float(gap) < close
+        assert m.q.last_cg[0] > 1 and m.q.last_cg[1]
+    m.q.reset()
+    m.natgrad_step(X, y, K=K, tol=1e-10, max_iters=1)  # stopped early: reported as such
+    assert m.q.last_cg == (1, False)
 
     def objective(mean):  # the ELBO's dependence on the mean (Gaussian likelihood)
         return float(-0.5 * mean.square().sum() - 0.5 / 0.1 * (y - K @ mean).square().sum())
