@@ -51,6 +51,8 @@ __all__ = ["HIPGP", "MINIBATCH_PCG_MAX_ITERS", "minibatch_start_tol"]
 #: rows (``k_n``, ``N`` floats each) formed at once by the natural-gradient steps that never
 #: hold all ``n x N`` rows (2^22 floats: 32 MB in float64)
 ROW_CHUNK_ENTRIES = 2**22
+#: Cholesky-whitened rows are formed in chunks of this many entries (kernel temporaries)
+CHOLESKY_CHUNK_ENTRIES = 2**24
 
 #: PCG iteration cap of minibatch training steps under ``pcg_train_max_iters="auto"`` for the
 #: rows whose start is not kept (:func:`minibatch_start_tol`): where the interpolation start
@@ -399,11 +401,21 @@ class HIPGP(torch.nn.Module, LatentGP):
     ) -> Tensor:
         """Rows ``k_n^T`` (Eq. 20) for ``X (n, D)``, shape ``(n, N)``; ``x0 (n, M)``
         warm-starts the PCG solves for ``K_uu^{-1} k*_{u,n}`` (``fft`` whitening; default
-        :meth:`initial_guess`)."""
+        :meth:`initial_guess`). Cholesky rows are formed ``CHOLESKY_CHUNK_ENTRIES // M`` at a
+        time, so the kernel's temporaries never take more than the rows themselves."""
         w = self.whitener()
         if self.whitening == "cholesky":
             Z = self.inducing_points().to(X)
-            return w.whiten(cross_covariance(self.kernel, Z, X, codes, num_quad=self.num_quad).mT)
+            step = max(1, CHOLESKY_CHUNK_ENTRIES // Z.shape[0])
+            parts = [
+                w.whiten(
+                    cross_covariance(
+                        self.kernel, Z, X[s : s + step], codes[s : s + step], num_quad=self.num_quad
+                    ).mT
+                )
+                for s in range(0, X.shape[0], step)
+            ]
+            return parts[0] if len(parts) == 1 else torch.cat(parts)
         return w.root_t_mv(self._fft_solutions(X, codes, x0))
 
     def _fft_solutions(

@@ -72,3 +72,21 @@ def test_fit_passes_the_mean_solve_tolerance_and_refuses_bad_ones():
         a.fit(X, y, op=op, natgrad_tol=0.0)
     with pytest.raises(ValueError, match="natgrad_max_iters"):
         a.fit(X, y, op=op, natgrad_max_iters=0)
+
+
+@pytest.mark.parametrize("op", ["value", "integral"])
+def test_cholesky_rows_formed_in_chunks_equal_the_rows_at_once(monkeypatch, op):
+    k = gpytorch.kernels.ScaleKernel(gpytorch.kernels.MaternKernel(nu=1.5)).to(D)
+    k.base_kernel.lengthscale = 0.3
+    X = 0.05 + 0.9 * torch.rand(23, 2, generator=torch.Generator().manual_seed(1), dtype=D)
+    grid = Grid(torch.zeros(2, dtype=D), torch.ones(2, dtype=D), (6, 6))
+    m = HIPGP(k, grid, likelihood=Gaussian(noise=0.01), whitening="cholesky", jitter=1e-8)
+    codes = as_op_codes(op, 23, 2)
+    whole = m.whitened_cross_covariance(X, codes)
+    monkeypatch.setattr(hipgp_model, "CHOLESKY_CHUNK_ENTRIES", 5 * 36)  # 5 rows per chunk
+    chunked = m.whitened_cross_covariance(X, codes)
+    assert chunked.shape == whole.shape == (23, 36)
+    torch.testing.assert_close(chunked, whole, rtol=0, atol=1e-12)
+    # gradients reach the hyperparameters through every chunk
+    chunked.square().sum().backward()
+    assert k.raw_outputscale.grad is not None and torch.isfinite(k.raw_outputscale.grad)
