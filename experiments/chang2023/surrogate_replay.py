@@ -4,7 +4,8 @@
 The batches of a campaign folder (``state.json`` of ``bo-ncgp bench``) are fed in their
 order to the objective surrogate of a box-bounded strategy whose model is SingleTaskGP's
 (``dual-matched`` and ``dual-matched-fantasy``: learned constant mean, outputscale and noise
-prior from the values' sample variance). Every ``--every`` evaluations a ``SingleTaskGP`` is
+prior from the values' sample variance). After the initial design and every ``--every``
+evaluations from there (and at the end) a ``SingleTaskGP`` is
 fitted by ``fit_gpytorch_mll`` on the same unit-cube points and standardised values, and both
 fits are reported in SingleTaskGP's units: lengthscales, noise, constant mean and the exact
 log marginal likelihood of each set of hyperparameters. At the end, with the surrogate's
@@ -102,6 +103,7 @@ def _acquisitions(gp, ours, U: torch.Tensor, q: int, batches: int, samples: list
     for n in samples:
         vals = []
         for model in (gp, ours):
+            torch.manual_seed(0)  # prune_baseline draws its samples from the global generator
             sampler = SobolQMCNormalSampler(torch.Size([n]), seed=1)
             acq = qLogNoisyExpectedImprovement(
                 model, X_baseline=U, sampler=sampler, prune_baseline=True
@@ -147,11 +149,12 @@ def replay(
     s.setup(prob, state["seed"])
     evs = state["evaluations"]
     rows, n = [], 0
+    first = len(state["batches"][0])  # the initial design: compared from there on
     for batch in state["batches"]:
         X = np.array([evs[i]["point"] for i in batch], dtype=float)
         s.observe(X, [Evaluation(evs[i]["value"], evs[i]["success"]) for i in batch], None)
         n += len(batch)
-        if n % every and n != len(evs):
+        if (n - first) % every and n != len(evs):
             continue
         gp = _stgp(s.U, s.Y)
         mapped = _as_stgp(s.surrogate.model, s.U, s.Y)
