@@ -44,6 +44,7 @@ import gpytorch
 import torch
 
 from bo_ncgp.data import load_dust
+from bo_ncgp.exceptions import InputDataError
 from bo_ncgp.likelihoods import Gaussian
 from bo_ncgp.models.hipgp import HIPGP, Grid
 from experiments import harness
@@ -155,14 +156,42 @@ def fit_and_eval(name, kernel, shape, whitening, data, cfg) -> tuple[dict, HIPGP
     return out, m
 
 
+def split(X: torch.Tensor, num_stars: int | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Training and held-out star indices: ``num_stars`` of the stars (all for ``None``) in
+    a random order of seed 0, the first 80 % for training."""
+    n = X.shape[0] if num_stars is None else num_stars
+    perm = torch.randperm(X.shape[0], generator=torch.Generator().manual_seed(0))[:n]
+    ntr = int(0.8 * n)
+    return perm[:ntr], perm[ntr:]
+
+
+def pair_files(files: list[Path], out: Path, root=None, verify: bool = True) -> dict:
+    """Every HIP-GP row against every SVGP row of the result ``files`` (runs of this script
+    on the same stars), paired over the held-out stars (:func:`paired_errors`); written to
+    ``out``."""
+    runs = [harness.read_json(f) for f in files]
+    stars = {r["config"]["num_stars"] for r in runs}
+    if len(stars) != 1:
+        raise InputDataError(f"hipgp-dust --pair: the files use different star counts {stars}")
+    d = load_dust(root=root, verify=verify)
+    _, te = split(d["X"], stars.pop())
+    rows = [r for res in runs for r in res["rows"]]
+    for r in rows:
+        if len(r["test_prediction"]) != te.numel():
+            raise InputDataError(
+                f"hipgp-dust --pair: a {r['model']} row (M = {r['M']}) holds "
+                f"{len(r['test_prediction'])} predictions, the split {te.numel()} stars"
+            )
+    res = {"files": [str(f) for f in files], "paired": paired_errors(rows, d["e"][te])}
+    harness.write_json(out, res)
+    return res
+
+
 def run(cfg: dict, out: Path, root=None, verify: bool = True) -> dict:
     torch.manual_seed(0)
     d = load_dust(root=root, verify=verify)
     X, e, dens = d["X"], d["e"], d["density"]
-    n = X.shape[0] if cfg["num_stars"] is None else cfg["num_stars"]
-    perm = torch.randperm(X.shape[0], generator=torch.Generator().manual_seed(0))[:n]
-    ntr = int(0.8 * n)
-    tr, te = perm[:ntr], perm[ntr:]
+    tr, te = split(X, cfg["num_stars"])
     r = X[tr].norm(dim=-1)
     rho0 = float((e[tr] * r).sum() / (r * r).sum())  # e ~ rho0 |x|
     ytr = e[tr] - rho0 * r
@@ -385,8 +414,28 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="most full-batch epochs; fewer once q's mean moves by < 1e-4 (default 20)",
     )
+    p.add_argument(
+        "--pair",
+        nargs="+",
+        type=Path,
+        default=None,
+        help="fit nothing: pair every HIP-GP row against every SVGP row of these result files "
+        "over the held-out stars and write the differences to --file in --out",
+    )
     args = p.parse_args(argv)
     harness.setup(args.threads)
+    if args.pair:
+        missing = [str(f) for f in args.pair if not f.is_file()]
+        if missing:
+            p.error(f"--pair: no such result file: {', '.join(missing)}")
+        res = pair_files(args.pair, args.out / (args.file or "dust_pairs.json"), args.root,
+                         args.verify)  # fmt: skip
+        for e in res["paired"]:
+            sq, ab = e["squared_error_diff"], e["abs_error_diff"]
+            print(f"HIP-GP M = {e['hipgp']} - SVGP M = {e['svgp']}: squared error "
+                  f"{sq[0]:+.2e} +- {sq[1]:.2e}, absolute error "
+                  f"{ab[0]:+.2e} +- {ab[1]:.2e}")  # fmt: skip
+        return 0
     cfg = harness.preset(
         DEFAULT,
         QUICK,

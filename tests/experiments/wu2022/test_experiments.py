@@ -40,6 +40,12 @@ def test_dust_and_magnetometer_quick(tmp_path, data_root):
     (pair,) = res["paired"]  # HIP-GP against the SVGP on the same held-out stars
     assert all(math.isfinite(v) for v in pair["squared_error_diff"])
     assert (tmp_path / "dust_quick_maps.png").stat().st_size > 0
+    # pairing rows of result files afterwards gives the run's own pairs
+    args = ["--pair", str(tmp_path / "dust_quick.json"), "--file", "pairs.json"]
+    assert dust.main([*args, "--out", str(tmp_path), "--root", str(data_root)]) == 0
+    assert json.loads((tmp_path / "pairs.json").read_text())["paired"] == res["paired"]
     assert magnetometer.main(["--quick", "--out", str(tmp_path), "--root", str(data_root)]) == 0
     res = json.loads((tmp_path / "magnetometer_quick.json").read_text())
     assert all(math.isfinite(r["rmse"]) and r["seconds_per_epoch"] > 0 for r in res["rows"])
+    assert len(res["paired"]) == 4  # two HIP-GP grids against two SVGP grids
+    assert all(r["within_fit_budget"] for r in res["rows"])
