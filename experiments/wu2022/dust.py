@@ -65,7 +65,7 @@ def make_kernel() -> gpytorch.kernels.Kernel:
     return k
 
 
-def _predict(m: HIPGP, X: torch.Tensor, batch: int, op=None) -> tuple[torch.Tensor, torch.Tensor]:
+def predict(m: HIPGP, X: torch.Tensor, batch: int, op=None) -> tuple[torch.Tensor, torch.Tensor]:
     """``predict_f`` in batches whose rows ``k_n`` (``N`` floats each) stay below 2^24 floats."""
     bs = max(1, min(batch, 2**24 // m.q.N))
     parts = [m.predict_f(X[s : s + bs], op=op) for s in range(0, X.shape[0], bs)]
@@ -123,8 +123,8 @@ def fit_and_eval(name, kernel, shape, whitening, data, cfg) -> tuple[dict, HIPGP
     t_fit = time.perf_counter() - t0
     epoch_s = [b - a for a, b in zip([0.0, *stamps[:-1]], stamps, strict=True)]
     m.pcg_max_iters = cfg["pcg_eval"] if fft else None
-    mean, var = _predict(m, Xte, cfg["batch"], op="integral")
-    lat = _predict(m, Xte, cfg["batch"])[0] + rho0
+    mean, var = predict(m, Xte, cfg["batch"], op="integral")
+    lat = predict(m, Xte, cfg["batch"])[0] + rho0
     pred = mean + rho0 * Xte.norm(dim=-1)
     resid = yte - pred
     pv = var + lik.noise
@@ -295,8 +295,8 @@ def plot(m: HIPGP, data, cfg, path: Path) -> None:
     ax_ = torch.linspace(-0.25, 0.25, s)
     gx, gy = torch.meshgrid(ax_, ax_, indexing="ij")
     P = torch.stack([gx.reshape(-1), gy.reshape(-1), torch.zeros(s * s)], -1)
-    lat = _predict(m, P, 500)[0] + rho0
-    ext = _predict(m, P, 500, op="integral")[0] + rho0 * P.norm(dim=-1)
+    lat = predict(m, P, 500)[0] + rho0
+    ext = predict(m, P, 500, op="integral")[0] + rho0 * P.norm(dim=-1)
     fig, axes = plt.subplots(1, 3, figsize=(14, 4.2))
     ext_ext = [-0.25, 0.25, -0.25, 0.25]
     im = axes[0].imshow(ext.reshape(s, s).T.numpy(), origin="lower", extent=ext_ext, cmap="magma")
