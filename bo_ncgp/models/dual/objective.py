@@ -30,7 +30,7 @@ from torch import Tensor
 
 from bo_ncgp.likelihoods import Likelihood
 from bo_ncgp.linalg import solve_lower, stable_cholesky, tri_logdet
-from bo_ncgp.models.dual.sites import expected_log_prob, site_contributions
+from bo_ncgp.models.dual.sites import expected_log_prob
 
 __all__ = ["dual_objective", "sequential_elbo"]
 
@@ -85,23 +85,35 @@ def dual_objective(
         >>> bool(torch.isclose(obj, exact.log_prob(y), atol=1e-4))  # log marginal likelihood
         True
     """
-    lam_s, B_s = site_contributions(Kza, eta, beta)
-    lam = lam_rest + lam_s
+    # Whitened by L_K = chol(K_zz): A = L_K P L_K^T with P = I + L_K^{-1} (B_rest + B_s) L_K^{-T}
+    # and B_s = K_za diag(beta) K_az, so P's sites part is H diag(beta) H^T, H = L_K^{-1} K_za.
+    # log|K_zz| - log|A| = -log|P| and lam^T A^{-1} lam = |L_P^{-1} L_K^{-1} lam|^2 are then
+    # formed without the cancellation of two near-singular log-determinants (Z close to the
+    # data, long lengthscales), where K_zz and K_zz + B_u would be jittered independently.
     L_K = stable_cholesky(Kzz, name="K_zz")
-    L_A = stable_cholesky(Kzz + B_rest + B_s, name="K_zz + B_u")
-    w = solve_lower(L_A, lam.unsqueeze(-1)).squeeze(-1)
-    log_Z = 0.5 * (tri_logdet(L_K) - tri_logdet(L_A) + w.square().sum(-1)).sum()
+    H = solve_lower(L_K, Kza)
+    P = (H * beta.unsqueeze(-2)) @ H.mT
+    r = (H @ eta.unsqueeze(-1)).squeeze(-1)  # L_K^{-1} lam_s
+    has_rest = bool(B_rest.abs().sum() > 0) or bool(lam_rest.abs().sum() > 0)
+    if has_rest:
+        X_r = solve_lower(L_K, B_rest)
+        P = P + solve_lower(L_K, X_r.mT)
+        r = r + solve_lower(L_K, lam_rest.unsqueeze(-1)).squeeze(-1)
+    P = 0.5 * (P + P.mT) + torch.eye(P.shape[-1], dtype=P.dtype, device=P.device)
+    L_P = stable_cholesky(P, name="I + L_K^{-1} B_u L_K^{-T}")
+    w = solve_lower(L_P, r.unsqueeze(-1)).squeeze(-1)  # = L_A^{-1} lam for L_A = L_K L_P
+    log_Z = 0.5 * (w.square().sum(-1) - tri_logdet(L_P)).sum()
     out = log_Z
     if Kza.shape[-1] > 0:
-        H = solve_lower(L_K, Kza)
-        G = solve_lower(L_A, Kza)
+        G = solve_lower(L_P, H)  # L_A^{-1} K_za
         mean = (G * w.unsqueeze(-1)).sum(-2)
         var_u = G.square().sum(-2)  # Var[a_i^T u] = k^T A^{-1} k
         var_f = (kaa - H.square().sum(-2)).clamp_min(0) + var_u
         elp = expected_log_prob(likelihood, y, mean + mean_offset, var_f)
         e_log_t = (eta * mean - 0.5 * beta * (var_u + mean.square())).sum()
         out = out + (weights * elp).sum() - e_log_t
-    if include_rest:
+    if include_rest and has_rest:
+        L_A = L_K @ L_P
         mu_v = torch.linalg.solve_triangular(L_A.mT, w.unsqueeze(-1), upper=True).squeeze(-1)
         out = out - _expected_log_rest(lam_rest, B_rest, L_A, mu_v)
     return out
