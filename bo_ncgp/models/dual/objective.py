@@ -11,11 +11,14 @@ the posterior is ``q_theta(u) ∝ p_theta(u) T_rest Π_i t_i`` (Eq. 25 with the 
     log Z = log ∫ p_theta(u) T_rest Π t_i du = ½ log|K_zz| - ½ log|A| + ½ lam^T A^{-1} lam,
     c     = Σ_i w_i E_q[log p(y_i|f_i)] - Σ_i E_q[log t_i] - E_q[log T_rest],
 
-``A = K_zz + B``, ``lam``/``B`` the totals (Eq. 11). The weights ``w_i`` are 1 for the new
-batch and ``n_old / n_M`` for memory points (the Sec. 3.4 stochastic estimate of the sum over
-``D_old``). ``L(theta)`` is the ELBO (Eq. 3/13) evaluated at ``q_theta``, so with a Gaussian
-likelihood, all data held as sites and converged sites it equals the exact log marginal
-likelihood, and so does its gradient (Adam et al. 2021, App. B).
+``A = K_zz + B``, ``lam``/``B`` the totals (Eq. 11). The sites' part of ``A`` is whitened: with
+``C = K_zz + B_rest`` and ``G0 = chol(C)^{-1} K_za``, ``A = L_C (I + G0 diag(beta) G0^T)
+L_C^T``, so that ``log|K_zz| - log|A|`` is not the difference of two near-singular
+log-determinants (inducing points close to the data with long lengthscales). The weights
+``w_i`` are 1 for the new batch and ``n_old / n_M`` for memory points (the Sec. 3.4 stochastic
+estimate of the sum over ``D_old``). ``L(theta)`` is the ELBO (Eq. 3/13) evaluated at
+``q_theta``, so with a Gaussian likelihood, all data held as sites and converged sites it
+equals the exact log marginal likelihood, and so does its gradient (Adam et al. 2021, App. B).
 
 :func:`sequential_elbo` is the plain objective of Eq. 21 with ``q(u) = N(m_u, V_u)`` held fixed
 and the prior ``p_theta(u) T_rest(u) / Z_rest(theta)`` (the "new prior" of Eqs. 18-20).
@@ -85,27 +88,31 @@ def dual_objective(
         >>> bool(torch.isclose(obj, exact.log_prob(y), atol=1e-4))  # log marginal likelihood
         True
     """
-    # Whitened by L_K = chol(K_zz): A = L_K P L_K^T with P = I + L_K^{-1} (B_rest + B_s) L_K^{-T}
-    # and B_s = K_za diag(beta) K_az, so P's sites part is H diag(beta) H^T, H = L_K^{-1} K_za.
-    # log|K_zz| - log|A| = -log|P| and lam^T A^{-1} lam = |L_P^{-1} L_K^{-1} lam|^2 are then
-    # formed without the cancellation of two near-singular log-determinants (Z close to the
-    # data, long lengthscales), where K_zz and K_zz + B_u would be jittered independently.
+    # The sites' part whitened: with C = K_zz + B_rest = L_C L_C^T (C = K_zz without a rest
+    # factor) and B_s = K_za diag(beta) K_az, A = L_C P L_C^T with P = I + G0 diag(beta) G0^T,
+    # G0 = L_C^{-1} K_za. Then log|K_zz| - log|A| = log|K_zz| - log|C| - log|P| (the first
+    # difference is 0 without a rest factor) and lam^T A^{-1} lam = |L_P^{-1} L_C^{-1} lam|^2
+    # are formed without cancelling the log-determinants of two near-singular matrices (Z close
+    # to the data, long lengthscales), each of which would be jittered on its own.
     L_K = stable_cholesky(Kzz, name="K_zz")
-    H = solve_lower(L_K, Kza)
-    P = (H * beta.unsqueeze(-2)) @ H.mT
-    r = (H @ eta.unsqueeze(-1)).squeeze(-1)  # L_K^{-1} lam_s
     has_rest = bool(B_rest.abs().sum() > 0) or bool(lam_rest.abs().sum() > 0)
     if has_rest:
-        X_r = solve_lower(L_K, B_rest)
-        P = P + solve_lower(L_K, X_r.mT)
-        r = r + solve_lower(L_K, lam_rest.unsqueeze(-1)).squeeze(-1)
+        L_C = stable_cholesky(Kzz + B_rest, name="K_zz + B_rest")
+        log_ratio = tri_logdet(L_K) - tri_logdet(L_C)
+        r = solve_lower(L_C, lam_rest.unsqueeze(-1)).squeeze(-1)
+    else:
+        L_C, log_ratio, r = L_K, 0.0, 0.0
+    G0 = solve_lower(L_C, Kza)
+    P = (G0 * beta.unsqueeze(-2)) @ G0.mT
     P = 0.5 * (P + P.mT) + torch.eye(P.shape[-1], dtype=P.dtype, device=P.device)
-    L_P = stable_cholesky(P, name="I + L_K^{-1} B_u L_K^{-T}")
-    w = solve_lower(L_P, r.unsqueeze(-1)).squeeze(-1)  # = L_A^{-1} lam for L_A = L_K L_P
-    log_Z = 0.5 * (w.square().sum(-1) - tri_logdet(L_P)).sum()
+    L_P = stable_cholesky(P, name="I + L_C^{-1} B_s L_C^{-T}")
+    r = r + (G0 @ eta.unsqueeze(-1)).squeeze(-1)  # L_C^{-1} lam
+    w = solve_lower(L_P, r.unsqueeze(-1)).squeeze(-1)  # = L_A^{-1} lam for L_A = L_C L_P
+    log_Z = 0.5 * (log_ratio - tri_logdet(L_P) + w.square().sum(-1)).sum()
     out = log_Z
     if Kza.shape[-1] > 0:
-        G = solve_lower(L_P, H)  # L_A^{-1} K_za
+        H = G0 if L_C is L_K else solve_lower(L_K, Kza)
+        G = solve_lower(L_P, G0)  # L_A^{-1} K_za
         mean = (G * w.unsqueeze(-1)).sum(-2)
         var_u = G.square().sum(-2)  # Var[a_i^T u] = k^T A^{-1} k
         var_f = (kaa - H.square().sum(-2)).clamp_min(0) + var_u
@@ -113,7 +120,7 @@ def dual_objective(
         e_log_t = (eta * mean - 0.5 * beta * (var_u + mean.square())).sum()
         out = out + (weights * elp).sum() - e_log_t
     if include_rest and has_rest:
-        L_A = L_K @ L_P
+        L_A = L_C @ L_P
         mu_v = torch.linalg.solve_triangular(L_A.mT, w.unsqueeze(-1), upper=True).squeeze(-1)
         out = out - _expected_log_rest(lam_rest, B_rest, L_A, mu_v)
     return out
