@@ -9,12 +9,13 @@ computational part in the latent variance at the chosen points, and the first ev
 which ``dual-iterncgp`` and the ablation chose different points (the two are identical until
 the computational uncertainty changes a decision).
 
-Replayed timings: the evaluations of ``dual-iterncgp``'s first run on each problem are
-replayed through the two classifiers (the label model of ``dual``: one ``DualSVGP.update``
-with its own hyperparameter fit, not the strategy's second fit from the prior's mode; the
-IterNCGP classifier: one recycled ``IterNCGP.condition``), then one acquisition step (``ask``) of each strategy is timed on all
-the run's data (median of 3); the two strategies are timed alternately in one process, so
-that the machine's load hits both (the bench's own seconds come from runs at other times).
+Replayed timings: the evaluations of ``dual-iterncgp``'s first run on each problem are replayed
+through the two classifiers (the label model of ``dual``: one ``DualSVGP.update`` with its own
+hyperparameter fit, not the strategy's second fit from the prior's mode; the IterNCGP
+classifier: one recycled ``IterNCGP.condition``), then one acquisition step (``ask``) of each
+strategy is timed on all the run's data (median of 3); the two strategies are timed alternately
+in one process, so that the machine's load hits both (the bench's own seconds come from runs at
+other times).
 
 Usage::
 
