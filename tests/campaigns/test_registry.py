@@ -111,15 +111,36 @@ def test_options_at_their_default_are_left_out_of_saved_configs_and_others_kept(
     """A campaign saved before an option existed resumes while the option is at its
     default; set to another value, the option is saved (and a saved campaign is refused)."""
     plain = build_strategy("continuous", "dual").config()
-    assert "learn_mean" not in plain and "standardize" not in plain
-    matched = build_strategy("continuous", "dual", learn_mean=True).config()
-    assert matched["learn_mean"] is True and "standardize" not in matched
+    assert plain["learn_mean"] is True and "standardize" not in plain
+    fixed = build_strategy("continuous", "dual", learn_mean=False).config()
+    assert fixed["learn_mean"] is False and "standardize" not in fixed
     assert build_strategy("continuous", "dual-matched").config()["standardize"] is True
     matched_fantasy = build_strategy("continuous", "dual-matched-fantasy")
     assert matched_fantasy.config()["standardize"] is True
     assert matched_fantasy.rule.rule == "fantasy"
     hot = build_strategy("hotspots", "entropy", num_candidates=64).config()
     assert hot["num_candidates"] == 64 and "learn_mean_constant" not in hot
+
+
+def test_a_campaign_saved_before_the_learned_mean_default_reads_as_the_fixed_mean():
+    """``learn_mean`` became the default: a saved configuration without it ran with the fixed
+    mean, so it reads as ``learn_mean=False`` (resumable with that setting) and differs from
+    the new default's (a resume with the default is refused)."""
+    old = build_strategy("continuous", "dual", learn_mean=False).config()
+    del old["learn_mean"]  # as campaigns saved it while the option was left out at False
+    for family, name in (("continuous", "dual"), ("continuous", "dual-fantasy"),
+                         ("constrained", "dual")):  # fmt: skip
+        default = build_strategy(family, name)
+        saved = {**default.config(), **{k: v for k, v in old.items() if k != "name"}}
+        del saved["learn_mean"]
+        assert default.read_saved_config(saved)["learn_mean"] is False
+        assert default.read_saved_config(saved) != default.config()
+        fixed = build_strategy(family, name, learn_mean=False)
+        assert fixed.read_saved_config(saved) == fixed.config()
+    matched = build_strategy("continuous", "dual-matched")
+    assert matched.read_saved_config(matched.config()) == matched.config()
+    botorch = build_strategy("continuous", "botorch")
+    assert botorch.read_saved_config(botorch.config()) == botorch.config()
 
 
 def test_options_reach_their_config_and_unknown_ones_are_refused():

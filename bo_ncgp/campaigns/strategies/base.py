@@ -29,10 +29,10 @@ def saved_options(config: Any) -> dict[str, Any]:
     Example:
         >>> from bo_ncgp.campaigns.strategies.blackbox import ObjectiveModelConfig
         >>> ObjectiveModelConfig.OMITTED_AT_DEFAULT
-        ('learn_mean', 'standardize')
-        >>> "learn_mean" in saved_options(ObjectiveModelConfig())
+        ('standardize',)
+        >>> "standardize" in saved_options(ObjectiveModelConfig())
         False
-        >>> saved_options(ObjectiveModelConfig(learn_mean=True))["learn_mean"]
+        >>> saved_options(ObjectiveModelConfig(standardize=True))["standardize"]
         True
     """
     omitted = getattr(type(config), "OMITTED_AT_DEFAULT", ())
@@ -143,11 +143,22 @@ class Strategy:
         other settings names (keys added since, with the value those campaigns ran with;
         renamed settings) overrides it, on a subclass or on the instance.
 
+        The default reads the keys that the strategy's ``model_config`` lists in its
+        ``LEGACY_DEFAULTS`` (options whose default changed) and that the saved configuration
+        lacks as the value those campaigns ran with; everything else as stored.
+
         Example:
             >>> RandomSearch().read_saved_config({"name": "random"})
             {'name': 'random'}
         """
-        return dict(saved)
+        out = dict(saved)
+        legacy = getattr(type(getattr(self, "model_config", None)), "LEGACY_DEFAULTS", {})
+        if legacy:
+            current = self.config()
+            for key, value in legacy.items():
+                if key in current and key not in out:
+                    out[key] = value
+        return out
 
 
 class RandomSearch(Strategy):

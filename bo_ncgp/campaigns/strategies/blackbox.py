@@ -142,10 +142,12 @@ class ObjectiveModelConfig:
             ``SingleTaskGP``.
         learn_mean: the prior mean is a constant fitted with the kernel (a ``SingleTaskGP``'s
             ``ConstantMean``), started at the initial design's mean by a fit from the prior's
-            mode; ``False``: the initial design's mean, fixed. A fixed mean at the initial
-            design's level sits above the learned constant on objectives with a long tail of
-            bad values (Levy, Ackley), so the model predicts too well far from the data and
-            log EI explores there instead of refining the incumbent.
+            mode (the default); ``False``: the initial design's mean, fixed (the default until
+            0.1.x: campaigns saved without the option ran with it, :data:`LEGACY_DEFAULTS`). A
+            fixed mean at the initial design's level sits above the learned constant on
+            objectives with a long tail of bad values (Levy, Ackley), so the model predicts
+            too well far from the data and log EI explores there instead of refining the
+            incumbent.
         standardize: the outputscale is the sample variance of every value observed so far
             and the noise prior ``LogNormal(-4 + log variance, 1)``, fixed during each fit: a
             ``SingleTaskGP``'s ``Standardize`` outcome transform (refitted every update) with
@@ -156,18 +158,21 @@ class ObjectiveModelConfig:
     Example:
         >>> cfg = ObjectiveModelConfig()
         >>> cfg.num_inducing, cfg.restart, cfg.warm_start, cfg.learn_mean, cfg.standardize
-        (64, True, True, False, False)
+        (64, True, True, True, False)
     """
 
     #: left out of saved campaign configurations while at their defaults (:func:`saved_options`)
-    OMITTED_AT_DEFAULT: ClassVar[tuple[str, ...]] = ("learn_mean", "standardize")
+    OMITTED_AT_DEFAULT: ClassVar[tuple[str, ...]] = ("standardize",)
+    #: options whose default changed, with the value a campaign saved without them ran with
+    #: (:meth:`~bo_ncgp.campaigns.strategies.base.Strategy.read_saved_config`)
+    LEGACY_DEFAULTS: ClassVar[dict[str, Any]] = {"learn_mean": False}
 
     num_inducing: int = 64
     hyper_steps: int = 100
     rounds: int = 3
     restart: bool = True
     warm_start: bool = True
-    learn_mean: bool = False
+    learn_mean: bool = True
     standardize: bool = False
 
     def __post_init__(self) -> None:
