@@ -113,6 +113,15 @@ def test_slightly_indefinite_joint_covariance_is_repaired_with_a_warning():
     broken = torch.tensor([[1.0, 2.0], [2.0, 1.0]])  # eigenvalue -1: not round-off
     with pytest.raises(NotPSDError, match="not positive definite"):
         _joint_factor(broken)
+    # near-noise-free data: variances ~1e-7, round-off of the prior's order (-4e-10) beyond
+    # 1e-3 of the mean variance: shifted by the smallest eigenvalue instead of refused
+    g = torch.Generator().manual_seed(0)
+    Q, _ = torch.linalg.qr(torch.randn(58, 58, generator=g, dtype=torch.float64))
+    lam = torch.linspace(-4e-10, 7e-7, 58, dtype=torch.float64)
+    tiny = (Q * lam) @ Q.mT
+    with pytest.warns(NumericalWarning, match="shifted by"):
+        L = _joint_factor(tiny)
+    assert torch.isfinite(L).all() and ((L @ L.mT) - tiny).abs().max() < 1e-8
     with pytest.raises(ValueError, match="NaN"):
         _joint_factor(torch.full((2, 2), float("nan")))
 
