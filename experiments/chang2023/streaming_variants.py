@@ -13,6 +13,9 @@ memory rule:
   on ``f(Z)``, memory points counted once);
 * ``default_random``, ``default_balanced``, ``default_no_memory`` -- the defaults with a
   uniformly random memory, a label-balanced BLS memory, no memory;
+* ``default_stratified``, ``default_random_stratified`` -- the defaults with the library's
+  default memory rule (shares per label in proportion to the labels seen, BLS within each
+  label) and with the same shares drawn uniformly within each label;
 * ``default_50``, ``default_balanced_50`` -- ``default`` and ``default_balanced`` with up to
   50 hyperparameter steps per update (the paper's split-MNIST count);
 * ``prior_balanced``, ``prior_random``, ``prior_balanced_50`` -- split MNIST only: the defaults
@@ -70,6 +73,7 @@ VARIANTS = {
     "default_random": ({}, "ours_random", {}),
     "default_balanced": ({"memory_selection": "bls_balanced"}, "ours", {}),
     "default_stratified": ({"memory_selection": "bls_stratified"}, "ours", {}),
+    "default_random_stratified": ({"memory_selection": "random_stratified"}, "ours", {}),
     "default_no_memory": ({}, "ours_no_memory", {}),
     "default_50": ({}, "ours", {"hyper_steps": 50}),
     "default_balanced_50": ({"memory_selection": "bls_balanced"}, "ours", {"hyper_steps": 50}),

@@ -44,7 +44,9 @@ class DualSVGPConfig:
             :func:`~bo_ncgp.models.dual.memory.sample_stratified`: every old class keeps its
             share on class-incremental streams, and a rare label keeps its base rate; plain
             BLS for other likelihoods; the default), ``"bls_balanced"`` (an equal share per
-            label, :func:`~bo_ncgp.models.dual.memory.sample_balanced`) or ``"random"``
+            label, :func:`~bo_ncgp.models.dual.memory.sample_balanced`), ``"random_stratified"``
+            (the shares of ``"bls_stratified"``, drawn uniformly within each label: an unbiased
+            sample of every label's points; uniform for other likelihoods) or ``"random"``
             (ablation).
         memory_cap: total memory size (``None``: unbounded); beyond it, points are kept by the
             ``memory_selection`` rule and the sites of evicted points are folded into
@@ -97,7 +99,9 @@ class DualSVGPConfig:
     num_hyper_steps: int = 50
     num_latents: int | None = None
     inducing_update: Literal["pivoted_cholesky", "fixed"] = "pivoted_cholesky"
-    memory_selection: Literal["bls", "bls_balanced", "bls_stratified", "random"] = "bls_stratified"
+    memory_selection: Literal[
+        "bls", "bls_balanced", "bls_stratified", "random_stratified", "random"
+    ] = "bls_stratified"
     memory_cap: int | None = 1000
     hyper_objective: Literal["dual", "elbo"] = "dual"
     hyper_optimizer: Literal["auto", "lbfgs", "adam"] = "auto"
@@ -127,10 +131,11 @@ class DualSVGPConfig:
                 "DualSVGP: inducing_update must be 'pivoted_cholesky' or 'fixed', got "
                 f"{self.inducing_update!r}"
             )
-        if self.memory_selection not in ("bls", "bls_balanced", "bls_stratified", "random"):
+        rules = ("bls", "bls_balanced", "bls_stratified", "random_stratified", "random")
+        if self.memory_selection not in rules:
             raise InputDataError(
-                "DualSVGP: memory_selection must be 'bls', 'bls_balanced', 'bls_stratified' or "
-                f"'random', got {self.memory_selection!r}"
+                f"DualSVGP: memory_selection must be one of {', '.join(map(repr, rules))}, "
+                f"got {self.memory_selection!r}"
             )
         if self.hyper_objective not in ("dual", "elbo"):
             raise InputDataError(

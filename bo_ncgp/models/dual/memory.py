@@ -134,13 +134,15 @@ def sample_stratified(
     k: int,
     weights: Tensor | None = None,
     generator: torch.Generator | None = None,
+    method: Literal["bls", "random"] = "bls",
 ) -> Tensor:
     """Indices of ``k`` of the ``n`` points: shares of ``k`` per label present in proportion to
     ``weights`` (one per label of ``torch.unique(labels)``, in its sorted order; ``None`` or
     all zero: equal shares), a label with fewer points than its share keeping them all and the
     rest going to the others in the same proportions (whole points by largest remainders, ties
-    to the smaller label); drawn within each label by :func:`sample_by_score` (``"bls"``);
-    sorted.
+    to the smaller label); drawn within each label by :func:`sample_by_score` with ``method``
+    (``"bls"``: by score; ``"random"``: uniformly, so that each label's memory is an unbiased
+    sample of its points); sorted.
 
     Example:
         >>> scores = torch.ones(20)
@@ -195,7 +197,7 @@ def sample_stratified(
     chosen = []
     for j in range(values.shape[0]):
         members = torch.nonzero(inverse == j).squeeze(-1)
-        idx = sample_by_score(scores[members], int(quota[j]), "bls", generator)
+        idx = sample_by_score(scores[members], int(quota[j]), method, generator)
         chosen.append(members[idx])
     return torch.cat(chosen).sort().values
 

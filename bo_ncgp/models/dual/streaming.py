@@ -487,12 +487,14 @@ def fold(model: DualSVGP, X: Tensor, eta: Tensor, beta: Tensor) -> None:
 def _select(model: DualSVGP, scores: Tensor, y: Tensor, k: int) -> Tensor:
     """``k`` indices by the model's ``memory_selection`` rule (``y``: the points' targets)."""
     rule = model.memory_selection
-    if rule in ("bls_balanced", "bls_stratified") and num_label_classes(model.likelihood):
+    stratified = ("bls_balanced", "bls_stratified", "random_stratified")
+    if rule in stratified and num_label_classes(model.likelihood):
         weights = None
-        if rule == "bls_stratified":  # shares in proportion to the labels seen so far
+        if rule != "bls_balanced":  # shares in proportion to the labels seen so far
             weights = model._label_counts[label_classes(model.likelihood, torch.unique(y))]
-        return sample_stratified(scores, y, k, weights, model.generator)
-    method = "random" if rule == "random" else "bls"
+        method = "random" if rule == "random_stratified" else "bls"
+        return sample_stratified(scores, y, k, weights, model.generator, method)
+    method = "random" if rule in ("random", "random_stratified") else "bls"
     return sample_by_score(scores, k, method, model.generator)
 
 

@@ -221,6 +221,22 @@ def test_stratified_sampling_shares_the_budget_as_the_weights():
         sample_stratified(torch.ones(6), three, 2, torch.tensor([1.0, -1.0, 1.0]))
 
 
+def test_stratified_random_sampling_draws_uniformly_within_each_label():
+    # the learnt label 0 has tiny scores in its first half: BLS within the label skips them,
+    # the uniform draw does not
+    scores = torch.cat([torch.full((25,), 1e-6), torch.ones(25), torch.ones(50)])
+    labels = torch.cat([torch.zeros(50), torch.ones(50)])
+    low = {"bls": 0, "random": 0}
+    for seed in range(20):
+        for method in low:
+            g = torch.Generator().manual_seed(seed)
+            idx = sample_stratified(scores, labels, 20, torch.tensor([1.0, 1.0]), g, method)
+            assert int((labels[idx] == 0).sum()) == 10  # the same quotas for both
+            low[method] += int((idx < 25).sum())
+    assert low["bls"] == 0
+    assert 60 <= low["random"] <= 140  # about half of the 200 label-0 draws
+
+
 def stream_labels(X, y, rule: str, cap: int, batch: int) -> DualSVGP:
     """A Bernoulli DualSVGP (10 memory points per batch, ``cap`` in all, memory rule ``rule``)
     fed ``(X, y)`` in batches of ``batch``."""
@@ -237,12 +253,13 @@ def test_stratified_memory_keeps_the_base_rate_and_every_old_class():
     X = torch.rand(400, 1, generator=g, dtype=torch.float64) * 6
     rare = (torch.rand(400, generator=g, dtype=torch.float64) < 0.1).double()  # 10 % positives
     kept = {}
-    for rule in ("bls_balanced", "bls_stratified"):
+    for rule in ("bls_balanced", "bls_stratified", "random_stratified"):
         model = stream_labels(X, rare, rule, cap=50, batch=40)
         kept[rule] = int(model.memory_targets.sum())
         assert model._label_counts.tolist() == [400 - rare.sum().item(), rare.sum().item()]
     assert kept["bls_balanced"] == 25  # half the memory for a tenth of the data
     assert 2 <= kept["bls_stratified"] <= 8  # about the base rate of 50 points
+    assert 2 <= kept["random_stratified"] <= 8
     # class-incremental, equally frequent classes: every old class keeps its share
     y = (X[:, 0] > 3).double()
     order = torch.argsort(y, stable=True)
