@@ -13,6 +13,7 @@ dimension and cut into 50 streaming sets; a streaming model sees one set at a ti
 * ``ours_balanced`` -- the same with 10 label-balanced BLS memory points per set (an equal
   share per label, BLS within each label);
 * ``ours_stratified`` -- the same with shares in proportion to the labels seen so far;
+* ``ours_random_stratified`` -- those shares drawn uniformly within each label;
 * ``bui``          -- Bui et al. (2017): Adam on Eq. 5 over q(u), the hyperparameters and the
   inducing inputs (initialised by the same pivoted-Cholesky rule), 100 inducing points.
 
@@ -46,12 +47,21 @@ from experiments.chang2023.continual import (
 )
 
 OUT = harness.results_dir(__file__, "uci")
-METHODS = ("offline", "ours", "ours_random", "ours_balanced", "ours_stratified", "bui")
+METHODS = (
+    "offline",
+    "ours",
+    "ours_random",
+    "ours_balanced",
+    "ours_stratified",
+    "ours_random_stratified",
+    "bui",
+)
 SELECTION = {
     "ours": "bls",
     "ours_random": "random",
     "ours_balanced": "bls_balanced",
     "ours_stratified": "bls_stratified",
+    "ours_random_stratified": "random_stratified",
 }
 PAPER_TABLE1 = {  # NLPD mean (std): offline, ours, Bui et al.
     "bank": ((0.25, 0.03), (0.26, 0.03), (0.28, 0.04)),
@@ -124,6 +134,7 @@ _KEYS = {
     "ours_random": ("memory_size", "rho", "inner_steps", "hyper_steps", "lr"),
     "ours_balanced": ("memory_size", "rho", "inner_steps", "hyper_steps", "lr"),
     "ours_stratified": ("memory_size", "rho", "inner_steps", "hyper_steps", "lr"),
+    "ours_random_stratified": ("memory_size", "rho", "inner_steps", "hyper_steps", "lr"),
     "bui": ("bui_steps", "bui_lr", "bui_learn_inducing"),
 }
 
