@@ -10,7 +10,9 @@ float64 and ``1e-6`` in float32/float16. Jitter is only added to the batch eleme
 failed. Each successful retry emits one :class:`NumericalWarning` naming the jitter used;
 in float32 / float16, where jitter is routine, only the first one in a process does (with the
 advice to use float64) and the later ones are logged at debug level. If the last retry
-fails, :class:`NotPSDError` is raised with the smallest eigenvalue of the offending matrix.
+fails, :class:`NotPSDError` is raised with the smallest eigenvalue of the offending matrix,
+unless :func:`psd_jitter` is given an ``eigen_tolerance`` and the deficit is within it (then the
+matrix is shifted by twice its smallest eigenvalue's deficit, with one more warning).
 """
 
 from __future__ import annotations
@@ -80,12 +82,24 @@ def stable_cholesky(
 
 
 def psd_jitter(
-    A: Tensor, *, max_tries: int = 6, jitter_base: float | None = None, name: str = "matrix"
+    A: Tensor,
+    *,
+    max_tries: int = 6,
+    jitter_base: float | None = None,
+    name: str = "matrix",
+    eigen_tolerance: float | None = None,
 ) -> Tensor:
     """Per-matrix jitter ``(...,)`` that :func:`stable_cholesky` adds to ``A`` (zero where the
     plain factorisation succeeds), for callers that need the repaired matrix
     ``A + jitter[..., None, None] * I`` itself rather than its factor. Same warning and
     errors as :func:`stable_cholesky`.
+
+    ``eigen_tolerance``: when even the largest relative jitter fails, a matrix whose smallest
+    eigenvalue falls short of zero by at most ``eigen_tolerance`` times its largest diagonal
+    entry is shifted by twice that deficit plus ``1e-12`` of that entry (one more
+    ``NumericalWarning``) instead of raising ``NotPSDError``. For covariances whose round-off
+    is of the order of a larger, *prior* scale than their own entries (posteriors of
+    near-noise-free data), where a jitter relative to the mean diagonal is still too small.
 
     Example:
         >>> import warnings
@@ -95,13 +109,26 @@ def psd_jitter(
         ...     j = psd_jitter(A)
         >>> float(j[0]), bool(j[1] > 0)
         (0.0, True)
+        >>> tiny = torch.tensor([[1e-7, 1e-7], [1e-7, 1e-7 - 1e-9]], dtype=torch.float64)
+        >>> with warnings.catch_warnings():
+        ...     warnings.simplefilter("ignore")
+        ...     j = psd_jitter(tiny, max_tries=1, eigen_tolerance=1e-2)
+        >>> bool(torch.linalg.eigvalsh(tiny + j * torch.eye(2, dtype=tiny.dtype)).min() > 0)
+        True
     """
-    _, jitter = _jittered_cholesky(A, max_tries, jitter_base, name, stacklevel=3)
+    _, jitter = _jittered_cholesky(
+        A, max_tries, jitter_base, name, stacklevel=3, eigen_tolerance=eigen_tolerance
+    )
     return jitter
 
 
 def _jittered_cholesky(
-    A: Tensor, max_tries: int, jitter_base: float | None, name: str, stacklevel: int
+    A: Tensor,
+    max_tries: int,
+    jitter_base: float | None,
+    name: str,
+    stacklevel: int,
+    eigen_tolerance: float | None = None,
 ) -> tuple[Tensor, Tensor]:
     """``(L, jitter)``: the lower factor of ``A + jitter I`` and the per-matrix jitter."""
     if A.dim() < 2 or A.shape[-1] != A.shape[-2]:
@@ -140,8 +167,25 @@ def _jittered_cholesky(
                 stacklevel + 1,
             )
             return L_try, jitter[..., 0, 0]
-    bad = A[failed] if A.dim() > 2 else A
-    min_eig = float(torch.linalg.eigvalsh(bad.detach()).min())
+    lam = torch.linalg.eigvalsh(A.detach())[..., 0]
+    if eigen_tolerance is not None:
+        scale = A.detach().diagonal(dim1=-2, dim2=-1).abs().amax(-1)
+        deficit = (-lam).clamp_min(0)
+        if not bool((failed & (deficit > eigen_tolerance * scale)).any()):
+            shift = torch.where(failed, 2 * deficit + 1e-12 * scale, torch.zeros_like(scale))
+            shift = torch.where(failed, shift.clamp_min(torch.finfo(A.dtype).tiny), shift)
+            L_try, info_try = torch.linalg.cholesky_ex(A + shift[..., None, None] * eye)
+            if not bool((info_try > 0).any()):
+                _report_jitter(
+                    f"stable_cholesky: {name} was not positive definite even with jitter "
+                    f"{base * 10.0 ** (max_tries - 1):.1e} * mean(diag) (smallest eigenvalue "
+                    f"{float(lam[failed].min()):.3e}, largest variance "
+                    f"{float(scale[failed].max()):.3e}); shifted by {float(shift.max()):.3e}",
+                    A.dtype,
+                    stacklevel + 1,
+                )
+                return L_try, shift
+    min_eig = float(lam[failed].min())
     raise NotPSDError(
         f"stable_cholesky: {name} of size {A.shape[-1]} is not positive definite: smallest "
         f"eigenvalue {min_eig:.3e}; Cholesky failed even with jitter "

@@ -85,3 +85,23 @@ def test_float32_jitter_warns_once_saying_to_use_float64(monkeypatch, caplog):
     messages = [str(w.message) for w in caught if issubclass(w.category, NumericalWarning)]
     assert len(messages) == 2 and "use float64" in messages[0] and "K64" in messages[1]
     assert sum("added jitter" in r.getMessage() for r in caplog.records) == 4
+
+
+def test_eigen_tolerance_shifts_round_off_beyond_the_relative_jitter():
+    from bo_ncgp.linalg import psd_jitter
+
+    g = torch.Generator().manual_seed(0)
+    Q, _ = torch.linalg.qr(torch.randn(30, 30, generator=g, dtype=torch.float64))
+    lam = torch.linspace(-4e-10, 7e-7, 30, dtype=torch.float64)
+    tiny = (Q * lam) @ Q.mT  # variances ~1e-7, round-off -4e-10: beyond 1e-3 of the mean
+    good = torch.eye(30, dtype=torch.float64)
+    with pytest.raises(NotPSDError, match="smallest eigenvalue"):
+        psd_jitter(tiny, max_tries=8)
+    with pytest.warns(NumericalWarning, match="shifted by"):
+        j = psd_jitter(torch.stack([good, tiny]), max_tries=8, eigen_tolerance=1e-2)
+    assert float(j[0]) == 0.0  # only the failing matrix is shifted
+    assert 8e-10 <= float(j[1]) < 1e-9  # twice the deficit (+ 1e-12 of the largest variance)
+    assert torch.linalg.eigvalsh(tiny + j[1] * torch.eye(30, dtype=torch.float64)).min() > 0
+    broken = torch.tensor([[1.0, 2.0], [2.0, 1.0]], dtype=torch.float64)  # not round-off
+    with pytest.raises(NotPSDError, match=r"smallest eigenvalue -1\.000e\+00"):
+        psd_jitter(broken, eigen_tolerance=1e-2)
