@@ -128,13 +128,10 @@ def run_unit(method: str, X, y, test_idx, cfg: dict, fold: int) -> dict:
 
 
 _COMMON = ("num_sets", "m", "init_lengthscale", "init_outputscale", "max_rows")
+_OURS = ("memory_size", "rho", "inner_steps", "hyper_steps", "lr")
 _KEYS = {
     "offline": ("offline_steps", "offline_lr", "offline_batch"),
-    "ours": ("memory_size", "rho", "inner_steps", "hyper_steps", "lr"),
-    "ours_random": ("memory_size", "rho", "inner_steps", "hyper_steps", "lr"),
-    "ours_balanced": ("memory_size", "rho", "inner_steps", "hyper_steps", "lr"),
-    "ours_stratified": ("memory_size", "rho", "inner_steps", "hyper_steps", "lr"),
-    "ours_random_stratified": ("memory_size", "rho", "inner_steps", "hyper_steps", "lr"),
+    **{method: _OURS for method in SELECTION},  # the DualSVGP methods differ in memory only
     "bui": ("bui_steps", "bui_lr", "bui_learn_inducing"),
 }
 
