@@ -94,7 +94,8 @@ def solve_lower(L: Tensor, B: Tensor) -> Tensor:
         >>> solve_lower(L, torch.ones(5, 3, 2, 1)).shape  # one L for 5 x 3 right-hand sides
         torch.Size([5, 3, 2, 1])
     """
-    batch = torch.broadcast_shapes(L.shape[:-2], B.shape[:-2])
+    lb, bb = L.shape[:-2], B.shape[:-2]
+    batch = lb if lb == bb else torch.broadcast_shapes(lb, bb)  # (a Python loop in torch)
     nd = len(batch)
     L_batch = (1,) * (nd - L.dim() + 2) + tuple(L.shape[:-2])
     fold = [i for i in range(nd) if L_batch[i] == 1 and batch[i] > 1]

@@ -36,7 +36,6 @@ import torch
 from torch import Tensor
 
 from bo_ncgp.exceptions import InputDataError, UnsupportedError
-from bo_ncgp.linalg import latent_block
 from bo_ncgp.models._alias import Alias
 from bo_ncgp.models.base import Callback, LatentGP
 from bo_ncgp.models.dual._state import hyperparameters_fixed, same_key, tensor_places
@@ -192,7 +191,8 @@ class ConditionedDualSVGP(torch.nn.Module, LatentGP):
     def _block(self, f: DualFactors) -> SiteBlock:
         base = self.base
         eta = base._on_g(self._eta, self._beta)
-        return site_block(f, base._Kzx(self._X), base._kxx(self._X, True), eta, self._beta)
+        Kzc, _, kcc = base._prior_blocks(self._X, True)
+        return site_block(f, Kzc, kcc, eta, self._beta)
 
     def _factors(self) -> tuple[DualFactors, SiteBlock]:
         """The base model's factors (Eq. 10) and the block of the conditioned sites (the
@@ -213,20 +213,12 @@ class ConditionedDualSVGP(torch.nn.Module, LatentGP):
             self._block_cache = (key, block)
         return f, block
 
-    def _Kcx(self, X: Tensor) -> Tensor:
-        """``K(X_c, X)`` ``(*, L', n_c, n)``, batch dimensions of ``X_c`` and ``X``
-        broadcast."""
-        Xc = self._X
-        batch = torch.broadcast_shapes(Xc.shape[:-2], X.shape[:-2])
-        Xc, X = Xc.expand(*batch, *Xc.shape[-2:]), X.expand(*batch, *X.shape[-2:])
-        return latent_block(self.base.kernel, Xc, X)
-
     def _marginals(self, X: Tensor, full_cov: bool = False) -> tuple[Tensor, Tensor]:
         """Latent-major ``mean (*, L, n)`` and ``var (*, L, n)`` / ``cov (*, L, n, n)``."""
         base = self.base
         f, block = self._factors()
-        Kzx, kxx = base._Kzx(X), base._kxx(X, full_cov)
-        mean, var = dual_predict(f, Kzx, kxx, full_cov, block, self._Kcx(X))
+        Kzx, Kcx, kxx = base._prior_blocks(X, full_cov, self._X)
+        mean, var = dual_predict(f, Kzx, kxx, full_cov, block, Kcx)
         return mean + base._mean_constant, (var if full_cov else var.clamp_min(0))
 
     def predict_f(self, X: Tensor, full_cov: bool = False) -> tuple[Tensor, Tensor]:

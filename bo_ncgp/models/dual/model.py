@@ -373,6 +373,47 @@ class DualSVGP(InducingState, ResizableModule, LatentGP):
         """``(*bx, L', n)`` prior variances or ``(*bx, L', n, n)`` covariance."""
         return latent_block(self.kernel, X, diag=not full_cov)
 
+    def _prior_blocks(
+        self, X: Tensor, full_cov: bool, Xc: Tensor | None = None
+    ) -> tuple[Tensor, Tensor | None, Tensor]:
+        """``K(Z, X)`` (as :meth:`_Kzx`), ``K(X_c, X)`` ``(*, L', n_c, n)`` (``None``
+        without ``X_c``) and the prior (co)variance at ``X`` (as :meth:`_kxx`).
+
+        The blocks that can share one kernel call do: the rows ``Z``, an unbatched ``X_c``
+        and, with ``full_cov``, ``X`` itself against the columns ``X``. An acquisition
+        evaluates the posterior at a handful of points at a time, where the fixed cost of a
+        GPyTorch kernel call, not its size, is what the evaluation costs; the values are
+        those of the separate calls.
+
+        Example:
+            >>> from gpytorch.kernels import RBFKernel
+            >>> from bo_ncgp.likelihoods import Gaussian
+            >>> m = DualSVGP(RBFKernel(), Gaussian(0.1), torch.rand(4, 2))
+            >>> X, Xc = torch.rand(3, 1, 2), torch.rand(2, 2)
+            >>> Kzx, Kcx, kxx = m._prior_blocks(X, True, Xc)
+            >>> Kzx.shape, Kcx.shape, kxx.shape
+            (torch.Size([3, 1, 4, 1]), torch.Size([3, 1, 2, 1]), torch.Size([3, 1, 1, 1]))
+            >>> torch.allclose(Kcx, m._Kzx(X, Xc)), torch.allclose(kxx, m._kxx(X, True))
+            (True, True)
+        """
+        rows = self._Z if Xc is None else torch.cat([self._Z, Xc], -2) if Xc.dim() == 2 else None
+        if rows is None:  # batched conditioned inputs: their block broadcasts on its own
+            batch = torch.broadcast_shapes(Xc.shape[:-2], X.shape[:-2])
+            Xc_b, X_b = Xc.expand(*batch, *Xc.shape[-2:]), X.expand(*batch, *X.shape[-2:])
+            Kcx = latent_block(self.kernel, Xc_b, X_b)
+            return self._Kzx(X), Kcx, self._kxx(X, full_cov)
+        m = self._Z.shape[-2]
+        if full_cov:
+            rows = torch.cat([rows.expand(*X.shape[:-2], *rows.shape), X], -2)
+            K = latent_block(self.kernel, rows, X)
+            r = rows.shape[-2] - X.shape[-2]
+            kxx = K[..., r:, :]
+        else:
+            K = latent_block(self.kernel, rows, X)
+            kxx = self._kxx(X, False)
+        Kcx = None if Xc is None else K[..., m : m + Xc.shape[-2], :]
+        return K[..., :m, :], Kcx, kxx
+
     # ------------------------------------------------------------- posterior
     def _memory_sites(self) -> tuple[Tensor, Tensor]:
         """The memory's sites on ``f``, ``(eta, beta)`` ``(L, n_M)``."""
@@ -415,7 +456,8 @@ class DualSVGP(InducingState, ResizableModule, LatentGP):
     def _marginals(self, X: Tensor, full_cov: bool = False) -> tuple[Tensor, Tensor]:
         """Latent-major ``mean (*, L, n)`` and ``var (*, L, n)`` / ``cov (*, L, n, n)``."""
         f = self._factors()
-        mean, var = dual_predict(f, self._Kzx(X), self._kxx(X, full_cov), full_cov)
+        Kzx, _, kxx = self._prior_blocks(X, full_cov)
+        mean, var = dual_predict(f, Kzx, kxx, full_cov)
         return mean + self._mean_constant, (var if full_cov else var.clamp_min(0))
 
     def _site_targets(self, y: Tensor, mean: Tensor, var: Tensor) -> tuple[Tensor, Tensor]:

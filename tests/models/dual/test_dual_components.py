@@ -271,3 +271,35 @@ def test_dual_predict_on_fantasy_batches_equals_the_broadcast_solves(monkeypatch
     assert mean.shape == (4, 5, 1, 3) and cov.shape == (4, 5, 1, 3, 3)
     torch.testing.assert_close(mean, m_ref, rtol=0, atol=1e-12)
     torch.testing.assert_close(cov, c_ref, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("latents", [None, 3])
+@pytest.mark.parametrize("full_cov", [True, False])
+@pytest.mark.parametrize("conditioned", ["none", "shared", "batched"])
+def test_prior_blocks_of_one_kernel_call_equal_the_separate_blocks(latents, full_cov, conditioned):
+    from bo_ncgp.linalg import latent_block
+    from bo_ncgp.models.dual import DualSVGP
+
+    torch.manual_seed(0)
+    batch = torch.Size([]) if latents is None else torch.Size([latents])
+    kernel = gpytorch.kernels.ScaleKernel(
+        gpytorch.kernels.RBFKernel(batch_shape=batch), batch_shape=batch
+    )
+    lik = Gaussian(0.1) if latents is None else Softmax(latents)
+    model = DualSVGP(kernel.double(), lik, torch.rand(5, 2, dtype=torch.float64))
+    X = torch.rand(4, 3, 2, dtype=torch.float64, requires_grad=True)
+    Xc = {"none": None, "shared": torch.rand(2, 2), "batched": torch.rand(4, 1, 2, 2)}[conditioned]
+    Xc = None if Xc is None else Xc.double()
+    Kzx, Kcx, kxx = model._prior_blocks(X, full_cov, Xc)
+    assert torch.allclose(Kzx, model._Kzx(X), atol=1e-12)
+    assert torch.allclose(kxx, model._kxx(X, full_cov), atol=1e-12)
+    if Xc is None:
+        assert Kcx is None
+    else:
+        shape = torch.broadcast_shapes(Xc.shape[:-2], X.shape[:-2])
+        ref = latent_block(model.kernel, Xc.expand(*shape, *Xc.shape[-2:]), X.expand(*shape, 3, 2))
+        assert Kcx.shape == ref.shape and torch.allclose(Kcx, ref, atol=1e-12)
+    # gradients in X flow through the shared call as through the separate ones
+    (g,) = torch.autograd.grad(Kzx.sum() + kxx.sum(), X)
+    (ref_g,) = torch.autograd.grad(model._Kzx(X).sum() + model._kxx(X, full_cov).sum(), X)
+    assert torch.allclose(g, ref_g, atol=1e-10)
