@@ -1131,5 +1131,11 @@ def test_the_suite_covers_every_category():
 def test_a_collapsing_outputscale_is_detected():
     from bo_ncgp.models.dual.streaming import _collapse
 
-    assert "fell from 1 to 0.0001" in _collapse([torch.tensor(1.0)], [torch.tensor(1e-4)])
-    assert _collapse([torch.tensor(1.0)], [torch.tensor(0.5)]) is None
+    one = [("outputscale", torch.tensor(1.0))]
+    assert "fell from 1 to 0.0001" in _collapse(one, [("outputscale", torch.tensor(1e-4))])
+    assert _collapse(one, [("outputscale", torch.tensor(0.5))]) is None
+    ls = [("lengthscale", torch.tensor([[1.0, 2.0]]))]
+    assert "lengthscale fell from 2 to 1e-06" in _collapse(
+        ls, [("lengthscale", torch.tensor([[1.0, 1e-6]]))]
+    )
+    assert _collapse(ls, [("lengthscale", torch.tensor([[3.0, 0.01]]))]) is None

@@ -298,9 +298,10 @@ def hyper_steps(
     ``K_zz + B_u``) is undone and ends this round's steps with a
     :class:`~bo_ncgp.exceptions.NumericalWarning`; so is the step before it when the objective
     fails at the final parameters. A round whose objective rose by more than
-    :data:`MAX_RISE` ``* (1 + |objective before it|)`` (diverged) or whose outputscale fell by
-    more than :data:`COLLAPSE_FACTOR` (collapsed) is undone as a whole, with the optimiser's
-    state, also with a warning (a learning rate far too large). After every step
+    :data:`MAX_RISE` ``* (1 + |objective before it|)`` (diverged) or whose outputscale or one
+    of whose lengthscales fell by more than :data:`COLLAPSE_FACTOR` (collapsed: a learning
+    rate far too large, or the evidence of a few points without priors) is undone as a whole,
+    with the optimiser's state, also with a warning. After every step
     taken ``report(loss, {"round": round_, "hyper_step": step})`` is called (if given);
     returns ``True`` when it asked to stop.
     """
@@ -339,7 +340,7 @@ def _hyper_steps(
         obj = model._objective(*args, which, q_fixed)
         return -(obj + model._log_prior())
 
-    scales = _outputscales(model.kernel)
+    scales = _scales(model.kernel)
     if hyper_optimizer(model) == "lbfgs":
         return _lbfgs_steps(model, params, loss_fn, scales, report, round_)
     stepper = AdamStepper(
@@ -359,7 +360,7 @@ def _hyper_steps(
     model._touch()
     # a step into a region where the objective fails is undone; a diverged round as a whole
     stepper.finish(loss_fn, max_rise=MAX_RISE)
-    collapse = _collapse(scales, _outputscales(model.kernel))
+    collapse = _collapse(scales, _scales(model.kernel))
     if collapse is not None:
         stepper.undo_all(collapse)
     model._touch()
@@ -376,13 +377,14 @@ def _lbfgs_steps(
 ) -> bool:
     """One L-BFGS run (at most ``num_hyper_steps`` iterations, strong-Wolfe line search) on the
     hyperparameter objective, under the non-finite policy of
-    :func:`~bo_ncgp.models.training.minimize_lbfgs`; a run that collapsed an outputscale by
-    more than :data:`COLLAPSE_FACTOR` is undone with a warning, as a round of Adam steps is."""
+    :func:`~bo_ncgp.models.training.minimize_lbfgs`; a run that collapsed an outputscale or a
+    lengthscale by more than :data:`COLLAPSE_FACTOR` is undone with a warning, as a round of
+    Adam steps is."""
     saved = [p.detach().clone() for p in params]
     loss = minimize_lbfgs(params, loss_fn, model.num_hyper_steps, name="DualSVGP")
     model._project_unenforced_constraints()
     model._touch()
-    collapse = _collapse(scales, _outputscales(model.kernel))
+    collapse = _collapse(scales, _scales(model.kernel))
     if collapse is not None:
         with torch.no_grad():
             for p, v in zip(params, saved, strict=True):
@@ -402,29 +404,51 @@ def _lbfgs_steps(
 #: ``1 + |objective before it|`` diverged and is undone (:meth:`AdamStepper.finish`)
 MAX_RISE = 0.5
 
-#: a fall of an outputscale by this factor within one round of hyperparameter steps is a
-#: collapse (a learning rate far too large): the round is undone with a NumericalWarning
+#: a fall of an outputscale or of a lengthscale by this factor within one round of
+#: hyperparameter steps is a collapse: the round is undone with a NumericalWarning
 COLLAPSE_FACTOR = 1e-3
 
 
-def _outputscales(kernel: torch.nn.Module) -> list[Tensor]:
-    """The outputscales of the scale kernels inside ``kernel`` (detached copies)."""
-    return [
-        m.outputscale.detach().clone()
-        for m in kernel.modules()
-        if isinstance(m, gpytorch.kernels.ScaleKernel)
-    ]
+def _scales(kernel: torch.nn.Module) -> list[tuple[str, Tensor]]:
+    """``(name, detached copy)`` of the outputscale of every scale kernel inside ``kernel``
+    and of the lengthscales of every kernel with one, in module order."""
+    out = []
+    for m in kernel.modules():
+        if isinstance(m, gpytorch.kernels.ScaleKernel):
+            out.append(("outputscale", m.outputscale.detach().clone()))
+        elif getattr(m, "has_lengthscale", False) and m.lengthscale is not None:
+            out.append(("lengthscale", m.lengthscale.detach().clone()))
+    return out
 
 
-def _collapse(before: list[Tensor], after: list[Tensor]) -> str | None:
+_COLLAPSED = {
+    "outputscale": "the model collapsed to its prior mean",
+    "lengthscale": "the kernel became a spike at each input, the model forgetting between "
+    "inputs that differ in it; priors on the lengthscales keep them away from zero",
+}
+
+
+def _collapse(before: list[tuple[str, Tensor]], after: list[tuple[str, Tensor]]) -> str | None:
     """What collapsed when an outputscale fell by more than :data:`COLLAPSE_FACTOR` (the model
-    going to its prior mean), else ``None``."""
-    for old, new in zip(before, after, strict=True):
-        if bool((new < COLLAPSE_FACTOR * old).any()):
+    going to its prior mean) or a lengthscale did (e.g. the evidence of a few points run to a
+    kernel that tells every distinct value of a categorical input apart), else ``None``.
+
+    Example:
+        >>> one, tiny = torch.tensor([1.0, 2.0]), torch.tensor([1.0, 1e-4])
+        >>> _collapse([("lengthscale", one)], [("lengthscale", tiny)])[:48]
+        'a kernel lengthscale fell from 2 to 0.0001 in on'
+        >>> _collapse([("outputscale", one)], [("outputscale", one / 2)]) is None
+        True
+    """
+    for (name, old), (_, new) in zip(before, after, strict=True):
+        fell = new < COLLAPSE_FACTOR * old
+        if bool(fell.any()):
+            where = torch.nonzero(fell.reshape(-1))[0, 0]
+            was, now = old.reshape(-1)[where].item(), new.reshape(-1)[where].item()
+            article = "the" if name == "outputscale" else "a"
             return (
-                f"the kernel outputscale fell from {old.min().item():.3g} to "
-                f"{new.min().item():.3g} in one round of hyperparameter steps (the model "
-                "collapsed to its prior mean)"
+                f"{article} kernel {name} fell from {was:.3g} to {now:.3g} in one round of "
+                f"hyperparameter steps ({_COLLAPSED[name]})"
             )
     return None
 

@@ -340,3 +340,43 @@ def test_an_inducing_set_whose_kernel_matrix_fails_is_not_taken(monkeypatch):
     monkeypatch.undo()
     model.update(X[20:], y[20:])  # factorisable again: the set grows
     assert model.Z.shape[0] > Z.shape[0]
+
+
+@pytest.mark.parametrize("optimizer", ["lbfgs", "adam"])
+def test_a_round_that_runs_a_lengthscale_to_zero_is_undone(monkeypatch, optimizer):
+    """A round of hyperparameter steps that shrinks a lengthscale by more than
+    COLLAPSE_FACTOR (what the evidence of a handful of points does to a categorical input
+    without priors) is undone with a warning; a moderate move is kept."""
+    import bo_ncgp.models.dual.streaming as streaming
+    from bo_ncgp.exceptions import NumericalWarning
+
+    X = torch.rand(30, 2, dtype=torch.float64)
+    y = (X[:, 0] > 0.5).double()
+    kernel = gpytorch.kernels.ScaleKernel(gpytorch.kernels.MaternKernel(ard_num_dims=2))
+    model = DualSVGP(
+        kernel.double(), Bernoulli(), X[:8], num_hyper_steps=3, hyper_optimizer=optimizer
+    )
+    model.update(X[:10], y[:10])
+    before = model.kernel.base_kernel.lengthscale.detach().clone()
+    shrink = {"factor": 1e-5}
+
+    def jump(*args, **kwargs):  # an optimiser that runs the second lengthscale to ~0
+        with torch.no_grad():
+            model.kernel.base_kernel.lengthscale = before * torch.tensor([1.0, shrink["factor"]])
+        return 0.0
+
+    if optimizer == "lbfgs":
+        monkeypatch.setattr(streaming, "minimize_lbfgs", jump)
+    else:
+        step = streaming.AdamStepper.step  # a real step, then the jump
+        monkeypatch.setattr(
+            streaming.AdamStepper, "step", lambda self, fn: (step(self, fn), jump())[0]
+        )
+    with pytest.warns(NumericalWarning, match="lengthscale fell from"):
+        model.update(X[10:20], y[10:20])
+    assert torch.allclose(model.kernel.base_kernel.lengthscale, before)
+    shrink["factor"] = 0.1  # a move by a factor of 10 is a fit, not a collapse
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", NumericalWarning)
+        model.update(X[20:], y[20:])
+    assert not torch.allclose(model.kernel.base_kernel.lengthscale, before)
