@@ -8,7 +8,10 @@ dimension and cut into 50 streaming sets; a streaming model sees one set at a ti
   trained on the whole training fold (minibatch Adam, 1000 steps of 500 points);
 * ``ours``         -- :class:`~bo_ncgp.models.DualSVGP`, Bernoulli likelihood, Matern-5/2 ARD,
   100 inducing points moved by pivoted Cholesky, 10 memory points per set chosen by the
-  Bayesian leverage score, hyperparameters learned by Eq. 26;
+  Bayesian leverage score, hyperparameters learned by Eq. 26 with BoTorch's
+  dimension-scaled log-normal prior on the lengthscales (``lengthscale_prior``; without it
+  the first sets, some 17 points each, run the lengthscales of the categorical inputs to
+  zero on some memory draws);
 * ``ours_random``  -- the same with 10 uniformly sampled memory points per set;
 * ``ours_balanced`` -- the same with 10 label-balanced BLS memory points per set (an equal
   share per label, BLS within each label);
@@ -28,6 +31,7 @@ Usage::
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 
@@ -87,6 +91,8 @@ DEFAULT = {
     "offline_lr": 0.05,
     "offline_batch": 500,
     "max_rows": None,
+    "lengthscale_prior": True,
+    "memory_seed": 0,
 }
 QUICK = dict(
     DEFAULT, datasets=["mammographic"], folds=2, num_sets=4, m=10, memory_size=3,
@@ -100,8 +106,20 @@ def folds(n: int, k: int, seed: int = 0) -> list[torch.Tensor]:
     return list(perm.tensor_split(k))
 
 
-def kernel(cfg: dict, d: int):
-    return matern(2.5, cfg["init_lengthscale"], cfg["init_outputscale"], ard_num_dims=d)
+def kernel(cfg: dict, d: int, prior: bool = False):
+    """Matern-5/2 ARD at the initial hyperparameters; with ``prior`` the lengthscales get
+    BoTorch's dimension-scaled prior ``LogNormal(sqrt(2) + log(d) / 2, sqrt(3))``."""
+    k = matern(2.5, cfg["init_lengthscale"], cfg["init_outputscale"], ard_num_dims=d)
+    if prior:
+        from gpytorch.priors import LogNormalPrior
+
+        k.base_kernel.register_prior(
+            "lengthscale_prior",
+            LogNormalPrior(math.sqrt(2) + 0.5 * math.log(d), math.sqrt(3)),
+            lambda m: m.lengthscale,
+            lambda m, v: m._set_lengthscale(v),
+        )
+    return k
 
 
 def run_unit(method: str, X, y, test_idx, cfg: dict, fold: int) -> dict:
@@ -121,14 +139,17 @@ def run_unit(method: str, X, y, test_idx, cfg: dict, fold: int) -> dict:
     if method == "bui":
         model = make_bui(kernel(cfg, d), Bernoulli(), Z0, cfg, cfg["m"])
     else:
-        model = make_dual(kernel(cfg, d), Bernoulli(), Z0, cfg, cfg["memory_size"],
-                          SELECTION[method], fold, cfg["m"])  # fmt: skip
+        prior = bool(cfg.get("lengthscale_prior"))
+        seed = fold + int(cfg.get("memory_seed") or 0)  # the memory's draws
+        model = make_dual(kernel(cfg, d, prior), Bernoulli(), Z0, cfg, cfg["memory_size"],
+                          SELECTION[method], seed, cfg["m"])  # fmt: skip
     seconds = sum(timed_update(model, Xtr[idx], ytr[idx]) for idx in sets if len(idx))
     return {"seconds": seconds, **evaluate(model, Xte, yte)}
 
 
 _COMMON = ("num_sets", "m", "init_lengthscale", "init_outputscale", "max_rows")
-_OURS = ("memory_size", "rho", "inner_steps", "hyper_steps", "lr")
+_OURS = ("memory_size", "rho", "inner_steps", "hyper_steps", "lr", "lengthscale_prior",
+         "memory_seed")  # fmt: skip
 _KEYS = {
     "offline": ("offline_steps", "offline_lr", "offline_batch"),
     **{method: _OURS for method in SELECTION},  # the DualSVGP methods differ in memory only
@@ -246,10 +267,25 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="run only the first k of the folds (time budget)",
     )
+    p.add_argument(
+        "--memory-seed",
+        type=int,
+        default=0,
+        help="added to the fold's seed of the DualSVGP memory draws (another draw of the "
+        "same runs)",
+    )
+    p.add_argument(
+        "--no-lengthscale-prior",
+        action="store_true",
+        help="the DualSVGP methods without a prior on the lengthscales (the runs before "
+        "2026-12-02)",
+    )
     args = p.parse_args(argv)
     harness.setup(args.threads)
     cfg = harness.preset(DEFAULT, QUICK, args, datasets=args.datasets or None,
                          folds=args.folds or None, run_folds=args.run_folds or None)  # fmt: skip
+    cfg["memory_seed"] = args.memory_seed
+    cfg["lengthscale_prior"] = not args.no_lengthscale_prior
     res = run(cfg, tuple(args.methods), args.root, args.out, force=args.force,
               compute=not args.summary_only, verify=args.verify)  # fmt: skip
     print(table_md(res))

@@ -208,6 +208,28 @@ def test_streaming_uci_quick(data_root, tmp_path):
     assert res["table"]["mammographic"]["ours"]["nlpd"]["n"] == 2
 
 
+def test_streaming_uci_prior_and_memory_seed_reach_the_model(monkeypatch):
+    su = uci
+    k = su.kernel(su.DEFAULT, 6, prior=True)
+    assert [n for n, *_ in k.named_priors()] == ["base_kernel.lengthscale_prior"]
+    assert not list(su.kernel(su.DEFAULT, 6).named_priors())
+    seen = []
+
+    def spy(kernel, lik, Z0, cfg, memory_size, selection, seed, m):
+        seen.append((bool(list(kernel.named_priors())), seed))
+        raise StopIteration
+
+    monkeypatch.setattr(su, "make_dual", spy)
+    X, y = torch.rand(40, 6), (torch.rand(40) > 0.5).float()
+    cfg = dict(su.QUICK, memory_seed=1000)
+    with pytest.raises(StopIteration):
+        su.run_unit("ours_stratified", X, y, torch.arange(5), cfg, fold=3)
+    assert seen == [(True, 1003)]
+    cfg2 = dict(cfg, memory_seed=0)  # another draw is another stored unit
+    assert su.method_config(cfg, "ours") != su.method_config(cfg2, "ours")
+    assert su.method_config(cfg, "bui") == su.method_config(cfg2, "bui")
+
+
 def test_magnetic_anomalies_quick(data_root, tmp_path):
     ma = magnetometer
     res = ma.run(ma.QUICK, root=data_root, out=tmp_path, progress=False)
