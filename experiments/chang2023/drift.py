@@ -59,12 +59,15 @@ VARIANTS = {
     "paper": dict(PAPER, num_hyper_steps=10),
     "paper_lbfgs": dict(PAPER, hyper_optimizer="lbfgs", num_hyper_steps=50),
     "default": {},
+    "default_random_stratified": {"memory_selection": "random_stratified"},
 }
 #: the hotspot surrogate's variants: its own Adam steps, or L-BFGS to convergence
 HOTSPOT_VARIANTS = {
     "paper": {},
     "paper_lbfgs": {"hyper_optimizer": "lbfgs", "num_hyper_steps": 50},
     "default": {"hyper_optimizer": "lbfgs", "num_hyper_steps": 50},
+    # every village stays in memory: no memory rule to vary
+    "default_random_stratified": {"hyper_optimizer": "lbfgs", "num_hyper_steps": 50},
 }
 
 

@@ -36,7 +36,8 @@ One call of :meth:`DualSVGP.update` is one step of Algorithm 1
    away with the outputscale as data arrive (``experiments/chang2023/drift.py``);
 5. ``memory_size`` points of the new batch are sampled into the memory with probability
    proportional to the Bayesian leverage score ``h_i = beta_hat_i v_hat_i`` (Eq. 31) (per
-   label with the default ``memory_selection="bls_stratified"``, or at random); the sites of
+   label with ``memory_selection="bls_stratified"``; uniformly within each label with the
+   default ``"random_stratified"``); the sites of
    the others are folded into ``(lam_rest, B_rest)``; beyond ``memory_cap`` points the memory
    evicts by the same rule.
 
