@@ -44,11 +44,14 @@ def matern(
     outputscale: float = 1.0,
     ard_num_dims: int | None = None,
     constant: float | None = None,
+    lengthscale_prior: gpytorch.priors.Prior | None = None,
 ) -> gpytorch.kernels.Kernel:
     """``ScaleKernel(Matern)`` (+ a learnable constant ``sigma_0^2`` when ``constant`` is set,
-    the magnetometer prior of Sec. 4.2)."""
+    the magnetometer prior of Sec. 4.2), with ``lengthscale_prior`` on the lengthscales."""
     k = gpytorch.kernels.ScaleKernel(
-        gpytorch.kernels.MaternKernel(nu=nu, ard_num_dims=ard_num_dims)
+        gpytorch.kernels.MaternKernel(
+            nu=nu, ard_num_dims=ard_num_dims, lengthscale_prior=lengthscale_prior
+        )
     )
     k.base_kernel.lengthscale = lengthscale
     k.outputscale = outputscale

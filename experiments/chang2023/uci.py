@@ -31,7 +31,6 @@ Usage::
 
 from __future__ import annotations
 
-import math
 import time
 from pathlib import Path
 
@@ -108,18 +107,15 @@ def folds(n: int, k: int, seed: int = 0) -> list[torch.Tensor]:
 
 def kernel(cfg: dict, d: int, prior: bool = False):
     """Matern-5/2 ARD at the initial hyperparameters; with ``prior`` the lengthscales get
-    BoTorch's dimension-scaled prior ``LogNormal(sqrt(2) + log(d) / 2, sqrt(3))``."""
-    k = matern(2.5, cfg["init_lengthscale"], cfg["init_outputscale"], ard_num_dims=d)
+    BoTorch's dimension-scaled prior (that of ``get_covar_module_with_dim_scaled_prior``,
+    ``LogNormal(sqrt(2) + log(d) / 2, sqrt(3))``)."""
+    ls_prior = None
     if prior:
-        from gpytorch.priors import LogNormalPrior
+        from botorch.models.utils.gpytorch_modules import get_covar_module_with_dim_scaled_prior
 
-        k.base_kernel.register_prior(
-            "lengthscale_prior",
-            LogNormalPrior(math.sqrt(2) + 0.5 * math.log(d), math.sqrt(3)),
-            lambda m: m.lengthscale,
-            lambda m, v: m._set_lengthscale(v),
-        )
-    return k
+        ls_prior = get_covar_module_with_dim_scaled_prior(ard_num_dims=d).lengthscale_prior
+    return matern(2.5, cfg["init_lengthscale"], cfg["init_outputscale"], ard_num_dims=d,
+                  lengthscale_prior=ls_prior)  # fmt: skip
 
 
 def run_unit(method: str, X, y, test_idx, cfg: dict, fold: int) -> dict:
@@ -139,10 +135,9 @@ def run_unit(method: str, X, y, test_idx, cfg: dict, fold: int) -> dict:
     if method == "bui":
         model = make_bui(kernel(cfg, d), Bernoulli(), Z0, cfg, cfg["m"])
     else:
-        prior = bool(cfg.get("lengthscale_prior"))
-        seed = fold + int(cfg.get("memory_seed") or 0)  # the memory's draws
-        model = make_dual(kernel(cfg, d, prior), Bernoulli(), Z0, cfg, cfg["memory_size"],
-                          SELECTION[method], seed, cfg["m"])  # fmt: skip
+        seed = fold + cfg["memory_seed"]  # the memory's draws
+        model = make_dual(kernel(cfg, d, cfg["lengthscale_prior"]), Bernoulli(), Z0, cfg,
+                          cfg["memory_size"], SELECTION[method], seed, cfg["m"])  # fmt: skip
     seconds = sum(timed_update(model, Xtr[idx], ytr[idx]) for idx in sets if len(idx))
     return {"seconds": seconds, **evaluate(model, Xte, yte)}
 

@@ -397,23 +397,17 @@ class DualSVGP(InducingState, ResizableModule, LatentGP):
             >>> torch.allclose(Kcx, m._Kzx(X, Xc)), torch.allclose(kxx, m._kxx(X, True))
             (True, True)
         """
-        rows = self._Z if Xc is None else torch.cat([self._Z, Xc], -2) if Xc.dim() == 2 else None
-        if rows is None:  # batched conditioned inputs: their block broadcasts on its own
+        if Xc is not None and Xc.dim() > 2:  # batched conditioned inputs: a call of their own
             batch = torch.broadcast_shapes(Xc.shape[:-2], X.shape[:-2])
             Xc_b, X_b = Xc.expand(*batch, *Xc.shape[-2:]), X.expand(*batch, *X.shape[-2:])
-            Kcx = latent_block(self.kernel, Xc_b, X_b)
-            return self._Kzx(X), Kcx, self._kxx(X, full_cov)
-        m = self._Z.shape[-2]
-        if full_cov:
+            return self._Kzx(X), latent_block(self.kernel, Xc_b, X_b), self._kxx(X, full_cov)
+        m, c = self._Z.shape[-2], 0 if Xc is None else Xc.shape[-2]
+        rows = self._Z if Xc is None else torch.cat([self._Z, Xc], -2)
+        if full_cov:  # K(X, X) as the last rows
             rows = torch.cat([rows.expand(*X.shape[:-2], *rows.shape), X], -2)
-            K = latent_block(self.kernel, rows, X)
-            r = rows.shape[-2] - X.shape[-2]
-            kxx = K[..., r:, :]
-        else:
-            K = latent_block(self.kernel, rows, X)
-            kxx = self._kxx(X, False)
-        Kcx = None if Xc is None else K[..., m : m + Xc.shape[-2], :]
-        return K[..., :m, :], Kcx, kxx
+        K = latent_block(self.kernel, rows, X)
+        kxx = K[..., m + c :, :] if full_cov else self._kxx(X, False)
+        return K[..., :m, :], None if Xc is None else K[..., m : m + c, :], kxx
 
     # ------------------------------------------------------------- posterior
     def _memory_sites(self) -> tuple[Tensor, Tensor]:
