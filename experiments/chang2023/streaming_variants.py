@@ -16,10 +16,12 @@ memory rule:
 * ``default_stratified``, ``default_random_stratified`` -- the defaults with the library's
   default memory rule (shares per label in proportion to the labels seen, BLS within each
   label) and with the same shares drawn uniformly within each label;
-* ``default_50``, ``default_balanced_50`` -- ``default`` and ``default_balanced`` with up to
-  50 hyperparameter steps per update (the paper's split-MNIST count);
-* ``prior_balanced``, ``prior_random``, ``prior_balanced_50`` -- split MNIST only: the defaults
-  (label-balanced or random memory, up to 10 or 50 steps) with Gamma priors on the kernel's
+* ``default_50``, ``default_balanced_50``, ``default_random_stratified_50`` -- ``default``,
+  ``default_balanced`` and ``default_random_stratified`` with up to 50 hyperparameter steps
+  per update (the paper's split-MNIST count);
+* ``prior_balanced``, ``prior_random``, ``prior_random_stratified``, ``prior_balanced_50``,
+  ``prior_random_stratified_50`` -- split MNIST only: the defaults (label-balanced, random or
+  random-stratified memory, up to 10 or 50 steps) with Gamma priors on the kernel's
   lengthscale and outputscale (means at the initial values, coefficient of variation 0.25):
   the evidence of separable labels keeps rising with the outputscale, so the steps need a
   prior to have a finite optimum;
@@ -74,12 +76,23 @@ VARIANTS = {
     "default_balanced": ({"memory_selection": "bls_balanced"}, "ours", {}),
     "default_stratified": ({"memory_selection": "bls_stratified"}, "ours", {}),
     "default_random_stratified": ({"memory_selection": "random_stratified"}, "ours", {}),
+    "default_random_stratified_50": (
+        {"memory_selection": "random_stratified"},
+        "ours",
+        {"hyper_steps": 50},
+    ),
     "default_no_memory": ({}, "ours_no_memory", {}),
     "default_50": ({}, "ours", {"hyper_steps": 50}),
     "default_balanced_50": ({"memory_selection": "bls_balanced"}, "ours", {"hyper_steps": 50}),
     "prior_balanced": (BALANCED, "ours", PRIOR),
     "prior_random": ({}, "ours_random", PRIOR),
     "prior_balanced_50": (BALANCED, "ours", dict(PRIOR, hyper_steps=50)),
+    "prior_random_stratified": ({"memory_selection": "random_stratified"}, "ours", PRIOR),
+    "prior_random_stratified_50": (
+        {"memory_selection": "random_stratified"},
+        "ours",
+        dict(PRIOR, hyper_steps=50),
+    ),
     "weak_prior_balanced": (BALANCED, "ours", WEAK_PRIOR),
     "weak_prior_random": ({}, "ours_random", WEAK_PRIOR),
     "weak_prior_balanced_50": (BALANCED, "ours", dict(WEAK_PRIOR, hyper_steps=50)),
