@@ -67,6 +67,7 @@ PRIOR = {"kernel_prior_cv": 0.25}
 #: ... exponential priors with those means (coefficient of variation 1)
 WEAK_PRIOR = {"kernel_prior_cv": 1.0}
 BALANCED = {"memory_selection": "bls_balanced"}
+RANDOM_STRATIFIED = {"memory_selection": "random_stratified"}
 #: name -> (DualSVGP settings, memory method, cfg overrides)
 VARIANTS = {
     "paper": (PAPER, "ours", {}),
@@ -75,24 +76,16 @@ VARIANTS = {
     "default_random": ({}, "ours_random", {}),
     "default_balanced": ({"memory_selection": "bls_balanced"}, "ours", {}),
     "default_stratified": ({"memory_selection": "bls_stratified"}, "ours", {}),
-    "default_random_stratified": ({"memory_selection": "random_stratified"}, "ours", {}),
-    "default_random_stratified_50": (
-        {"memory_selection": "random_stratified"},
-        "ours",
-        {"hyper_steps": 50},
-    ),
+    "default_random_stratified": (RANDOM_STRATIFIED, "ours", {}),
+    "default_random_stratified_50": (RANDOM_STRATIFIED, "ours", {"hyper_steps": 50}),
     "default_no_memory": ({}, "ours_no_memory", {}),
     "default_50": ({}, "ours", {"hyper_steps": 50}),
     "default_balanced_50": ({"memory_selection": "bls_balanced"}, "ours", {"hyper_steps": 50}),
     "prior_balanced": (BALANCED, "ours", PRIOR),
     "prior_random": ({}, "ours_random", PRIOR),
     "prior_balanced_50": (BALANCED, "ours", dict(PRIOR, hyper_steps=50)),
-    "prior_random_stratified": ({"memory_selection": "random_stratified"}, "ours", PRIOR),
-    "prior_random_stratified_50": (
-        {"memory_selection": "random_stratified"},
-        "ours",
-        dict(PRIOR, hyper_steps=50),
-    ),
+    "prior_random_stratified": (RANDOM_STRATIFIED, "ours", PRIOR),
+    "prior_random_stratified_50": (RANDOM_STRATIFIED, "ours", dict(PRIOR, hyper_steps=50)),
     "weak_prior_balanced": (BALANCED, "ours", WEAK_PRIOR),
     "weak_prior_random": ({}, "ours_random", WEAK_PRIOR),
     "weak_prior_balanced_50": (BALANCED, "ours", dict(WEAK_PRIOR, hyper_steps=50)),
