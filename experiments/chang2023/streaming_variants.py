@@ -13,15 +13,16 @@ memory rule:
   on ``f(Z)``, memory points counted once);
 * ``default_random``, ``default_balanced``, ``default_no_memory`` -- the defaults with a
   uniformly random memory, a label-balanced BLS memory, no memory;
-* ``default_stratified``, ``default_random_stratified`` -- the defaults with the library's
-  default memory rule (shares per label in proportion to the labels seen, BLS within each
-  label) and with the same shares drawn uniformly within each label;
+* ``default_stratified``, ``default_random_stratified`` -- the defaults with shares per label
+  in proportion to the labels seen, drawn by BLS within each label (``"bls_stratified"``) and
+  drawn uniformly within each label (``"random_stratified"``, the library's default memory
+  rule);
 * ``default_50``, ``default_balanced_50``, ``default_random_stratified_50`` -- ``default``,
   ``default_balanced`` and ``default_random_stratified`` with up to 50 hyperparameter steps
   per update (the paper's split-MNIST count);
 * ``prior_balanced``, ``prior_random``, ``prior_random_stratified``, ``prior_balanced_50``,
-  ``prior_random_stratified_50`` -- split MNIST only: the defaults (label-balanced, random or
-  random-stratified memory, up to 10 or 50 steps) with Gamma priors on the kernel's
+  ``prior_random_stratified_50`` -- split (Fashion-)MNIST only: the defaults (label-balanced,
+  random or random-stratified memory, up to 10 or 50 steps) with Gamma priors on the kernel's
   lengthscale and outputscale (means at the initial values, coefficient of variation 0.25):
   the evidence of separable labels keeps rising with the outputscale, so the steps need a
   prior to have a finite optimum;
@@ -37,7 +38,8 @@ same seeds for every variant (paired). Results: ``experiments/chang2023/results/
 streaming_variants/<dataset>.json``, rewritten after every run; ``--first-seed`` runs a later
 range of seeds into ``<dataset>_seeds<a>-<b>.json`` and ``--merge`` summarises all files of a
 data set in ``--out`` and its subfolders together (runs split over processes, one ``--out``
-subfolder each).
+subfolder each). A split (Fashion-)MNIST run shows a progress bar over its minibatches on
+stderr; each finished run is logged with its accuracy, NLPD, memory by class and kernel.
 
 Usage::
 
@@ -110,11 +112,12 @@ def run_banana(cfg: dict, settings: dict, method: str, seed: int, root=None) -> 
 
 
 def run_mnist(cfg: dict, settings: dict, method: str, seed: int, root=None) -> dict:
+    """One stream of split (Fashion-)MNIST with a progress bar over its minibatches."""
     from experiments.chang2023 import split_mnist
 
     train, test = split_mnist.load_tasks(cfg, seed, root)
     t0 = time.perf_counter()
-    res = split_mnist.run_stream(method, train, test, dict(cfg, **settings), seed, progress=False)
+    res = split_mnist.run_stream(method, train, test, dict(cfg, **settings), seed, progress=True)
     return {
         "accuracy": res["final"]["accuracy"],
         "nlpd": res["final"]["nlpd"],
