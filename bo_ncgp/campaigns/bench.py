@@ -108,7 +108,7 @@ SUITES: dict[str, dict[str, Any]] = {
     },
     "lunar": {
         "problems": ("lunar-lander-wind",),
-        "strategies": ("random", "fantasy-batch", "kriging-believer"),
+        "strategies": ("random", "fantasy-batch", "fantasy-batch-sampled", "kriging-believer"),
         "baseline": "random",
         "evaluations": 90,
         "batch_size": 3,

@@ -35,7 +35,7 @@ def test_evaluation_is_deterministic_and_labels_success():
         LunarLander(episode_seeds=[])
 
 
-@pytest.mark.parametrize("name", ["fantasy-batch", "kriging-believer"])
+@pytest.mark.parametrize("name", ["fantasy-batch", "fantasy-batch-sampled", "kriging-believer"])
 def test_model_strategies_tiny_campaign(name, tmp_path):
     options = {"num_inducing": 8, "hyper_steps": 5, "num_restarts": 2, "raw_samples": 32}
     strategy = build_strategy("lunar-lander", name, **options)
@@ -50,7 +50,7 @@ def test_model_strategies_tiny_campaign(name, tmp_path):
     for it in st["iterations"][1:]:
         assert it["acquisition_seconds"] > 0 and it["update_seconds"] > 0
     assert st["recommendation"]["heldout_value"] is not None
-    if name == "fantasy-batch":  # Z grew from the 4 initial points to all 8 (num_inducing)
+    if name.startswith("fantasy-batch"):  # Z grew from the 4 initial points to all 8
         assert strategy.reward.num_inducing == 8 and strategy.classifier.num_inducing == 8
     _check_report(tmp_path, st)
 
@@ -71,9 +71,48 @@ def _check_report(folder, state):
     assert t["update_seconds"]["n"] == 2 and t["acquisition_seconds"]["mean"] > 0
 
 
-def test_resumed_fantasy_batch_proposes_bit_identical_points(tmp_path):
+def test_sampled_fantasies_are_draws_and_saved_in_the_configuration():
+    """``fantasy-batch-sampled`` conditions on draws from the models, ``fantasy-batch`` on
+    their means: from the same models and seed the two batches share their first point (the
+    acquisition is the same until a fantasy is conditioned on) and part after it; the
+    sampled rule is named in the strategy's configuration, the mean rule (the default) not,
+    so that campaigns saved before the option resume."""
+    import torch
+
+    options = {"num_inducing": 8, "hyper_steps": 5, "num_restarts": 2, "raw_samples": 32}
+    prob = LunarLander(episode_seeds=[0], heldout_seeds=[7])
+    rng = np.random.default_rng(0)
+    X = rng.random((8, 12)) * 1.2
+    evs = [prob.evaluate(x) for x in X]
+    batches, configs = {}, {}
+    for name in ("fantasy-batch", "fantasy-batch-sampled"):
+        s = build_strategy("lunar-lander", name, **options)
+        s.setup(prob, 0)
+        history = _history(X, evs)
+        s.observe(X, evs, history)
+        torch.manual_seed(3)
+        batches[name] = s.ask(history, 3, np.random.default_rng(1))
+        configs[name] = s.config()
+    mean, sampled = batches["fantasy-batch"], batches["fantasy-batch-sampled"]
+    np.testing.assert_allclose(mean[0], sampled[0], atol=1e-6)
+    assert np.abs(mean[1:] - sampled[1:]).max() > 1e-3
+    assert configs["fantasy-batch-sampled"]["fantasy"] == "sample"
+    assert "fantasy" not in configs["fantasy-batch"]
+
+
+def _history(X, evs):
+    from bo_ncgp.campaigns.strategies.base import History
+
+    values = np.array([e.value for e in evs])
+    success = np.array([float(e.success) for e in evs])
+    return History(X, values, success, None, [np.arange(len(X))])
+
+
+@pytest.mark.parametrize("name", ["fantasy-batch", "fantasy-batch-sampled"])
+def test_resumed_fantasy_batch_proposes_bit_identical_points(name, tmp_path):
     """A campaign resumed after its second batch proposes exactly the uninterrupted run's
-    points (the replayed model updates see the same float64 priors as the live ones), under
+    points (the replayed model updates see the same float64 priors as the live ones; the
+    sampled fantasies draw from the generator the runner seeds before every step), under
     torch's own default dtype, as ``bo-ncgp lunar-lander`` runs (the fixture restores it)."""
     import json
 
@@ -85,7 +124,7 @@ def test_resumed_fantasy_batch_proposes_bit_identical_points(tmp_path):
 
     def make():
         prob = LunarLander(episode_seeds=[0], heldout_seeds=[7])
-        return prob, build_strategy("lunar-lander", "fantasy-batch", **options)
+        return prob, build_strategy("lunar-lander", name, **options)
 
     args = dict(budget=10, batch_size=2, num_initial=4, seed=0)
     ref = Campaign(*make(), out_dir=tmp_path / "ref", **args).run(progress=False)

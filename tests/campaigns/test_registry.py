@@ -82,6 +82,11 @@ SAVED_DEFAULTS = {
         **_REFITTED,
     },
     ("lunar-lander", "fantasy-batch"): {"name": "fantasy-batch", **_LUNAR},
+    ("lunar-lander", "fantasy-batch-sampled"): {
+        "name": "fantasy-batch-sampled",
+        **_LUNAR,
+        "fantasy": "sample",
+    },
     ("lunar-lander", "kriging-believer"): {"name": "kriging-believer", **_LUNAR},
     ("lunar-lander", "random"): {"name": "random"},
     ("lunar-lander", "sequential"): {"name": "sequential", **_LUNAR},
@@ -99,7 +104,9 @@ def test_config_is_the_name_and_the_config_dataclasses(key):
     config = spec.make().config()
     fields = {f.name for cls in spec.configs for f in dataclasses.fields(cls)}
     omitted = {k for cls in spec.configs for k in getattr(cls, "OMITTED_AT_DEFAULT", ())}
-    assert set(config) - {"name", "model"} == fields - omitted
+    # beyond its dataclasses' fields: the name, a description of the models, the batch rule's
+    # fantasies where they are not posterior means
+    assert set(config) - {"name", "model", "fantasy"} == fields - omitted
     assert config["name"] == key[1]
     defaults = spec.defaults()
     assert {k: v for k, v in defaults.items() if k not in omitted} == {

@@ -10,17 +10,22 @@ cube. Reward surrogates:
   inducing set grows by pivoted Cholesky (Sec. 3.4) up to ``num_inducing`` points;
 * :class:`ExactGPReward`: BoTorch's exact ``SingleTaskGP``, refitted at every acquisition.
 
-Batch rules (both :func:`~bo_ncgp.bo.build_fantasy_batch` with posterior-mean fantasies):
+Batch rules (:func:`~bo_ncgp.bo.build_fantasy_batch`):
 
-* :class:`DualFantasyBatch`: both models are conditioned on each fantasy by dual conditioning
-  (the predictive probability as a soft label for the classifier);
+* :class:`DualFantasyBatch`: both models are conditioned on each fantasy by dual conditioning;
+  the fantasies are posterior means (the predictive probability as a soft label for the
+  classifier), as Chang et al.'s Algorithm 2 writes them (``y_i = E[f(x_i)]``);
+* :class:`SampledFantasyBatch`: the same with fantasies sampled from the current models (a
+  reward with its observation noise, a sampled success label), as their Sec. 4.1 describes
+  them ("sampling the corresponding y_i from the current model");
 * :class:`KrigingBelieverBatch`: only the reward model is conditioned (Kriging believer); the
   classifier is left unchanged within a batch, as a classifier without cheap conditioning
   would be.
 
 Named strategies (registered in :mod:`bo_ncgp.campaigns.strategies.registry`):
-``fantasy-batch`` (ours) = streaming DualSVGP reward x dual fantasy batch; ``sequential`` =
-the same, meant for batches of one; ``kriging-believer`` = exact GP x Kriging believer.
+``fantasy-batch`` (ours) = streaming DualSVGP reward x dual fantasy batch;
+``fantasy-batch-sampled`` = the same with sampled fantasies; ``sequential`` = the same, meant
+for batches of one; ``kriging-believer`` = exact GP x Kriging believer.
 
 Inputs are scaled from the problem's box to the unit cube; rewards are standardised with the
 mean and standard deviation of the first evaluations that return a value (the initial design,
@@ -53,6 +58,7 @@ __all__ = [
     "DualModelConfig",
     "ExactGPReward",
     "KrigingBelieverBatch",
+    "SampledFantasyBatch",
     "StreamingDualReward",
     "UnitCubeStrategy",
 ]
@@ -196,6 +202,8 @@ class DualFantasyBatch:
 
     #: which of (reward model, classifier) are conditioned on the fantasies (``None``: both)
     condition: tuple[bool, bool] | None = None
+    #: the fantasies: ``"mean"`` (posterior means, soft labels) or ``"sample"`` (draws)
+    fantasy: str = "mean"
 
     def __init__(self, config: BatchConfig) -> None:
         self.config = config
@@ -207,9 +215,10 @@ class DualFantasyBatch:
         return DualSVGPModel.from_model(classifier)
 
     def build(self, reward, classifier, acquisition_factory, q: int, bounds: torch.Tensor):
-        """A ``q``-point :class:`~bo_ncgp.bo.fantasy.FantasyBatch` with posterior-mean
-        fantasies (:func:`~bo_ncgp.bo.build_fantasy_batch`) of the value model and the
-        classifier as :meth:`wrap` hands it to BoTorch."""
+        """A ``q``-point :class:`~bo_ncgp.bo.fantasy.FantasyBatch` with the rule's
+        fantasies (:attr:`fantasy`; :func:`~bo_ncgp.bo.build_fantasy_batch`) of the value
+        model and the classifier as :meth:`wrap` hands it to BoTorch; sampled fantasies draw
+        from torch's global generator, which the campaign runner seeds before every step."""
         from bo_ncgp.bo import build_fantasy_batch
 
         return build_fantasy_batch(
@@ -217,11 +226,26 @@ class DualFantasyBatch:
             acquisition_factory,
             q=q,
             bounds=bounds,
-            fantasy="mean",
+            fantasy=self.fantasy,
             condition=self.condition,
             num_restarts=self.config.num_restarts,
             raw_samples=self.config.raw_samples,
         )
+
+
+class SampledFantasyBatch(DualFantasyBatch):
+    """Dual fantasy batches whose fantasies are drawn from the current models: the reward
+    from its predictive distribution with the observation noise, the success label from the
+    classifier's predictive probability (Chang et al. 2023, Sec. 4.1: "sampling the
+    corresponding y_i from the current model"; their Algorithm 2 writes the posterior mean,
+    :class:`DualFantasyBatch`).
+
+    Example:
+        >>> SampledFantasyBatch(BatchConfig()).fantasy, DualFantasyBatch.fantasy
+        ('sample', 'mean')
+    """
+
+    fantasy = "sample"
 
 
 class KrigingBelieverBatch(DualFantasyBatch):
@@ -319,12 +343,16 @@ class ConstrainedBO(UnitCubeStrategy):
         self.batch = batch
 
     def config(self) -> dict[str, Any]:
-        """``{"name", **model config, **batch config}``."""
-        return {
+        """``{"name", **model config, **batch config}``, and ``"fantasy"`` for a batch rule
+        whose fantasies are not posterior means (campaigns saved before the option resume)."""
+        out = {
             "name": self.name,
             **saved_options(self.model_config),
             **saved_options(self.batch.config),
         }
+        if self.batch.fantasy != DualFantasyBatch.fantasy:
+            out["fantasy"] = self.batch.fantasy
+        return out
 
     @property
     def reward(self) -> DualSVGP | None:

@@ -89,6 +89,7 @@ _RANDOM = (hs.RandomVillage, None, "uniformly random village")
 _DUAL_REWARD = (ll.StreamingDualReward, "streaming DualSVGP reward")
 _EXACT_REWARD = (ll.ExactGPReward, "exact SingleTaskGP reward")
 _DUAL_BATCH = (ll.DualFantasyBatch, "dual-conditioned fantasy batches")
+_SAMPLED_BATCH = (ll.SampledFantasyBatch, "dual-conditioned fantasy batches, sampled fantasies")
 _BELIEVER_BATCH = (ll.KrigingBelieverBatch, "Kriging-believer batches")
 
 
@@ -252,6 +253,7 @@ STRATEGIES: dict[tuple[str, str], StrategySpec] = {
         _hotspots("svgp-entropy", _SVGP, _ENTROPY, _CHANG, f"{_SVGP_LABEL}; DualSVGP fantasies"),
         _hotspots("svgp-random", _SVGP, _RANDOM, label=f"{_SVGP_LABEL}; random villages"),
         _lunar("fantasy-batch", _DUAL_REWARD, _DUAL_BATCH, " (ours)"),
+        _lunar("fantasy-batch-sampled", _DUAL_REWARD, _SAMPLED_BATCH, " (ours)"),
         _lunar("sequential", _DUAL_REWARD, _DUAL_BATCH, _ONE),
         _lunar("kriging-believer", _EXACT_REWARD, _BELIEVER_BATCH),
         StrategySpec("lunar-lander", "random", "uniformly random points", (), RandomSearch),
@@ -318,7 +320,7 @@ def strategy_names(problem: str) -> tuple[str, ...]:
 
     Example:
         >>> strategy_names("lunar-lander")
-        ('fantasy-batch', 'kriging-believer', 'random', 'sequential')
+        ('fantasy-batch', 'fantasy-batch-sampled', 'kriging-believer', 'random', 'sequential')
     """
     return tuple(sorted(n for p, n in STRATEGIES if p == problem))
 
