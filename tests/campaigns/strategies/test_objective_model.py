@@ -196,6 +196,15 @@ def test_a_fit_that_starts_nowhere_is_refused():
         ObjectiveModelConfig(restart=False, warm_start=False)
 
 
+@pytest.mark.parametrize("floor", [0.0, -1.0, float("nan")])
+def test_a_noise_floor_that_is_not_a_positive_number_is_refused(floor):
+    from bo_ncgp.campaigns.strategies.blackbox import ObjectiveModelConfig, StreamingDualObjective
+    from bo_ncgp.exceptions import InputDataError
+
+    with pytest.raises(InputDataError, match="noise_floor must be a positive number"):
+        StreamingDualObjective(ObjectiveModelConfig(), noise_floor=floor)
+
+
 def test_the_fit_is_the_refitted_singletaskgps_with_standardized_values():
     """Outputscale at the sample variance of every value so far, noise prior scaled by it, a
     learned constant mean, every fit from the prior's mode, every point inducing: the model
