@@ -74,29 +74,35 @@ def test_ours_label_model_learns_a_constant_prior_mean_below_one_half():
     assert float(mean) == pytest.approx(model.mean_constant, abs=1e-3)
 
 
-def test_ours_label_noise_stays_above_its_floor_and_failures_still_rule_a_point_out():
-    """The label model's noise variance does not fall below ``LABEL_NOISE_FLOOR`` (the
-    evidence of interpolated labels would take it there), and four failures at one point
-    still take ``P(feasible)`` there below 1e-2."""
-    from bo_ncgp.campaigns.strategies.blackbox import LABEL_NOISE_FLOOR
+def test_a_noise_floor_holds_the_label_models_noise_and_failures_still_rule_a_point_out():
+    """With ``noise_floor`` (the option ``bo-ncgp label-model-check`` compares) the label
+    model's noise variance stays above it where the evidence of interpolated labels would
+    take it lower, and four failures at one point still take ``P(feasible)`` there below
+    1e-2."""
+    import dataclasses
 
-    s = build_strategy("constrained", "dual")
-    s.setup(make_problem("branin-halfplane"), 0)
+    from bo_ncgp.campaigns.strategies.blackbox import ObjectiveModelConfig, StreamingDualObjective
+
+    config = dataclasses.replace(ObjectiveModelConfig(), learn_mean=True)
+    free, floored = StreamingDualObjective(config), StreamingDualObjective(config, noise_floor=0.1)
     g = torch.Generator().manual_seed(2)
     U = torch.rand(16, 2, generator=g, dtype=D)
-    labels = (U.sum(-1) > 1.0).to(D)  # a sharp boundary: the evidence wants no noise
-    s._update_classifier(U, labels)
-    model = s.feasibility.model
-    assert float(model.likelihood.noise.detach()) >= LABEL_NOISE_FLOOR - 1e-9
+    labels = (U.sum(-1) > 1.0).to(D) - 0.5  # a sharp boundary: the evidence wants no noise
+    ok = torch.ones(16, dtype=torch.bool)
+    for s in (free, floored):
+        s.setup(2)
+        s.observe(U, labels, ok)
+    assert float(free.model.likelihood.noise.detach()) < 0.1
+    assert float(floored.model.likelihood.noise.detach()) >= 0.1 - 1e-9
     x = torch.tensor([[0.9, 0.8]], dtype=D)  # feasible by the labels' trend
-    with torch.no_grad():
-        mean, var = model.predict_f(x)
-    before = float(torch.distributions.Normal(0.0, 1.0).cdf(mean / var.sqrt()))
+
+    def p_feasible() -> float:
+        with torch.no_grad():
+            mean, var = floored.model.predict_f(x)
+        return float(torch.distributions.Normal(0.0, 1.0).cdf(mean / var.sqrt()))
+
+    before = p_feasible()
     for _ in range(4):
-        s._update_classifier(x, torch.zeros(1, dtype=D))
-    model = s.feasibility.model
-    assert float(model.likelihood.noise.detach()) >= LABEL_NOISE_FLOOR - 1e-9
-    with torch.no_grad():
-        mean, var = model.predict_f(x)
-    after = float(torch.distributions.Normal(0.0, 1.0).cdf(mean / var.sqrt()))
-    assert before > 0.5 and after < 1e-2
+        floored.observe(x, torch.full((1,), -0.5, dtype=D), torch.ones(1, dtype=torch.bool))
+    assert float(floored.model.likelihood.noise.detach()) >= 0.1 - 1e-9
+    assert before > 0.5 and p_feasible() < 1e-2
