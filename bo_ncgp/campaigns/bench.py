@@ -108,7 +108,13 @@ SUITES: dict[str, dict[str, Any]] = {
     },
     "lunar": {
         "problems": ("lunar-lander-wind",),
-        "strategies": ("random", "fantasy-batch", "fantasy-batch-sampled", "kriging-believer"),
+        "strategies": (
+            "random",
+            "fantasy-batch",
+            "fantasy-batch-sampled",
+            "kriging-believer",
+            "dual",
+        ),
         "baseline": "random",
         "evaluations": 90,
         "batch_size": 3,

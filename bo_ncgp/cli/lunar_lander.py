@@ -29,7 +29,11 @@ QUICK_MODEL = {"hyper_steps": 20, "num_restarts": 2, "raw_samples": 128}
 #: command-line option -> strategy option (config field)
 MODEL_OPTIONS = {
     "--num-inducing": ("num_inducing", POSITIVE_INT, "model inducing points"),
-    "--hyper-steps": ("hyper_steps", NONNEGATIVE_INT, "Adam steps per model update"),
+    "--hyper-steps": (
+        "hyper_steps",
+        NONNEGATIVE_INT,
+        "hyperparameter steps per model update (Adam steps; dual: L-BFGS iterations)",
+    ),
     "--num-restarts": ("num_restarts", POSITIVE_INT, "optimize_acqf restarts"),
     "--raw-samples": ("raw_samples", POSITIVE_INT, "optimize_acqf raw samples"),
 }
@@ -61,8 +65,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_STRATEGY,
         choices=strategy_names("lunar-lander"),
         help="fantasy-batch: DualSVGP reward and success models, batches by dual "
-        "conditioning; sequential: the same models, one point per batch; kriging-believer: "
-        "exact GP with Kriging-believer batches; random: random search",
+        "conditioning (posterior-mean fantasies); fantasy-batch-sampled: the same with "
+        "sampled fantasies; dual: the constrained suite's DualSVGP models (converged fits, "
+        "Gaussian success labels) with fantasy batches; sequential: the fantasy-batch models, "
+        "one point per batch; kriging-believer: exact GP with Kriging-believer batches; "
+        "random: random search",
     )
     parser.add_argument(
         "--batch-size", type=POSITIVE_INT, default=3, help="evaluations proposed per batch"

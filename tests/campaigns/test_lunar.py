@@ -35,7 +35,9 @@ def test_evaluation_is_deterministic_and_labels_success():
         LunarLander(episode_seeds=[])
 
 
-@pytest.mark.parametrize("name", ["fantasy-batch", "fantasy-batch-sampled", "kriging-believer"])
+@pytest.mark.parametrize(
+    "name", ["fantasy-batch", "fantasy-batch-sampled", "kriging-believer", "dual"]
+)
 def test_model_strategies_tiny_campaign(name, tmp_path):
     options = {"num_inducing": 8, "hyper_steps": 5, "num_restarts": 2, "raw_samples": 32}
     strategy = build_strategy("lunar-lander", name, **options)

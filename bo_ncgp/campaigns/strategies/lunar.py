@@ -25,7 +25,9 @@ Batch rules (:func:`~bo_ncgp.bo.build_fantasy_batch`):
 Named strategies (registered in :mod:`bo_ncgp.campaigns.strategies.registry`):
 ``fantasy-batch`` (ours) = streaming DualSVGP reward x dual fantasy batch;
 ``fantasy-batch-sampled`` = the same with sampled fantasies; ``sequential`` = the same, meant
-for batches of one; ``kriging-believer`` = exact GP x Kriging believer.
+for batches of one; ``kriging-believer`` = exact GP x Kriging believer; ``dual`` = the
+constrained suite's models and acquisition
+(:class:`~bo_ncgp.campaigns.strategies.blackbox.DualConstrainedBO`) with dual fantasy batches.
 
 Inputs are scaled from the problem's box to the unit cube; rewards are standardised with the
 mean and standard deviation of the first evaluations that return a value (the initial design,
