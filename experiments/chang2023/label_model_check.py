@@ -31,8 +31,6 @@ a table.
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import math
 import warnings
 from pathlib import Path
 from typing import Any
@@ -47,10 +45,6 @@ from experiments import harness
 PROBLEMS = ("branin-halfplane", "branin-disc", "hartmann6-ring", "levy4-corner")
 
 
-def _normal_cdf(t: torch.Tensor) -> torch.Tensor:
-    return 0.5 * torch.erfc(-t / math.sqrt(2.0))
-
-
 def label_model(name: str, U: torch.Tensor, labels: torch.Tensor):
     """``V -> P(feasible at V)`` of the label model ``name`` (module docstring) fitted on the
     0/1 ``labels`` at unit-cube points ``U``.
@@ -62,7 +56,7 @@ def label_model(name: str, U: torch.Tensor, labels: torch.Tensor):
         torch.Size([2])
     """
     from bo_ncgp.campaigns.strategies.bernoulli_constrained import fit_bernoulli_gp
-    from bo_ncgp.campaigns.strategies.blackbox import ObjectiveModelConfig, StreamingDualObjective
+    from bo_ncgp.campaigns.strategies.blackbox import DualConstrainedBO, ObjectiveModelConfig
 
     if name == "bernoulli":
         gp = fit_bernoulli_gp(U, labels)
@@ -71,24 +65,21 @@ def label_model(name: str, U: torch.Tensor, labels: torch.Tensor):
             with torch.no_grad():
                 post = gp.posterior(V)
             mu, var = post.mean[..., 0], post.variance[..., 0]
-            return _normal_cdf(mu / (1.0 + var).sqrt())
+            return torch.special.ndtr(mu / (1.0 + var).sqrt())
 
         return prob
     kind, _, value = name.partition("=")
     if kind != "floor" or not value:
         raise ValueError(f"unknown label model {name!r} (floor=<v>, floor=none or bernoulli)")
     floor = None if value == "none" else float(value)
-    s = StreamingDualObjective(
-        dataclasses.replace(ObjectiveModelConfig(), learn_mean=True), noise_floor=floor
-    )
-    s.setup(U.shape[-1])
-    s.observe(U, labels - 0.5, torch.ones(len(labels), dtype=torch.bool))
+    s = DualConstrainedBO.label_model(ObjectiveModelConfig(), U.shape[-1], noise_floor=floor)
+    DualConstrainedBO.observe_labels(s, U, labels)
     model = s.model
 
     def prob(V: torch.Tensor) -> torch.Tensor:
         with torch.no_grad():
             mu, var = model.predict_f(V)
-        return _normal_cdf(mu / var.clamp_min(1e-18).sqrt())
+        return torch.special.ndtr(mu / var.clamp_min(1e-18).sqrt())
 
     return prob
 

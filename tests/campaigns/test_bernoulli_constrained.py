@@ -79,19 +79,15 @@ def test_a_noise_floor_holds_the_label_models_noise_and_failures_still_rule_a_po
     model's noise variance stays above it where the evidence of interpolated labels would
     take it lower, and four failures at one point still take ``P(feasible)`` there below
     1e-2."""
-    import dataclasses
+    from bo_ncgp.campaigns.strategies.blackbox import DualConstrainedBO, ObjectiveModelConfig
 
-    from bo_ncgp.campaigns.strategies.blackbox import ObjectiveModelConfig, StreamingDualObjective
-
-    config = dataclasses.replace(ObjectiveModelConfig(), learn_mean=True)
-    free, floored = StreamingDualObjective(config), StreamingDualObjective(config, noise_floor=0.1)
+    free = DualConstrainedBO.label_model(ObjectiveModelConfig(), 2)
+    floored = DualConstrainedBO.label_model(ObjectiveModelConfig(), 2, noise_floor=0.1)
     g = torch.Generator().manual_seed(2)
     U = torch.rand(16, 2, generator=g, dtype=D)
-    labels = (U.sum(-1) > 1.0).to(D) - 0.5  # a sharp boundary: the evidence wants no noise
-    ok = torch.ones(16, dtype=torch.bool)
+    labels = (U.sum(-1) > 1.0).to(D)  # a sharp boundary: the evidence wants no noise
     for s in (free, floored):
-        s.setup(2)
-        s.observe(U, labels, ok)
+        DualConstrainedBO.observe_labels(s, U, labels)
     assert float(free.model.likelihood.noise.detach()) < 0.1
     assert float(floored.model.likelihood.noise.detach()) >= 0.1 - 1e-9
     x = torch.tensor([[0.9, 0.8]], dtype=D)  # feasible by the labels' trend
@@ -103,6 +99,6 @@ def test_a_noise_floor_holds_the_label_models_noise_and_failures_still_rule_a_po
 
     before = p_feasible()
     for _ in range(4):
-        floored.observe(x, torch.full((1,), -0.5, dtype=D), torch.ones(1, dtype=torch.bool))
+        DualConstrainedBO.observe_labels(floored, x, torch.zeros(1, dtype=D))
     assert float(floored.model.likelihood.noise.detach()) >= 0.1 - 1e-9
     assert before > 0.5 and p_feasible() < 1e-2

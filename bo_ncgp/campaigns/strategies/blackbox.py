@@ -616,15 +616,36 @@ class DualConstrainedBO(ConstrainedBO):
         """``{"name", "model": FEASIBILITY, **model config, **batch config}``."""
         return {"name": self.name, "model": FEASIBILITY, **super().config()}
 
+    @staticmethod
+    def label_model(
+        config: ObjectiveModelConfig, dim: int, noise_floor: float | None = None
+    ) -> StreamingDualObjective:
+        """The streaming model of the success labels (class docstring): ``config`` with a
+        learned constant mean, set up for ``dim`` inputs; ``noise_floor`` as for
+        :class:`StreamingDualObjective` (``None`` here).
+
+        Example:
+            >>> m = DualConstrainedBO.label_model(ObjectiveModelConfig(), 2)
+            >>> m.config.learn_mean, m.noise_floor
+            (True, None)
+        """
+        labels = dataclasses.replace(config, learn_mean=True)
+        model = StreamingDualObjective(labels, noise_floor=noise_floor)
+        model.setup(dim)
+        return model
+
+    @staticmethod
+    def observe_labels(model: StreamingDualObjective, U: torch.Tensor, labels: torch.Tensor):
+        """Stream the 0/1 ``labels`` at ``U`` into the label ``model`` as ``labels - 1/2``."""
+        model.observe(U, labels - 0.5, torch.ones_like(labels, dtype=torch.bool))
+
     def setup(self, problem, seed) -> None:
         super().setup(problem, seed)
-        labels = dataclasses.replace(self.model_config, learn_mean=True)
-        self.feasibility = StreamingDualObjective(labels)
-        self.feasibility.setup(problem.dim)
+        self.feasibility = self.label_model(self.model_config, problem.dim)
 
     def _update_classifier(self, U: torch.Tensor, labels: torch.Tensor) -> None:
         """Stream ``labels - 1/2`` at ``U`` into the feasibility model."""
-        self.feasibility.observe(U, labels - 0.5, torch.ones_like(labels, dtype=torch.bool))
+        self.observe_labels(self.feasibility, U, labels)
         self.classifier = self.feasibility.model
 
     def _acquisition(self, reward, classifier, best: float):
