@@ -190,8 +190,14 @@ def test_repeated_sigkills_at_random_times_lose_and_repeat_nothing(tmp_path, ref
     kills = 0
     for _ in range(40):
         proc = _spawn(resume)
+        # the kill falls at a random time after the process has begun an evaluation, not
+        # counted from its start: importing torch alone takes 0.5-2.5 s, machine by machine
+        started = f"start {proc.pid} "
+        _wait_for(
+            lambda p=proc, s=started: p.poll() is not None or s in log.read_text(), timeout=120
+        )
         try:
-            proc.wait(timeout=rng.uniform(1.0, 2.5))
+            proc.wait(timeout=rng.uniform(0.1, 1.2))
             break
         except subprocess.TimeoutExpired:
             proc.send_signal(signal.SIGKILL)
