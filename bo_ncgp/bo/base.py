@@ -255,9 +255,24 @@ class LatentGPModel(Model, FantasizeMixin):
                     return out
                 return t if out.device == t.device else out.to(t.dtype)
 
-        if changes_nothing(self, fn):
+        if changes_nothing(self, fn, kinds=self._tensor_kinds()):
             return self
+        self.__dict__.pop("_kinds_cache", None)
         return super()._apply(fn, *args, **kwargs)
+
+    def _tensor_kinds(self) -> set[tuple]:
+        """:func:`tensor_kinds` of this adapter, kept while the wrapped model is the same
+        object and its first parameter has not moved (a walk of the module tree costs about
+        as much as the posterior evaluation that ``self.to(X)`` precedes). A real
+        ``_apply`` drops it."""
+        first = next(self.parameters(), None)
+        key = (self.model, None if first is None else (first.device, first.dtype))
+        held = self.__dict__.get("_kinds_cache")
+        if held is not None and held[0][0] is key[0] and held[0][1] == key[1]:
+            return held[1]
+        kinds = tensor_kinds(self)
+        self.__dict__["_kinds_cache"] = (key, kinds)
+        return kinds
 
     def _warn_if_empty(self) -> None:
         """One warning per adapter when the wrapped model has seen no data: its posterior is
@@ -827,11 +842,24 @@ def _tensors_of(module: Module) -> Any:
                 yield from (w for w in vars(v).values() if isinstance(w, Tensor))
 
 
-def changes_nothing(module: Module, fn: Any) -> bool:
+def tensor_kinds(module: Module) -> set[tuple]:
+    """The ``(device, dtype, number of dimensions)`` of the tensors of ``module`` (those a
+    ``Module._apply`` may convert), which decide what ``.to``, ``.double``, ``.cpu`` and the
+    like do to them.
+
+    Example:
+        >>> sorted(d for _, _, d in tensor_kinds(torch.nn.Linear(2, 1)))  # weight, bias
+        [1, 2]
+    """
+    return {(t.device, t.dtype, t.dim()) for t in _tensors_of(module)}
+
+
+def changes_nothing(module: Module, fn: Any, kinds: set[tuple] | None = None) -> bool:
     """Whether the tensor map ``fn`` of a ``Module._apply`` returns every tensor of
     ``module`` unchanged: ``fn`` is tried on one small probe per (device, dtype, number of
     dimensions) the module's tensors have, which decide what ``.to``, ``.double``, ``.cpu``
     and the like do, and must return the probe itself without sharing its memory.
+    ``kinds``: :func:`tensor_kinds` of ``module`` if already known.
 
     Example:
         >>> lin = torch.nn.Linear(2, 1, dtype=torch.float32)
@@ -842,7 +870,8 @@ def changes_nothing(module: Module, fn: Any) -> bool:
         >>> changes_nothing(lin, lambda t: t.share_memory_())  # a side effect is a change
         False
     """
-    kinds = {(t.device, t.dtype, t.dim()) for t in _tensors_of(module)}
+    if kinds is None:
+        kinds = tensor_kinds(module)
     with torch.no_grad():
         for device, dtype, dim in kinds:
             probe = torch.zeros((2,) * dim, device=device, dtype=dtype)

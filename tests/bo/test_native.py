@@ -183,3 +183,27 @@ def test_acquisition_to_candidates_changes_no_tensor_of_the_model():
         assert model.model._base_cache is cache
     model.float()  # the adapter keeps the dtype it announced, without a float32 round trip
     assert torch.equal(model.model.Z, copies["model._Z"]) and model.model.Z.dtype == X.dtype
+
+
+def test_the_tensor_walk_behind_self_to_is_kept_until_the_model_changes(monkeypatch):
+    """``self.to(X)`` on every evaluation walks the module tree once, not every time; a
+    real conversion, or another wrapped model, walks it again and converts."""
+    import bo_ncgp.bo.base as adapter_base
+
+    X, Y = data()
+    dual = DualSVGP(RBFKernel(), Gaussian(0.01), X[:6], num_hyper_steps=0).update(X, Y[:, 0])
+    model = DualSVGPModel.from_model(dual)
+    walks = []
+    real = adapter_base.tensor_kinds
+    monkeypatch.setattr(adapter_base, "tensor_kinds", lambda m: walks.append(1) or real(m))
+    acqf = LogExpectedImprovement(model, best_f=Y.max())
+    for _ in range(4):
+        acqf(X[:3].unsqueeze(1))
+    assert len(walks) == 1
+    model.float()  # a real conversion (no dtype announced for an adapter from a model)
+    assert len(walks) == 1 and model.model.Z.dtype == torch.float32  # the kept walk said so
+    acqf(X[:3].unsqueeze(1))  # float64 candidates: walked again, and moved back
+    assert len(walks) == 2 and model.model.Z.dtype == torch.float64
+    model.model = DualSVGP(RBFKernel(), Gaussian(0.01), X[:6].float(), num_hyper_steps=0)
+    acqf(X[:3].unsqueeze(1))  # another wrapped model: walked again, and converted
+    assert len(walks) == 3 and model.model.Z.dtype == torch.float64

@@ -6,16 +6,20 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 import torch
 
 from bo_ncgp.models._alias import Alias
 
+T = TypeVar("T")
+
 __all__ = [
     "InducingState",
     "ResizableModule",
     "Snapshot",
+    "cached_weights",
     "fixed_hyperparameters",
     "hyperparameters_fixed",
     "same_key",
@@ -126,6 +130,27 @@ class Snapshot:
 
     def __init__(self, t: torch.Tensor) -> None:
         self.value = t.detach().clone()
+
+
+def cached_weights(owner: object, source: object, build: Callable[[], T]) -> T:
+    """The predictive weights ``owner`` holds for the cached factorisation ``source`` (the
+    very object: cached factors are returned by identity while their key holds), built by
+    ``build`` without a graph when ``source`` is new.
+
+    Example:
+        >>> class Owner: pass
+        >>> o, f = Owner(), object()
+        >>> w = cached_weights(o, f, lambda: [1.0])
+        >>> cached_weights(o, f, lambda: [2.0]) is w, cached_weights(o, object(), lambda: [2.0])
+        (True, [2.0])
+    """
+    held = getattr(owner, "_weights_cache", None)
+    if held is not None and held[0] is source:
+        return held[1]
+    with torch.no_grad():
+        weights = build()
+    owner._weights_cache = (source, weights)  # type: ignore[attr-defined]
+    return weights
 
 
 def same_key(a: tuple, b: tuple) -> bool:

@@ -38,8 +38,20 @@ from torch import Tensor
 from bo_ncgp.exceptions import InputDataError, UnsupportedError
 from bo_ncgp.models._alias import Alias
 from bo_ncgp.models.base import Callback, LatentGP
-from bo_ncgp.models.dual._state import hyperparameters_fixed, same_key, tensor_places
-from bo_ncgp.models.dual.posterior import DualFactors, SiteBlock, dual_predict, site_block
+from bo_ncgp.models.dual._state import (
+    cached_weights,
+    hyperparameters_fixed,
+    same_key,
+    tensor_places,
+)
+from bo_ncgp.models.dual.posterior import (
+    DualFactors,
+    SiteBlock,
+    dual_predict,
+    predictive_weights,
+    site_block,
+    weights_predict,
+)
 
 if TYPE_CHECKING:
     import gpytorch
@@ -213,12 +225,28 @@ class ConditionedDualSVGP(torch.nn.Module, LatentGP):
             self._block_cache = (key, block)
         return f, block
 
+    def _weights_usable(self) -> bool:
+        """Whether an evaluation may use cached
+        :class:`~bo_ncgp.models.dual.posterior.PredictiveWeights` on ``Z + X_c``: as
+        for the base model, the block cached, and unbatched (one ``(m + n_c)^2`` matrix, not
+        one per fantasy)."""
+        if self._X.dim() > 2 or self._eta.dim() > 2 or self._X.dtype != torch.float64:
+            return False
+        if hyperparameters_fixed():  # cached unless the sites carry a gradient (_factors)
+            return not self._sites_require_grad()
+        return self._caching_allowed()
+
     def _marginals(self, X: Tensor, full_cov: bool = False) -> tuple[Tensor, Tensor]:
         """Latent-major ``mean (*, L, n)`` and ``var (*, L, n)`` / ``cov (*, L, n, n)``."""
         base = self.base
         f, block = self._factors()
-        Kzx, Kcx, kxx = base._prior_blocks(X, full_cov, self._X)
-        mean, var = dual_predict(f, Kzx, kxx, full_cov, block, Kcx)
+        if self._weights_usable():
+            weights = cached_weights(self, block, lambda: predictive_weights(f, block))
+            Kex, kxx = base._extended_blocks(X, full_cov, self._X)
+            mean, var = weights_predict(weights, Kex, kxx, full_cov)
+        else:
+            Kzx, Kcx, kxx = base._prior_blocks(X, full_cov, self._X)
+            mean, var = dual_predict(f, Kzx, kxx, full_cov, block, Kcx)
         return mean + base._mean_constant, (var if full_cov else var.clamp_min(0))
 
     def predict_f(self, X: Tensor, full_cov: bool = False) -> tuple[Tensor, Tensor]:

@@ -99,6 +99,7 @@ from bo_ncgp.models.dual._state import (
     InducingState,
     ResizableModule,
     Snapshot,
+    cached_weights,
     hyperparameters_fixed,
     same_key,
     shallow_module_copy,
@@ -112,7 +113,13 @@ from bo_ncgp.models.dual.inducing import (
 )
 from bo_ncgp.models.dual.memory import Memory, bayesian_leverage_scores
 from bo_ncgp.models.dual.objective import dual_objective, sequential_elbo
-from bo_ncgp.models.dual.posterior import DualFactors, dual_factors, dual_predict
+from bo_ncgp.models.dual.posterior import (
+    DualFactors,
+    dual_factors,
+    dual_predict,
+    predictive_weights,
+    weights_predict,
+)
 from bo_ncgp.models.dual.sites import expected_terms, site_contributions, site_targets
 
 if TYPE_CHECKING:
@@ -401,13 +408,22 @@ class DualSVGP(InducingState, ResizableModule, LatentGP):
             batch = torch.broadcast_shapes(Xc.shape[:-2], X.shape[:-2])
             Xc_b, X_b = Xc.expand(*batch, *Xc.shape[-2:]), X.expand(*batch, *X.shape[-2:])
             return self._Kzx(X), latent_block(self.kernel, Xc_b, X_b), self._kxx(X, full_cov)
-        m, c = self._Z.shape[-2], 0 if Xc is None else Xc.shape[-2]
+        m = self._Z.shape[-2]
+        Kex, kxx = self._extended_blocks(X, full_cov, Xc)
+        return Kex[..., :m, :], None if Xc is None else Kex[..., m:, :], kxx
+
+    def _extended_blocks(
+        self, X: Tensor, full_cov: bool, Xc: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
+        """``K(Z_e, X)`` ``(*, L', m + n_c, n)`` for the inducing set extended by an unbatched
+        ``X_c`` (``Z_e = Z``, then ``X_c``) and the prior (co)variance at ``X``, from one
+        kernel call (see :meth:`_prior_blocks`)."""
         rows = self._Z if Xc is None else torch.cat([self._Z, Xc], -2)
+        me = rows.shape[-2]
         if full_cov:  # K(X, X) as the last rows
             rows = torch.cat([rows.expand(*X.shape[:-2], *rows.shape), X], -2)
         K = latent_block(self.kernel, rows, X)
-        kxx = K[..., m + c :, :] if full_cov else self._kxx(X, False)
-        return K[..., :m, :], None if Xc is None else K[..., m : m + c, :], kxx
+        return K[..., :me, :], K[..., me:, :] if full_cov else self._kxx(X, False)
 
     # ------------------------------------------------------------- posterior
     def _memory_sites(self) -> tuple[Tensor, Tensor]:
@@ -448,11 +464,24 @@ class DualSVGP(InducingState, ResizableModule, LatentGP):
             self._base_cache = (key, f)
         return f
 
+    def _weights_usable(self) -> bool:
+        """Whether an evaluation may use cached
+        :class:`~bo_ncgp.models.dual.posterior.PredictiveWeights` (the factors are cached, and
+        the state is float64: the weights' round-off grows with ``cond(K_zz)``)."""
+        if self._Z.dtype != torch.float64:
+            return False
+        return hyperparameters_fixed() or self._caching_allowed()
+
     def _marginals(self, X: Tensor, full_cov: bool = False) -> tuple[Tensor, Tensor]:
         """Latent-major ``mean (*, L, n)`` and ``var (*, L, n)`` / ``cov (*, L, n, n)``."""
         f = self._factors()
-        Kzx, _, kxx = self._prior_blocks(X, full_cov)
-        mean, var = dual_predict(f, Kzx, kxx, full_cov)
+        if self._weights_usable():
+            weights = cached_weights(self, f, lambda: predictive_weights(f))
+            Kzx, kxx = self._extended_blocks(X, full_cov)
+            mean, var = weights_predict(weights, Kzx, kxx, full_cov)
+        else:
+            Kzx, _, kxx = self._prior_blocks(X, full_cov)
+            mean, var = dual_predict(f, Kzx, kxx, full_cov)
         return mean + self._mean_constant, (var if full_cov else var.clamp_min(0))
 
     def _site_targets(self, y: Tensor, mean: Tensor, var: Tensor) -> tuple[Tensor, Tensor]:

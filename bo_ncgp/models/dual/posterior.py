@@ -37,6 +37,21 @@ O(m^2 n + n^3) per batch element to build and O(m n) per test point, never store
 matrix per batch element and never refactorises ``A``. For one new point (n = 1) it is the
 rank-one update of the marginals.
 
+Where one posterior is evaluated many times with fixed hyperparameters (an acquisition
+optimised over ``x``), :func:`predictive_weights` folds the factors into the equivalent form on
+the extended inducing set ``Z_e = Z + X_c`` with ``k_e(x) = K(Z_e, x)``:
+
+    mean(x) = k_e(x)^T a,        cov(x, x') = k(x, x') + k_e(x)^T W k_e(x'),
+
+    a = [L_A^{-T} w; 0] + E (D L_M^{-T} s + r_0),
+    W = [[A^{-1} - K_zz^{-1}, 0], [0, 0]] - E D M^{-1} D E^T,
+    E = [(A^{-1} - K_zz^{-1}) K_zc; I]                  (so that Sigma(X_c, x) = E^T k_e(x)),
+
+so that an evaluation is one kernel call and two products (:func:`weights_predict`) instead of
+the triangular solves of :func:`dual_predict`. ``W`` holds the difference of two inverses, whose
+round-off grows with the condition number of ``K_zz``; the models use this form in float64
+only.
+
 Shapes: latents ``L`` sit just before the matrix dimensions, ``(..., L, m, m)``.
 """
 
@@ -50,7 +65,16 @@ from torch import Tensor
 from bo_ncgp.exceptions import InputDataError
 from bo_ncgp.linalg import solve_lower, stable_cholesky
 
-__all__ = ["DualFactors", "SiteBlock", "dual_factors", "dual_predict", "site_block"]
+__all__ = [
+    "DualFactors",
+    "PredictiveWeights",
+    "SiteBlock",
+    "dual_factors",
+    "dual_predict",
+    "predictive_weights",
+    "site_block",
+    "weights_predict",
+]
 
 
 class DualFactors(NamedTuple):
@@ -228,3 +252,90 @@ def dual_predict(
     if full_cov:
         return mean, 0.5 * (cov + cov.mT)
     return mean, var
+
+
+class PredictiveWeights(NamedTuple):
+    """The posterior of :func:`dual_predict` as weights on the extended inducing set
+    ``Z_e = Z + X_c`` (module docstring): ``mean(x) = k_e(x)^T a`` and ``cov(x, x') = k(x, x')
+    + k_e(x)^T W k_e(x')``; ``a`` ``(*b, L, m_e)``, ``W`` ``(*b, L, m_e, m_e)``.
+
+    Example:
+        >>> Kzz = torch.tensor([[[2.0, 1.0], [1.0, 2.0]]], dtype=torch.float64)
+        >>> w = predictive_weights(dual_factors(Kzz, Kzz, torch.ones(1, 2, dtype=torch.float64)))
+        >>> w._fields, w.a.shape, w.W.shape
+        (('a', 'W'), torch.Size([1, 2]), torch.Size([1, 2, 2]))
+    """
+
+    a: Tensor
+    W: Tensor
+
+
+def predictive_weights(factors: DualFactors, block: SiteBlock | None = None) -> PredictiveWeights:
+    """Fold the base factors (and a site block) into :class:`PredictiveWeights` (module
+    docstring; Eq. 10 and its conditioning on the Eq. 12 sites). O((m + n_c)^3) once.
+
+    Args:
+        factors: base posterior factors.
+        block: conditioning sites on top of them (``None``: the base posterior, ``m_e = m``).
+
+    Example:
+        >>> k = lambda A, B: torch.exp(-2 * torch.cdist(A, B) ** 2).unsqueeze(0)  # L = 1
+        >>> Z = torch.linspace(0, 1, 4, dtype=torch.float64).unsqueeze(-1)
+        >>> C = torch.tensor([[0.2], [0.7]], dtype=torch.float64)
+        >>> f = dual_factors(k(Z, Z), k(Z, Z) @ k(Z, Z), torch.ones(1, 4, dtype=torch.float64))
+        >>> eta, beta = torch.tensor([[1.0, -1.0]]).double(), torch.tensor([[2.0, 3.0]]).double()
+        >>> blk = site_block(f, k(Z, C), k(C, C), eta, beta)
+        >>> Xs = torch.rand(3, 1, dtype=torch.float64)
+        >>> m1, v1 = dual_predict(f, k(Z, Xs), torch.ones(1, 3), block=blk, Kcx=k(C, Xs))
+        >>> ZC = torch.cat([Z, C])
+        >>> m2, v2 = weights_predict(predictive_weights(f, blk), k(ZC, Xs), torch.ones(1, 3))
+        >>> torch.allclose(m1, m2), torch.allclose(v1, v2)
+        (True, True)
+    """
+    L_K, L_A, w = factors
+    m = L_K.shape[-1]
+    eye = torch.eye(m, dtype=L_K.dtype, device=L_K.device)
+    iK, iA = solve_lower(L_K, eye), solve_lower(L_A, eye)  # L^{-1}
+    a = (w.unsqueeze(-2) @ iA).squeeze(-2)  # L_A^{-T} w
+    P = iA.mT @ iA - iK.mT @ iK  # A^{-1} - K_zz^{-1}
+    if block is None:
+        return PredictiveWeights(a, 0.5 * (P + P.mT))
+    n = block.G.shape[-1]
+    PK = iA.mT @ block.G - iK.mT @ block.H  # (A^{-1} - K_zz^{-1}) K_zc  (*bx, L, m, n)
+    eye_n = torch.eye(n, dtype=PK.dtype, device=PK.device).expand(*PK.shape[:-2], n, n)
+    E = torch.cat([PK, eye_n], -2)  # (*bx, L, m + n, n)
+    v = torch.linalg.solve_triangular(block.L_M.mT, block.s.unsqueeze(-1), upper=True)
+    coef = block.d * v.squeeze(-1) + block.r0  # D L_M^{-T} s + r_0
+    a = torch.cat([a, torch.zeros_like(a[..., :1]).expand(*a.shape[:-1], n)], -1)
+    a = a + (E @ coef.unsqueeze(-1)).squeeze(-1)
+    Q = solve_lower(block.L_M, block.d.unsqueeze(-1) * E.mT)  # L_M^{-1} D E^T
+    W = torch.nn.functional.pad(P, (0, n, 0, n)) - Q.mT @ Q
+    return PredictiveWeights(a, 0.5 * (W + W.mT))
+
+
+def weights_predict(
+    weights: PredictiveWeights, Kex: Tensor, kxx: Tensor, full_cov: bool = False
+) -> tuple[Tensor, Tensor]:
+    """Posterior mean and (co)variance of ``f(X)`` from :class:`PredictiveWeights` (the values
+    of :func:`dual_predict` with the factors and block they were folded from).
+
+    Args:
+        weights: from :func:`predictive_weights`.
+        Kex: ``(*bx, L, m_e, n)`` cross-covariance ``K(Z_e, X)`` (rows ``Z``, then ``X_c``).
+        kxx: prior ``(*bx, L, n)`` variances, or ``(*bx, L, n, n)`` covariance if ``full_cov``.
+        full_cov: return the joint covariance instead of marginal variances.
+
+    Example:
+        >>> Kzz = torch.eye(2, dtype=torch.float64)[None]  # mean A^{-1} lam, var 1 + 1/2 - 1
+        >>> f = dual_factors(Kzz, Kzz, torch.ones(1, 2, dtype=torch.float64))  # A = 2 I
+        >>> mean, var = weights_predict(predictive_weights(f), Kzz, torch.ones(1, 2))
+        >>> mean.round(decimals=6).tolist(), var.round(decimals=6).tolist()
+        ([[0.5, 0.5]], [[0.5, 0.5]])
+    """
+    a, W = weights
+    mean = (a.unsqueeze(-2) @ Kex).squeeze(-2)
+    WK = W @ Kex
+    if full_cov:
+        cov = kxx + Kex.mT @ WK
+        return mean, 0.5 * (cov + cov.mT)
+    return mean, kxx + (WK * Kex).sum(-2)

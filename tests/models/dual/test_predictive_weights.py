@@ -1,0 +1,86 @@
+"""The predictive weights on ``Z + X_c`` (posterior.predictive_weights): the same posterior
+as the triangular solves of dual_predict, used only where the factors are cached and in
+float64, and built once per cached factorisation."""
+
+import pytest
+import torch
+from gpytorch.kernels import RBFKernel, ScaleKernel
+
+from bo_ncgp.likelihoods import Bernoulli, Gaussian
+from bo_ncgp.models.dual import DualSVGP, conditioned, fixed_hyperparameters, model, posterior
+
+
+def _models(likelihood, dtype=torch.float64):
+    g = torch.Generator().manual_seed(0)
+    X = torch.rand(200, 3, generator=g, dtype=dtype)
+    f = torch.sin(5 * X).sum(-1)
+    y = f if isinstance(likelihood, Gaussian) else (f > f.median()).to(dtype)
+    kernel = ScaleKernel(RBFKernel(ard_num_dims=3)).to(dtype)
+    base = DualSVGP(kernel, likelihood, X[:25], num_hyper_steps=0).update(X, y)
+    Xc = torch.rand(6, 3, generator=g, dtype=dtype)
+    Xc[1] = Xc[0] + 1e-4  # a near-duplicate fantasy, as fantasy batches make
+    yc = base.predict_f(Xc)[0].detach() if isinstance(likelihood, Gaussian) else y[:6]
+    return base, base.condition(Xc, yc), torch.rand(5, 4, 3, generator=g, dtype=dtype)
+
+
+def _solves(monkeypatch):
+    for cls in (model.DualSVGP, conditioned.ConditionedDualSVGP):
+        monkeypatch.setattr(cls, "_weights_usable", lambda self: False)
+
+
+@pytest.mark.parametrize("likelihood", [Gaussian(0.01), Bernoulli()], ids=["gauss", "bern"])
+def test_weights_give_the_posterior_and_gradients_of_the_solves(likelihood, monkeypatch):
+    base, cond, Xs = _models(likelihood)
+
+    def moments():
+        out = []
+        with fixed_hyperparameters():
+            for m in (base, cond):
+                for full_cov in (False, True):
+                    x = Xs.clone().requires_grad_(True)
+                    mean, var = m.predict_f(x, full_cov=full_cov)
+                    (grad,) = torch.autograd.grad(mean.sum() + var.sum(), x)
+                    out += [mean.detach(), var.detach(), grad]
+        return out
+
+    with fixed_hyperparameters():
+        assert base._weights_usable() and cond._weights_usable()
+    assert not base._weights_usable()  # hyperparameters with a gradient: no cached factors
+    fast = moments()
+    _solves(monkeypatch)
+    for a, b in zip(fast, moments(), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-10)
+
+
+def test_weights_are_built_once_per_factorisation_and_again_after_an_update(monkeypatch):
+    base, cond, Xs = _models(Gaussian(0.01))
+    for m in (base, cond):  # (condition() cached the base model's weights already)
+        m.__dict__.pop("_weights_cache", None)
+    calls = []
+    real = posterior.predictive_weights
+    for mod in (model, conditioned):
+        monkeypatch.setattr(mod, "predictive_weights", lambda *a: calls.append(1) or real(*a))
+    with fixed_hyperparameters():
+        for _ in range(3):
+            base.predict_f(Xs), cond.predict_f(Xs)
+        assert len(calls) == 2  # one for the base model, one for the conditioned one
+        before = base.predict_f(Xs)[0]
+        base.update(Xs[0], torch.zeros(4, dtype=Xs.dtype))
+        after = base.predict_f(Xs)[0]
+    assert len(calls) == 3 and not torch.allclose(before, after)
+
+
+def test_float32_and_batched_fantasies_and_sites_with_a_gradient_use_the_solves():
+    base, _, _ = _models(Gaussian(0.01), dtype=torch.float32)
+    with fixed_hyperparameters():
+        assert not base._weights_usable()
+    base64, cond, _ = _models(Gaussian(0.01))
+    Xc = torch.rand(2, 3, dtype=torch.float64)
+    batched = base64.condition(Xc, torch.zeros(4, 2, dtype=torch.float64))  # 4 fantasies
+    y = torch.zeros(2, dtype=torch.float64, requires_grad=True)
+    with fixed_hyperparameters():
+        assert cond._weights_usable() and not batched._weights_usable()
+        tracked = base64.condition(Xc, y)
+        assert not tracked._weights_usable()
+        (grad,) = torch.autograd.grad(tracked.predict_f(Xc)[0].sum(), y)
+    assert grad.abs().sum() > 0  # the fantasy targets' gradient flows through the solves
