@@ -46,6 +46,7 @@ from bo_ncgp.models.dual._state import (
 )
 from bo_ncgp.models.dual.posterior import (
     DualFactors,
+    PredictiveWeights,
     SiteBlock,
     dual_predict,
     predictive_weights,
@@ -225,23 +226,23 @@ class ConditionedDualSVGP(torch.nn.Module, LatentGP):
             self._block_cache = (key, block)
         return f, block
 
-    def _weights_usable(self) -> bool:
-        """Whether an evaluation may use cached
-        :class:`~bo_ncgp.models.dual.posterior.PredictiveWeights` on ``Z + X_c``: as
-        for the base model, the block cached, and unbatched (one ``(m + n_c)^2`` matrix, not
-        one per fantasy)."""
-        if self._X.dim() > 2 or self._eta.dim() > 2 or self._X.dtype != torch.float64:
-            return False
-        if hyperparameters_fixed():  # cached unless the sites carry a gradient (_factors)
-            return not self._sites_require_grad()
-        return self._caching_allowed()
+    def _weights(self, f: DualFactors, block: SiteBlock) -> PredictiveWeights | None:
+        """The :class:`~bo_ncgp.models.dual.posterior.PredictiveWeights` on ``Z + X_c`` of
+        ``(f, block)`` when both are the cached ones (as for the base model) and the sites
+        are unbatched (one ``(m + n_c)^2`` matrix, not one per fantasy); else ``None``."""
+        if self._X.dim() > 2 or self._eta.dim() > 2 or self.base._weights(f) is None:
+            return None
+        held = self._block_cache
+        if held is None or held[1] is not block:
+            return None
+        return cached_weights(self, block, lambda: predictive_weights(f, block))
 
     def _marginals(self, X: Tensor, full_cov: bool = False) -> tuple[Tensor, Tensor]:
         """Latent-major ``mean (*, L, n)`` and ``var (*, L, n)`` / ``cov (*, L, n, n)``."""
         base = self.base
         f, block = self._factors()
-        if self._weights_usable():
-            weights = cached_weights(self, block, lambda: predictive_weights(f, block))
+        weights = self._weights(f, block)
+        if weights is not None:
             Kex, kxx = base._extended_blocks(X, full_cov, self._X)
             mean, var = weights_predict(weights, Kex, kxx, full_cov)
         else:

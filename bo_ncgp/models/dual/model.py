@@ -115,6 +115,7 @@ from bo_ncgp.models.dual.memory import Memory, bayesian_leverage_scores
 from bo_ncgp.models.dual.objective import dual_objective, sequential_elbo
 from bo_ncgp.models.dual.posterior import (
     DualFactors,
+    PredictiveWeights,
     dual_factors,
     dual_predict,
     predictive_weights,
@@ -464,19 +465,20 @@ class DualSVGP(InducingState, ResizableModule, LatentGP):
             self._base_cache = (key, f)
         return f
 
-    def _weights_usable(self) -> bool:
-        """Whether an evaluation may use cached
-        :class:`~bo_ncgp.models.dual.posterior.PredictiveWeights` (the factors are cached, and
-        the state is float64: the weights' round-off grows with ``cond(K_zz)``)."""
-        if self._Z.dtype != torch.float64:
-            return False
-        return hyperparameters_fixed() or self._caching_allowed()
+    def _weights(self, f: DualFactors) -> PredictiveWeights | None:
+        """The :class:`~bo_ncgp.models.dual.posterior.PredictiveWeights` of ``f`` when ``f``
+        is the cached factorisation (nothing to differentiate) and the state is float64 (the
+        weights' round-off grows with ``cond(K_zz)``); else ``None``: use the solves."""
+        held = self._base_cache
+        if self._Z.dtype != torch.float64 or held is None or held[1] is not f:
+            return None
+        return cached_weights(self, f, lambda: predictive_weights(f))
 
     def _marginals(self, X: Tensor, full_cov: bool = False) -> tuple[Tensor, Tensor]:
         """Latent-major ``mean (*, L, n)`` and ``var (*, L, n)`` / ``cov (*, L, n, n)``."""
         f = self._factors()
-        if self._weights_usable():
-            weights = cached_weights(self, f, lambda: predictive_weights(f))
+        weights = self._weights(f)
+        if weights is not None:
             Kzx, kxx = self._extended_blocks(X, full_cov)
             mean, var = weights_predict(weights, Kzx, kxx, full_cov)
         else:

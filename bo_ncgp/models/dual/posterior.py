@@ -306,7 +306,7 @@ def predictive_weights(factors: DualFactors, block: SiteBlock | None = None) -> 
     E = torch.cat([PK, eye_n], -2)  # (*bx, L, m + n, n)
     v = torch.linalg.solve_triangular(block.L_M.mT, block.s.unsqueeze(-1), upper=True)
     coef = block.d * v.squeeze(-1) + block.r0  # D L_M^{-T} s + r_0
-    a = torch.cat([a, torch.zeros_like(a[..., :1]).expand(*a.shape[:-1], n)], -1)
+    a = torch.cat([a, a.new_zeros(*a.shape[:-1], n)], -1)
     a = a + (E @ coef.unsqueeze(-1)).squeeze(-1)
     Q = solve_lower(block.L_M, block.d.unsqueeze(-1) * E.mT)  # L_M^{-1} D E^T
     W = torch.nn.functional.pad(P, (0, n, 0, n)) - Q.mT @ Q
