@@ -49,7 +49,6 @@ from bo_ncgp.models.dual.posterior import (
     PredictiveWeights,
     SiteBlock,
     dual_predict,
-    predictive_weights,
     site_block,
     weights_predict,
 )
@@ -235,7 +234,7 @@ class ConditionedDualSVGP(torch.nn.Module, LatentGP):
         held = self._block_cache
         if held is None or held[1] is not block:
             return None
-        return cached_weights(self, block, lambda: predictive_weights(f, block))
+        return cached_weights(self, block, lambda: self.base._checked_weights(f, block, self._X))
 
     def _marginals(self, X: Tensor, full_cov: bool = False) -> tuple[Tensor, Tensor]:
         """Latent-major ``mean (*, L, n)`` and ``var (*, L, n)`` / ``cov (*, L, n, n)``."""

@@ -116,9 +116,10 @@ from bo_ncgp.models.dual.objective import dual_objective, sequential_elbo
 from bo_ncgp.models.dual.posterior import (
     DualFactors,
     PredictiveWeights,
+    SiteBlock,
+    checked_weights,
     dual_factors,
     dual_predict,
-    predictive_weights,
     weights_predict,
 )
 from bo_ncgp.models.dual.sites import expected_terms, site_contributions, site_targets
@@ -467,12 +468,22 @@ class DualSVGP(InducingState, ResizableModule, LatentGP):
 
     def _weights(self, f: DualFactors) -> PredictiveWeights | None:
         """The :class:`~bo_ncgp.models.dual.posterior.PredictiveWeights` of ``f`` when ``f``
-        is the cached factorisation (nothing to differentiate) and the state is float64 (the
-        weights' round-off grows with ``cond(K_zz)``); else ``None``: use the solves."""
+        is the cached factorisation (nothing to differentiate), the state is float64 and the
+        weights pass :func:`~bo_ncgp.models.dual.posterior.checked_weights` (their round-off
+        grows with ``cond(K_zz)``); else ``None``: use the solves."""
         held = self._base_cache
         if self._Z.dtype != torch.float64 or held is None or held[1] is not f:
             return None
-        return cached_weights(self, f, lambda: predictive_weights(f))
+        return cached_weights(self, f, lambda: self._checked_weights(f))
+
+    def _checked_weights(
+        self, f: DualFactors, block: SiteBlock | None = None, Xc: Tensor | None = None
+    ) -> PredictiveWeights | None:
+        """:func:`~bo_ncgp.models.dual.posterior.checked_weights` of ``f`` (and the site
+        ``block`` at the unbatched inputs ``Xc``), checked at ``Z`` (and ``Xc``)."""
+        Ze = self._Z if Xc is None else torch.cat([self._Z, Xc], -2)
+        Kee, kee = self._extended_blocks(Ze, False, Xc)
+        return checked_weights(f, Kee, kee, block)
 
     def _marginals(self, X: Tensor, full_cov: bool = False) -> tuple[Tensor, Tensor]:
         """Latent-major ``mean (*, L, n)`` and ``var (*, L, n)`` / ``cov (*, L, n, n)``."""

@@ -65,8 +65,7 @@ def test_weights_are_built_once_per_factorisation_and_again_after_an_update(monk
         m.__dict__.pop("_weights_cache", None)
     calls = []
     real = posterior.predictive_weights
-    for mod in (model, conditioned):
-        monkeypatch.setattr(mod, "predictive_weights", lambda *a: calls.append(1) or real(*a))
+    monkeypatch.setattr(posterior, "predictive_weights", lambda *a: calls.append(1) or real(*a))
     with fixed_hyperparameters():
         for _ in range(3):
             base.predict_f(Xs), cond.predict_f(Xs)
@@ -91,3 +90,40 @@ def test_float32_and_batched_fantasies_and_sites_with_a_gradient_use_the_solves(
         assert not _uses_weights(tracked)
         (grad,) = torch.autograd.grad(tracked.predict_f(Xc)[0].sum(), y)
     assert grad.abs().sum() > 0  # the fantasy targets' gradient flows through the solves
+
+
+def test_ill_conditioned_weights_are_not_used_and_the_posterior_is_the_solves(monkeypatch):
+    # every point inducing, long lengthscales, noise 1e-6: cond(K_zz) ~ 2e10, posterior
+    # variances ~1e-6 near the data, where the weights' variances were off by up to 100 %
+    g = torch.Generator().manual_seed(0)
+    X = torch.rand(12, 2, generator=g, dtype=torch.float64)
+    kernel = ScaleKernel(RBFKernel(ard_num_dims=2)).to(torch.float64)
+    kernel.base_kernel.lengthscale = torch.tensor([1.5, 2.0])
+    kernel.outputscale = 5.0
+    m = DualSVGP(
+        kernel,
+        Gaussian(1e-6).to(torch.float64),
+        X,
+        num_hyper_steps=0,
+        rho=1.0,
+        num_inner_steps=1,
+        memory_size=None,
+        memory_cap=None,
+    ).update(X, torch.sin(3 * X).sum(-1))
+    Xs = X[:4] + 1e-3 * torch.randn(4, 2, generator=g, dtype=torch.float64)
+    with fixed_hyperparameters(), torch.no_grad():
+        f = m._factors()
+        raw = posterior.predictive_weights(f)
+        Kzx, kxx = m._extended_blocks(Xs, False)
+        _, v_raw = posterior.weights_predict(raw, Kzx, kxx)
+        _, v_solves = posterior.dual_predict(f, Kzx, kxx)
+        assert ((v_raw - v_solves).abs() > 0.01 * v_solves).any()  # the unchecked weights
+        assert not _uses_weights(m)
+        mean, var = m.predict_f(Xs)
+        cond = m.condition(Xs[:2], mean[:2])
+        assert not _uses_weights(cond)
+        c_mean, c_var = cond.predict_f(Xs)
+    _solves(monkeypatch)
+    with fixed_hyperparameters(), torch.no_grad():
+        torch.testing.assert_close(m.predict_f(Xs), (mean, var), rtol=0, atol=0)
+        torch.testing.assert_close(cond.predict_f(Xs), (c_mean, c_var), rtol=0, atol=0)
