@@ -310,6 +310,12 @@ class LatentGPModel(Model, FantasizeMixin):
             return mean.unsqueeze(-1), cov
         return mean, cov  # (..., q, C), (..., C, q, q)
 
+    def _prior_scale(self, X: Tensor) -> Tensor | None:
+        """The largest prior variance of the latent function at each batch of input-transformed
+        ``X`` ``(..., q, d)``, shape ``(...,)``: the scale of the round-off of a posterior
+        covariance there (:func:`_joint_factor`); ``None`` where the model does not give it."""
+        return None
+
     def _observation_noise(self, X: Tensor) -> Tensor | None:
         """Observation noise variance, broadcastable to ``(..., q, m)``: the noise of a
         :class:`~bo_ncgp.likelihoods.Gaussian` likelihood, else ``None`` (then
@@ -437,7 +443,8 @@ class LatentGPModel(Model, FantasizeMixin):
                 blocks = cov.reshape(*cov.shape[:-2], m, q, m, q)[..., idx, :, :, :][..., idx, :]
                 cov = blocks.reshape(*cov.shape[:-2], len(idx) * q, len(idx) * q)
             m = len(idx)
-        posterior = GPyTorchPosterior(self._distribution(mean, cov, independent, m))
+        scale = self._prior_scale(X_tf) if m == 1 and self.num_outputs == 1 else None
+        posterior = GPyTorchPosterior(self._distribution(mean, cov, independent, m, scale))
         if hasattr(self, "outcome_transform"):
             posterior = self.outcome_transform.untransform_posterior(posterior, X=X)
         if posterior_transform is not None:
@@ -461,11 +468,14 @@ class LatentGPModel(Model, FantasizeMixin):
         return self.posterior(X).distribution
 
     @staticmethod
-    def _distribution(mean: Tensor, cov: Tensor, independent: bool, m: int):
+    def _distribution(
+        mean: Tensor, cov: Tensor, independent: bool, m: int, prior_scale: Tensor | None = None
+    ):
         """The Gaussian of ``mean`` and the dense covariance ``cov`` held as a
-        :class:`_JointCovariance`: variances read its diagonal; samples and log densities
-        use its one Cholesky factor, computed when first needed."""
-        cov = _JointCovariance(cov)
+        :class:`_JointCovariance` (with the ``prior_scale`` of a single output): variances
+        read its diagonal; samples and log densities use its one Cholesky factor, computed
+        when first needed."""
+        cov = _JointCovariance(cov, prior_scale if m == 1 else None)
         if m == 1:
             return _LatentMVN(mean[..., 0], cov)
         if independent:  # (..., m, q, q) blocks, output-major as from_independent_mvns
@@ -709,7 +719,7 @@ class _OutputSubset(LatentGPModel):
         raise NotImplementedError
 
 
-def _joint_factor(cov: Tensor) -> Tensor:
+def _joint_factor(cov: Tensor, prior_scale: Tensor | None = None) -> Tensor:
     """Lower Cholesky factor of a posterior covariance ``(..., q, q)``, the one factorisation
     of a posterior.
 
@@ -718,8 +728,9 @@ def _joint_factor(cov: Tensor) -> Tensor:
     the plain factorisation fails, the failing batch entries get the escalating jitter of
     :func:`bo_ncgp.linalg.psd_jitter` (not differentiated; one ``NumericalWarning``); when
     even the largest of those does not help, a shift by twice the smallest eigenvalue's
-    deficit where that is within 1e-2 of the largest variance (another warning), else
-    ``NotPSDError``.
+    deficit where that is within 1e-2 of the largest variance, or of ``prior_scale`` ``(...,)``
+    (the largest prior variance at the points, where the model gives it: the scale of the
+    round-off; another warning), else ``NotPSDError``.
 
     Example:
         >>> cov = torch.tensor([[4.0, 2.0], [2.0, 2.0]])
@@ -739,7 +750,11 @@ def _joint_factor(cov: Tensor) -> Tensor:
     # so that 1e-3 of the mean variance was still too little): a deficit up to 1e-2 of the
     # largest variance is shifted away
     jitter = psd_jitter(
-        cov.detach(), max_tries=8, name="posterior joint covariance", eigen_tolerance=1e-2
+        cov.detach(),
+        max_tries=8,
+        name="posterior joint covariance",
+        eigen_tolerance=1e-2,
+        eigen_scale=prior_scale,
     )
     eye = torch.eye(cov.shape[-1], dtype=cov.dtype, device=cov.device)
     return torch.linalg.cholesky(cov + jitter[..., None, None] * eye)
@@ -767,14 +782,16 @@ class _JointCovariance(DenseLinearOperator):
                 [1., 1.]])
     """
 
-    def __init__(self, tsr: Tensor) -> None:
+    def __init__(self, tsr: Tensor, prior_scale: Tensor | None = None) -> None:
         super().__init__(tsr)
         self._factor: Tensor | None = None
+        #: the largest prior variance of each matrix ``(...,)``, if known (:func:`_joint_factor`)
+        self.prior_scale = prior_scale
 
     def factor(self) -> Tensor:
         """The lower Cholesky factor ``(..., q, q)`` (computed once)."""
         if self._factor is None:
-            self._factor = _joint_factor(self.tensor)
+            self._factor = _joint_factor(self.tensor, self.prior_scale)
         return self._factor
 
     def _cholesky(self, upper: bool = False) -> TriangularLinearOperator:

@@ -286,6 +286,15 @@ class DualSVGPModel(LatentGPModel, GP):
         # acquisitions need gradients in X only: keep the base factorisation cached
         return fixed_hyperparameters()
 
+    def _prior_scale(self, X: Tensor) -> Tensor | None:
+        """The largest prior variance of the (conditioned) DualSVGP's latent at each batch of
+        ``X``: near-noise-free data leave posterior covariances whose round-off is of that
+        order, far above their own entries."""
+        dual = getattr(self.model, "base", self.model)  # a ConditionedDualSVGP's base model
+        with torch.no_grad():
+            kxx = dual._kxx(X, False)  # (..., L', q)
+        return kxx.amax(dim=(-2, -1))
+
     @property
     def likelihood(self) -> Module | None:
         """The wrapped model's likelihood; for a Gaussian one, GPyTorch's face of it

@@ -88,6 +88,7 @@ def psd_jitter(
     jitter_base: float | None = None,
     name: str = "matrix",
     eigen_tolerance: float | None = None,
+    eigen_scale: Tensor | None = None,
 ) -> Tensor:
     """Per-matrix jitter ``(...,)`` that :func:`stable_cholesky` adds to ``A`` (zero where the
     plain factorisation succeeds), for callers that need the repaired matrix
@@ -100,6 +101,8 @@ def psd_jitter(
     ``NumericalWarning``) instead of raising ``NotPSDError``. For covariances whose round-off
     is of the order of a larger, *prior* scale than their own entries (posteriors of
     near-noise-free data), where a jitter relative to the mean diagonal is still too small.
+    ``eigen_scale`` ``(...,)``: that prior scale where the caller knows it (the largest prior
+    variance of each matrix); the deficit is then measured against the larger of the two.
 
     Example:
         >>> import warnings
@@ -117,7 +120,13 @@ def psd_jitter(
         True
     """
     _, jitter = _jittered_cholesky(
-        A, max_tries, jitter_base, name, stacklevel=3, eigen_tolerance=eigen_tolerance
+        A,
+        max_tries,
+        jitter_base,
+        name,
+        stacklevel=3,
+        eigen_tolerance=eigen_tolerance,
+        eigen_scale=eigen_scale,
     )
     return jitter
 
@@ -129,6 +138,7 @@ def _jittered_cholesky(
     name: str,
     stacklevel: int,
     eigen_tolerance: float | None = None,
+    eigen_scale: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
     """``(L, jitter)``: the lower factor of ``A + jitter I`` and the per-matrix jitter."""
     if A.dim() < 2 or A.shape[-1] != A.shape[-2]:
@@ -170,6 +180,8 @@ def _jittered_cholesky(
     lam = torch.linalg.eigvalsh(A.detach())[..., 0]
     if eigen_tolerance is not None:
         scale = A.detach().diagonal(dim1=-2, dim2=-1).abs().amax(-1)
+        if eigen_scale is not None:
+            scale = torch.maximum(scale, eigen_scale.detach().to(scale).expand_as(scale))
         deficit = (-lam).clamp_min(0)
         if not bool((failed & (deficit > eigen_tolerance * scale)).any()):
             shift = torch.where(failed, 2 * deficit + 1e-12 * scale, torch.zeros_like(scale))

@@ -122,6 +122,20 @@ def test_slightly_indefinite_joint_covariance_is_repaired_with_a_warning():
     with pytest.warns(NumericalWarning, match="shifted by"):
         L = _joint_factor(tiny)
     assert torch.isfinite(L).all() and ((L @ L.mT) - tiny).abs().max() < 1e-8
+    # a deficit of the order of the variances themselves (a q = 4 campaign on Branin: variances
+    # 2e-7 to 5e-7, smallest eigenvalue -3.5e-7) is refused, unless the prior variance at the
+    # points (here 1) says that it is round-off
+    lam = torch.tensor([-3.5e-7, 2.3e-7, 3.5e-7, 4.9e-7, 7.2e-7], dtype=torch.float64)
+    Q5, _ = torch.linalg.qr(torch.randn(5, 5, generator=g, dtype=torch.float64))
+    near = (Q5 * lam) @ Q5.mT
+    assert torch.linalg.eigvalsh(near).min() < -1e-2 * near.diagonal().max()
+    with pytest.raises(NotPSDError, match="not positive definite"):
+        _joint_factor(near)
+    with pytest.raises(NotPSDError, match="not positive definite"):
+        _joint_factor(near, torch.tensor(1e-5, dtype=torch.float64))
+    with pytest.warns(NumericalWarning, match="shifted by"):
+        L = _joint_factor(near, torch.tensor(1.0, dtype=torch.float64))
+    assert torch.isfinite(L).all() and ((L @ L.mT) - near).abs().max() < 2e-6
     with pytest.raises(ValueError, match="NaN"):
         _joint_factor(torch.full((2, 2), float("nan")))
 
@@ -143,3 +157,23 @@ def test_errors_of_the_generic_adapter():
         )
     with pytest.raises(InputDataError, match="fantasy mode"):
         model.fantasy_targets(torch.rand(2, 2), mode="median")
+
+
+def test_the_dual_adapter_gives_the_prior_variance_as_the_scale_of_round_off():
+    from gpytorch.kernels import RBFKernel, ScaleKernel
+
+    from bo_ncgp.bo import DualSVGPModel
+    from bo_ncgp.likelihoods import Gaussian
+    from bo_ncgp.models import DualSVGP
+
+    X = torch.rand(8, 2, dtype=torch.float64)
+    kernel = ScaleKernel(RBFKernel()).to(torch.float64)
+    kernel.outputscale = 3.0
+    dual = DualSVGP(kernel, Gaussian(0.01).to(torch.float64), X, num_hyper_steps=0)
+    adapter = DualSVGPModel.from_model(dual.update(X, X.sum(-1)))
+    Xq = torch.rand(5, 4, 2, dtype=torch.float64)
+    torch.testing.assert_close(adapter._prior_scale(Xq), torch.full((5,), 3.0).double())
+    post = adapter.posterior(Xq)
+    assert post.distribution.lazy_covariance_matrix.prior_scale.shape == (5,)
+    cond = adapter.condition_on_observations(Xq[0, :2], torch.zeros(2, 1, dtype=torch.float64))
+    torch.testing.assert_close(cond._prior_scale(Xq), torch.full((5,), 3.0).double())

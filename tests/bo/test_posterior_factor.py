@@ -18,7 +18,7 @@ from bo_ncgp.models import DualSVGP
 from tests.bo.toy_models import ExactGP
 
 
-def _dense_distribution(mean, cov, independent, m):
+def _dense_distribution(mean, cov, independent, m, prior_scale=None):
     """The posterior from the dense covariance (GPyTorch factorises it itself)."""
     if m == 1:
         return MultivariateNormal(mean[..., 0], cov)
