@@ -102,3 +102,48 @@ def test_a_noise_floor_holds_the_label_models_noise_and_failures_still_rule_a_po
         DualConstrainedBO.observe_labels(floored, x, torch.zeros(1, dtype=D))
     assert float(floored.model.likelihood.noise.detach()) >= 0.1 - 1e-9
     assert before > 0.5 and p_feasible() < 1e-2
+
+
+def test_a_lengthscale_floor_holds_the_label_models_lengthscales_above_half_the_prior_mode():
+    """With ``lengthscale_floor_fraction=0.5`` (the label model of ``dual-long-labels``) the
+    label model's lengthscales stay at or above half the prior's mode on a sharp half-space
+    boundary in 4-D (half the points drawn near it, as a loop places them), where the free
+    model's evidence takes them down to 0.09; failures still take ``P(feasible)`` at their
+    point below 1/2."""
+    from bo_ncgp.campaigns.strategies.blackbox import DualConstrainedBO, ObjectiveModelConfig
+
+    free = DualConstrainedBO.label_model(ObjectiveModelConfig(), 4)
+    floored = DualConstrainedBO.label_model(
+        ObjectiveModelConfig(), 4, lengthscale_floor_fraction=0.5
+    )
+    g = torch.Generator().manual_seed(0)
+    spread = torch.rand(40, 4, generator=g, dtype=D)
+    near = 0.275 + 0.3 * torch.rand(40, 4, generator=g, dtype=D)  # sums around 1.7
+    U = torch.cat([spread[:20], near[:20]])
+    labels = (U.sum(-1) < 1.7).to(D)
+    for s in (free, floored):
+        DualConstrainedBO.observe_labels(s, U, labels)
+    base = floored.model.kernel.base_kernel
+    floor = 0.5 * float(base.lengthscale_prior.mode)
+    assert float(free.model.kernel.base_kernel.lengthscale.min()) < floor
+    assert float(base.lengthscale.min()) >= floor - 1e-9
+    x = torch.tensor([[0.3, 0.3, 0.3, 0.3]], dtype=D)  # feasible by the labels' trend
+    for _ in range(3):
+        DualConstrainedBO.observe_labels(floored, x, torch.zeros(1, dtype=D))
+    with torch.no_grad():
+        mean, _ = floored.model.predict_f(x)
+    assert float(base.lengthscale.min()) >= floor - 1e-9
+    assert float(mean) < 0.0  # label - 1/2 below 0: P(label > 1/2) < 1/2
+
+
+def test_an_isotropic_label_model_has_one_lengthscale_and_the_strategy_says_so():
+    from bo_ncgp.campaigns.strategies.blackbox import DualConstrainedBO, ObjectiveModelConfig
+    from bo_ncgp.campaigns.strategies.registry import build_strategy
+
+    m = DualConstrainedBO.label_model(ObjectiveModelConfig(), 3, isotropic=True)
+    g = torch.Generator().manual_seed(1)
+    U = torch.rand(12, 3, generator=g, dtype=D)
+    DualConstrainedBO.observe_labels(m, U, (U[:, 0] > 0.5).to(D))
+    assert m.model.kernel.base_kernel.lengthscale.shape == (1, 1)
+    assert "one lengthscale" in build_strategy("constrained", "dual-iso-labels").config()["model"]
+    assert "one lengthscale" not in build_strategy("constrained", "dual").config()["model"]

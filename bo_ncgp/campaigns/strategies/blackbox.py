@@ -203,19 +203,28 @@ class MatchedObjectiveConfig(ObjectiveModelConfig):
     standardize: bool = True
 
 
-def _objective_kernel(dim: int):
+def _objective_kernel(
+    dim: int, isotropic: bool = False, lengthscale_floor_fraction: float | None = None
+):
     """BoTorch's RBF kernel with the dimension-scaled ``LogNormal`` lengthscale prior
-    (``get_covar_module_with_dim_scaled_prior``), its lower bound ``2.5e-2`` given a
-    softplus transform so that unbounded L-BFGS respects it, lengthscales at the prior's
-    mode; inside a ``ScaleKernel`` (the targets keep the initial design's scale)."""
+    (``get_covar_module_with_dim_scaled_prior``), its lower bound (``2.5e-2``, or
+    ``lengthscale_floor_fraction`` times the prior's mode) given a softplus transform so that
+    unbounded L-BFGS respects it, lengthscales at the prior's mode; one lengthscale per
+    input, or one shared by all with ``isotropic``; inside a ``ScaleKernel`` (the targets keep
+    the initial design's scale)."""
     from botorch.models.utils.gpytorch_modules import get_covar_module_with_dim_scaled_prior
     from gpytorch.constraints import GreaterThan
-    from gpytorch.kernels import ScaleKernel
+    from gpytorch.kernels import RBFKernel, ScaleKernel
 
     base = get_covar_module_with_dim_scaled_prior(dim)
-    bound = base.raw_lengthscale_constraint.lower_bound
+    bound = float(base.raw_lengthscale_constraint.lower_bound)
+    if isotropic:  # the same prior (scaled with the dimension) on one shared lengthscale
+        base = RBFKernel(lengthscale_prior=base.lengthscale_prior)
+    mode = float(base.lengthscale_prior.mode)
+    if lengthscale_floor_fraction is not None:
+        bound = lengthscale_floor_fraction * mode
     base.register_constraint("raw_lengthscale", GreaterThan(bound))
-    base.lengthscale = base.lengthscale_prior.mode
+    base.lengthscale = max(mode, 1.01 * bound)
     return ScaleKernel(base).to(DTYPE)
 
 
@@ -231,7 +240,9 @@ class StreamingDualObjective(StreamingDualReward):
     (``restart``; the constant mean from ``0``, the initial design's mean) and, with
     ``warm_start``, also from where the last update left them, keeping the fit with the
     larger objective at converged sites. ``noise_floor`` bounds the noise variance from below
-    (default: the likelihood's ``1e-6``).
+    (default: the likelihood's ``1e-6``), ``lengthscale_floor_fraction`` the lengthscales, as
+    a fraction of the lengthscale prior's mode (default: BoTorch's ``2.5e-2``); ``isotropic``
+    shares one lengthscale among the inputs.
 
     Example:
         >>> s = StreamingDualObjective(ObjectiveModelConfig(num_inducing=8))
@@ -242,14 +253,29 @@ class StreamingDualObjective(StreamingDualReward):
         (6, 'lbfgs')
     """
 
-    def __init__(self, config: ObjectiveModelConfig, noise_floor: float | None = None) -> None:
+    def __init__(
+        self,
+        config: ObjectiveModelConfig,
+        noise_floor: float | None = None,
+        isotropic: bool = False,
+        lengthscale_floor_fraction: float | None = None,
+    ) -> None:
         super().__init__(config)
-        if noise_floor is not None and not (math.isfinite(noise_floor) and noise_floor > 0):
-            raise InputDataError(
-                f"StreamingDualObjective: noise_floor must be a positive number, got {noise_floor}"
-            )
+        for what, floor in (
+            ("noise_floor", noise_floor),
+            ("lengthscale_floor_fraction", lengthscale_floor_fraction),
+        ):
+            if floor is not None and not (math.isfinite(floor) and floor > 0):
+                raise InputDataError(
+                    f"StreamingDualObjective: {what} must be a positive number, got {floor}"
+                )
         #: the smallest noise variance the fits may reach (``None``: the likelihood's 1e-6)
         self.noise_floor = noise_floor
+        #: one lengthscale shared by every input instead of one per input
+        self.isotropic = isotropic
+        #: the smallest lengthscale the fits may reach, as a fraction of the prior's mode
+        #: (``None``: BoTorch's 2.5e-2)
+        self.lengthscale_floor_fraction = lengthscale_floor_fraction
 
     def setup(self, dim: int) -> None:
         """Forget the model and the start of the hyperparameter fits."""
@@ -270,7 +296,7 @@ class StreamingDualObjective(StreamingDualReward):
             noise_constraint=None if floor is None else GreaterThan(floor),
         )
         model = DualSVGP(
-            _objective_kernel(Z.shape[-1]),
+            _objective_kernel(Z.shape[-1], self.isotropic, self.lengthscale_floor_fraction),
             noise.to(DTYPE),
             Z[: self.config.num_inducing],
             max_inducing=self.config.num_inducing,
@@ -609,20 +635,43 @@ class DualConstrainedBO(ConstrainedBO):
         (True, True)
     """
 
-    def __init__(self, name: str, model: ObjectiveModelConfig, batch: DualFantasyBatch) -> None:
+    def __init__(
+        self,
+        name: str,
+        model: ObjectiveModelConfig,
+        batch: DualFantasyBatch,
+        label_isotropic: bool = False,
+        label_lengthscale_floor_fraction: float | None = None,
+    ) -> None:
         super().__init__(name, model, StreamingDualObjective(model), batch)
+        self.label_options = {
+            "isotropic": label_isotropic,
+            "lengthscale_floor_fraction": label_lengthscale_floor_fraction,
+        }
 
     def config(self) -> dict[str, Any]:
-        """``{"name", "model": FEASIBILITY, **model config, **batch config}``."""
-        return {"name": self.name, "model": FEASIBILITY, **super().config()}
+        """``{"name", "model": FEASIBILITY, **model config, **batch config}``; the model's
+        description also names the label model's kernel options where they differ from the
+        value model's."""
+        model = FEASIBILITY
+        if self.label_options["isotropic"]:
+            model += "; label model: one lengthscale shared by the inputs"
+        if self.label_options["lengthscale_floor_fraction"] is not None:
+            fraction = self.label_options["lengthscale_floor_fraction"]
+            model += f"; label model: lengthscales >= {fraction:g} x the prior's mode"
+        return {"name": self.name, "model": model, **super().config()}
 
     @staticmethod
     def label_model(
-        config: ObjectiveModelConfig, dim: int, noise_floor: float | None = None
+        config: ObjectiveModelConfig,
+        dim: int,
+        noise_floor: float | None = None,
+        isotropic: bool = False,
+        lengthscale_floor_fraction: float | None = None,
     ) -> StreamingDualObjective:
         """The streaming model of the success labels (class docstring): ``config`` with a
-        learned constant mean, set up for ``dim`` inputs; ``noise_floor`` as for
-        :class:`StreamingDualObjective` (``None`` here).
+        learned constant mean, set up for ``dim`` inputs; ``noise_floor``, ``isotropic`` and
+        ``lengthscale_floor_fraction`` as for :class:`StreamingDualObjective`.
 
         Example:
             >>> m = DualConstrainedBO.label_model(ObjectiveModelConfig(), 2)
@@ -630,7 +679,7 @@ class DualConstrainedBO(ConstrainedBO):
             (True, None)
         """
         labels = dataclasses.replace(config, learn_mean=True)
-        model = StreamingDualObjective(labels, noise_floor=noise_floor)
+        model = StreamingDualObjective(labels, noise_floor, isotropic, lengthscale_floor_fraction)
         model.setup(dim)
         return model
 
@@ -641,7 +690,7 @@ class DualConstrainedBO(ConstrainedBO):
 
     def setup(self, problem, seed) -> None:
         super().setup(problem, seed)
-        self.feasibility = self.label_model(self.model_config, problem.dim)
+        self.feasibility = self.label_model(self.model_config, problem.dim, **self.label_options)
 
     def _update_classifier(self, U: torch.Tensor, labels: torch.Tensor) -> None:
         """Stream ``labels - 1/2`` at ``U`` into the feasibility model."""

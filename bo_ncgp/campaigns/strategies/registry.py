@@ -231,6 +231,16 @@ def _dual_constrained(model: bb.ObjectiveModelConfig, batch: ll.BatchConfig) -> 
     return bb.DualConstrainedBO("dual", model, ll.DualFantasyBatch(batch))
 
 
+def _dual_constrained_variant(name: str, text: str, **label) -> StrategySpec:
+    """``dual`` with other kernel options of its label model (``label``: the keyword
+    arguments of :class:`~bo_ncgp.campaigns.strategies.blackbox.DualConstrainedBO`)."""
+
+    def build(model: bb.ObjectiveModelConfig, batch: ll.BatchConfig) -> Strategy:
+        return bb.DualConstrainedBO(name, model, ll.DualFantasyBatch(batch), **label)
+
+    return StrategySpec("constrained", name, text, (bb.ObjectiveModelConfig, ll.BatchConfig), build)
+
+
 def _survey(name: str, field: type, acquisition: type, text: str) -> StrategySpec:
     """``field model x acquisition`` on the magnetometer survey."""
 
@@ -292,6 +302,16 @@ STRATEGIES: dict[tuple[str, str], StrategySpec] = {
             "BoTorch's LogConstrainedEI (label > 1/2), dual-conditioned fantasy batches (ours)",
             (bb.ObjectiveModelConfig, ll.BatchConfig),
             _dual_constrained,
+        ),
+        _dual_constrained_variant(
+            "dual-iso-labels",
+            "dual with one lengthscale shared by the inputs of its label model",
+            label_isotropic=True,
+        ),
+        _dual_constrained_variant(
+            "dual-long-labels",
+            "dual with its label model's lengthscales bounded below by half the prior's mode",
+            label_lengthscale_floor_fraction=0.5,
         ),
         StrategySpec(
             "constrained",

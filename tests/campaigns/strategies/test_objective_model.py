@@ -196,13 +196,14 @@ def test_a_fit_that_starts_nowhere_is_refused():
         ObjectiveModelConfig(restart=False, warm_start=False)
 
 
+@pytest.mark.parametrize("what", ["noise_floor", "lengthscale_floor_fraction"])
 @pytest.mark.parametrize("floor", [0.0, -1.0, float("nan")])
-def test_a_noise_floor_that_is_not_a_positive_number_is_refused(floor):
+def test_a_floor_that_is_not_a_positive_number_is_refused(what, floor):
     from bo_ncgp.campaigns.strategies.blackbox import ObjectiveModelConfig, StreamingDualObjective
     from bo_ncgp.exceptions import InputDataError
 
-    with pytest.raises(InputDataError, match="noise_floor must be a positive number"):
-        StreamingDualObjective(ObjectiveModelConfig(), noise_floor=floor)
+    with pytest.raises(InputDataError, match=f"{what} must be a positive number"):
+        StreamingDualObjective(ObjectiveModelConfig(), **{what: floor})
 
 
 def test_the_fit_is_the_refitted_singletaskgps_with_standardized_values():
