@@ -85,6 +85,7 @@ SUITES: dict[str, dict[str, Any]] = {
             "botorch-labels",
             "botorch-bernoulli",
             "dual",
+            "dual-long-labels",
             "dual-iterncgp",
             "dual-iterncgp-math",
         ),

@@ -145,5 +145,5 @@ def test_an_isotropic_label_model_has_one_lengthscale_and_the_strategy_says_so()
     U = torch.rand(12, 3, generator=g, dtype=D)
     DualConstrainedBO.observe_labels(m, U, (U[:, 0] > 0.5).to(D))
     assert m.model.kernel.base_kernel.lengthscale.shape == (1, 1)
-    assert "one lengthscale" in build_strategy("constrained", "dual-iso-labels").config()["model"]
-    assert "one lengthscale" not in build_strategy("constrained", "dual").config()["model"]
+    assert build_strategy("constrained", "dual-iso-labels").config()["label_isotropic"] is True
+    assert "label_isotropic" not in build_strategy("constrained", "dual").config()

@@ -650,16 +650,11 @@ class DualConstrainedBO(ConstrainedBO):
         }
 
     def config(self) -> dict[str, Any]:
-        """``{"name", "model": FEASIBILITY, **model config, **batch config}``; the model's
-        description also names the label model's kernel options where they differ from the
-        value model's."""
-        model = FEASIBILITY
-        if self.label_options["isotropic"]:
-            model += "; label model: one lengthscale shared by the inputs"
-        if self.label_options["lengthscale_floor_fraction"] is not None:
-            fraction = self.label_options["lengthscale_floor_fraction"]
-            model += f"; label model: lengthscales >= {fraction:g} x the prior's mode"
-        return {"name": self.name, "model": model, **super().config()}
+        """``{"name", "model": FEASIBILITY, **model config, **batch config}``, and the
+        label model's kernel options (``label_isotropic``, ``label_lengthscale_floor_fraction``)
+        where they are set."""
+        extra = {f"label_{k}": v for k, v in self.label_options.items() if v}
+        return {"name": self.name, "model": FEASIBILITY, **super().config(), **extra}
 
     @staticmethod
     def label_model(
