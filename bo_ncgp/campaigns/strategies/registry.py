@@ -231,14 +231,16 @@ def _dual_constrained(model: bb.ObjectiveModelConfig, batch: ll.BatchConfig) -> 
     return bb.DualConstrainedBO("dual", model, ll.DualFantasyBatch(batch))
 
 
-def _dual_constrained_variant(name: str, text: str, **label) -> StrategySpec:
-    """``dual`` with other kernel options of its label model (``label``: the keyword
-    arguments of :class:`~bo_ncgp.campaigns.strategies.blackbox.DualConstrainedBO`)."""
+def _dual_constrained_variant(
+    name: str, text: str, problem: str = "constrained", **label
+) -> StrategySpec:
+    """``dual`` of ``problem`` with other kernel options of its label model (``label``: the
+    keyword arguments of :class:`~bo_ncgp.campaigns.strategies.blackbox.DualConstrainedBO`)."""
 
     def build(model: bb.ObjectiveModelConfig, batch: ll.BatchConfig) -> Strategy:
         return bb.DualConstrainedBO(name, model, ll.DualFantasyBatch(batch), **label)
 
-    return StrategySpec("constrained", name, text, (bb.ObjectiveModelConfig, ll.BatchConfig), build)
+    return StrategySpec(problem, name, text, (bb.ObjectiveModelConfig, ll.BatchConfig), build)
 
 
 def _survey(name: str, field: type, acquisition: type, text: str) -> StrategySpec:
@@ -274,6 +276,12 @@ STRATEGIES: dict[tuple[str, str], StrategySpec] = {
             "dual-conditioned fantasy batches (ours)",
             (bb.ObjectiveModelConfig, ll.BatchConfig),
             _dual_constrained,
+        ),
+        _dual_constrained_variant(
+            "dual-long-labels",
+            "dual with its label model's lengthscales bounded below by half the prior's mode",
+            "lunar-lander",
+            label_lengthscale_floor_fraction=0.5,
         ),
         StrategySpec("lunar-lander", "random", "uniformly random points", (), RandomSearch),
         _survey("hip-variance", sv.HIPGPField, sv.MaxVariance, "conditioned HIP-GP x max variance"),
