@@ -357,7 +357,7 @@ def strategy_names(problem: str) -> tuple[str, ...]:
 
     Example:
         >>> strategy_names("lunar-lander")[:3]
-        ('dual', 'fantasy-batch', 'fantasy-batch-sampled')
+        ('dual', 'dual-long-labels', 'fantasy-batch')
     """
     return tuple(sorted(n for p, n in STRATEGIES if p == problem))
 
