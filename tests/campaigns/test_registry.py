@@ -101,12 +101,13 @@ def test_default_configs_equal_the_saved_ones(key):
 @pytest.mark.parametrize("key", sorted(STRATEGIES))
 def test_config_is_the_name_and_the_config_dataclasses(key):
     spec = STRATEGIES[key]
-    config = spec.make().config()
+    strategy = spec.make()
+    config = strategy.config()
     fields = {f.name for cls in spec.configs for f in dataclasses.fields(cls)}
     omitted = {k for cls in spec.configs for k in getattr(cls, "OMITTED_AT_DEFAULT", ())}
     # beyond its dataclasses' fields: the name, a description of the models, the batch rule's
     # fantasies where they are not posterior means, the label model's options where set
-    label = {"label_isotropic", "label_lengthscale_floor_fraction"}
+    label = {f"label_{k}" for k, v in getattr(strategy, "label_options", {}).items() if v}
     assert set(config) - {"name", "model", "fantasy"} - label == fields - omitted
     assert config["name"] == key[1]
     defaults = spec.defaults()

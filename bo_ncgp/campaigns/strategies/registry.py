@@ -227,20 +227,19 @@ def _iterncgp(name: str, classifier: type, text: str) -> StrategySpec:
     )
 
 
-def _dual_constrained(model: bb.ObjectiveModelConfig, batch: ll.BatchConfig) -> Strategy:
-    return bb.DualConstrainedBO("dual", model, ll.DualFantasyBatch(batch))
-
-
-def _dual_constrained_variant(
-    name: str, text: str, problem: str = "constrained", **label
-) -> StrategySpec:
-    """``dual`` of ``problem`` with other kernel options of its label model (``label``: the
-    keyword arguments of :class:`~bo_ncgp.campaigns.strategies.blackbox.DualConstrainedBO`)."""
+def _dual_constrained(problem: str, name: str, text: str, **label) -> StrategySpec:
+    """Ours with unknown feasibility on ``problem``: streaming DualSVGPs of the value and of
+    the labels x LogConstrainedEI, dual-conditioned fantasy batches; ``label``: the label
+    model's kernel options (keyword arguments of
+    :class:`~bo_ncgp.campaigns.strategies.blackbox.DualConstrainedBO`)."""
 
     def build(model: bb.ObjectiveModelConfig, batch: ll.BatchConfig) -> Strategy:
         return bb.DualConstrainedBO(name, model, ll.DualFantasyBatch(batch), **label)
 
     return StrategySpec(problem, name, text, (bb.ObjectiveModelConfig, ll.BatchConfig), build)
+
+
+_LONG_LABELS = "dual with its label model's lengthscales bounded below by half the prior's mode"
 
 
 def _survey(name: str, field: type, acquisition: type, text: str) -> StrategySpec:
@@ -268,20 +267,15 @@ STRATEGIES: dict[tuple[str, str], StrategySpec] = {
         _lunar("fantasy-batch-sampled", _DUAL_REWARD, _SAMPLED_BATCH, " (ours)"),
         _lunar("sequential", _DUAL_REWARD, _DUAL_BATCH, _ONE),
         _lunar("kriging-believer", _EXACT_REWARD, _BELIEVER_BATCH),
-        StrategySpec(
+        _dual_constrained(
             "lunar-lander",
             "dual",
             "the constrained suite's dual: streaming DualSVGPs of the reward and of the 0/1 "
             "success labels (converged fits) x BoTorch's LogConstrainedEI (label > 1/2), "
             "dual-conditioned fantasy batches (ours)",
-            (bb.ObjectiveModelConfig, ll.BatchConfig),
-            _dual_constrained,
         ),
-        _dual_constrained_variant(
-            "dual-long-labels",
-            "dual with its label model's lengthscales bounded below by half the prior's mode",
-            "lunar-lander",
-            label_lengthscale_floor_fraction=0.5,
+        _dual_constrained(
+            "lunar-lander", "dual-long-labels", _LONG_LABELS, label_lengthscale_floor_fraction=0.5
         ),
         StrategySpec("lunar-lander", "random", "uniformly random points", (), RandomSearch),
         _survey("hip-variance", sv.HIPGPField, sv.MaxVariance, "conditioned HIP-GP x max variance"),
@@ -303,23 +297,20 @@ STRATEGIES: dict[tuple[str, str], StrategySpec] = {
         ),
         StrategySpec("constrained", "random", "uniformly random points", (), RandomSearch),
         StrategySpec("constrained", "sobol", "a scrambled Sobol sequence", (), bb.SobolSearch),
-        StrategySpec(
+        _dual_constrained(
             "constrained",
             "dual",
             "streaming DualSVGPs of the value and of the 0/1 labels (converged fits) x "
             "BoTorch's LogConstrainedEI (label > 1/2), dual-conditioned fantasy batches (ours)",
-            (bb.ObjectiveModelConfig, ll.BatchConfig),
-            _dual_constrained,
         ),
-        _dual_constrained_variant(
+        _dual_constrained(
+            "constrained",
             "dual-iso-labels",
             "dual with one lengthscale shared by the inputs of its label model",
             label_isotropic=True,
         ),
-        _dual_constrained_variant(
-            "dual-long-labels",
-            "dual with its label model's lengthscales bounded below by half the prior's mode",
-            label_lengthscale_floor_fraction=0.5,
+        _dual_constrained(
+            "constrained", "dual-long-labels", _LONG_LABELS, label_lengthscale_floor_fraction=0.5
         ),
         StrategySpec(
             "constrained",
