@@ -60,6 +60,7 @@ VARIANTS = {
     "paper_lbfgs": dict(PAPER, hyper_optimizer="lbfgs", num_hyper_steps=50),
     "default": {},
     "default_random_stratified": {"memory_selection": "random_stratified"},
+    "default_reservoir_stratified": {"memory_selection": "reservoir_stratified"},
 }
 #: the hotspot surrogate's variants: its own Adam steps, or L-BFGS to convergence
 HOTSPOT_VARIANTS = {
@@ -68,6 +69,7 @@ HOTSPOT_VARIANTS = {
     "default": {"hyper_optimizer": "lbfgs", "num_hyper_steps": 50},
     # every village stays in memory: no memory rule to vary
     "default_random_stratified": {"hyper_optimizer": "lbfgs", "num_hyper_steps": 50},
+    "default_reservoir_stratified": {"hyper_optimizer": "lbfgs", "num_hyper_steps": 50},
 }
 
 

@@ -16,7 +16,8 @@ memory rule:
 * ``default_stratified``, ``default_random_stratified`` -- the defaults with shares per label
   in proportion to the labels seen, drawn by BLS within each label (``"bls_stratified"``) and
   drawn uniformly within each label (``"random_stratified"``, the library's default memory
-  rule);
+  rule); ``default_reservoir_stratified`` -- the same shares kept as a reservoir under the
+  memory cap (``"reservoir_stratified"``);
 * ``default_50``, ``default_balanced_50``, ``default_random_stratified_50`` -- ``default``,
   ``default_balanced`` and ``default_random_stratified`` with up to 50 hyperparameter steps
   per update (the paper's split-MNIST count);
@@ -70,6 +71,7 @@ PRIOR = {"kernel_prior_cv": 0.25}
 WEAK_PRIOR = {"kernel_prior_cv": 1.0}
 BALANCED = {"memory_selection": "bls_balanced"}
 RANDOM_STRATIFIED = {"memory_selection": "random_stratified"}
+RESERVOIR_STRATIFIED = {"memory_selection": "reservoir_stratified"}
 #: name -> (DualSVGP settings, memory method, cfg overrides)
 VARIANTS = {
     "paper": (PAPER, "ours", {}),
@@ -79,6 +81,7 @@ VARIANTS = {
     "default_balanced": (BALANCED, "ours", {}),
     "default_stratified": ({"memory_selection": "bls_stratified"}, "ours", {}),
     "default_random_stratified": (RANDOM_STRATIFIED, "ours", {}),
+    "default_reservoir_stratified": (RESERVOIR_STRATIFIED, "ours", {}),
     "default_random_stratified_50": (RANDOM_STRATIFIED, "ours", {"hyper_steps": 50}),
     "default_no_memory": ({}, "ours_no_memory", {}),
     "default_50": ({}, "ours", {"hyper_steps": 50}),

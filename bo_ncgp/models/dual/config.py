@@ -46,7 +46,12 @@ class DualSVGPConfig:
             BLS for other likelihoods), ``"random_stratified"`` (the default: the shares of
             ``"bls_stratified"``, drawn uniformly within each label, an unbiased sample of
             every label's points; uniform for other likelihoods; ahead of both BLS rules and
-            of random memory on split MNIST and split Fashion-MNIST), ``"bls_balanced"`` (an
+            of random memory on split MNIST and split Fashion-MNIST; under ``memory_cap`` its
+            eviction is uniform over the memory and the new points, so each label's memory
+            becomes a window over the recent stream), ``"reservoir_stratified"`` (the same
+            shares, and under the cap a reservoir: each label's memory stays a uniform sample
+            of all the points of that label offered to it,
+            :func:`~bo_ncgp.models.dual.memory.sample_reservoir`), ``"bls_balanced"`` (an
             equal share per label, :func:`~bo_ncgp.models.dual.memory.sample_balanced`) or
             ``"random"`` (ablation).
         memory_cap: total memory size (``None``: unbounded); beyond it, points are kept by the
@@ -101,7 +106,12 @@ class DualSVGPConfig:
     num_latents: int | None = None
     inducing_update: Literal["pivoted_cholesky", "fixed"] = "pivoted_cholesky"
     memory_selection: Literal[
-        "bls", "bls_balanced", "bls_stratified", "random_stratified", "random"
+        "bls",
+        "bls_balanced",
+        "bls_stratified",
+        "random_stratified",
+        "reservoir_stratified",
+        "random",
     ] = "random_stratified"
     memory_cap: int | None = 1000
     hyper_objective: Literal["dual", "elbo"] = "dual"
@@ -132,7 +142,14 @@ class DualSVGPConfig:
                 "DualSVGP: inducing_update must be 'pivoted_cholesky' or 'fixed', got "
                 f"{self.inducing_update!r}"
             )
-        rules = ("bls", "bls_balanced", "bls_stratified", "random_stratified", "random")
+        rules = (
+            "bls",
+            "bls_balanced",
+            "bls_stratified",
+            "random_stratified",
+            "reservoir_stratified",
+            "random",
+        )
         if self.memory_selection not in rules:
             raise InputDataError(
                 f"DualSVGP: memory_selection must be one of {', '.join(map(repr, rules))}, "

@@ -27,6 +27,13 @@ the bank data). The stratified rule is therefore the default ``memory_selection`
 :class:`~bo_ncgp.models.dual.DualSVGPConfig` (it equals plain BLS for likelihoods without
 class labels); ``"bls"`` keeps the paper's rule.
 
+Under a memory cap a uniform rule can keep a sample of the whole stream or of its recent
+part: evicting uniformly from the memory and the new points together keeps a point for ``t``
+more updates with a probability that decays geometrically in ``t``, a window over the recent
+stream; :func:`sample_reservoir` (``memory_selection="reservoir_stratified"``) keeps each
+label's memory a uniform sample of all the points of that label offered to it (reservoir
+sampling), the sample of the data that an offline fit on everything seen so far would see.
+
 Example:
     >>> mem = Memory(dim=2, num_latents=1)
     >>> mem.add(torch.zeros(3, 2), torch.ones(3), torch.zeros(3, 1), torch.ones(3, 1))
@@ -50,7 +57,9 @@ __all__ = [
     "bayesian_leverage_scores",
     "sample_balanced",
     "sample_by_score",
+    "sample_reservoir",
     "sample_stratified",
+    "stratified_quotas",
 ]
 
 
@@ -161,13 +170,35 @@ def sample_stratified(
     if k <= 0:
         return torch.zeros(0, dtype=torch.long, device=scores.device)
     values, inverse, counts = torch.unique(labels, return_inverse=True, return_counts=True)
+    quota = stratified_quotas(counts, k, weights)
+    chosen = []
+    for j in range(values.shape[0]):
+        members = torch.nonzero(inverse == j).squeeze(-1)
+        idx = sample_by_score(scores[members], int(quota[j]), method, generator)
+        chosen.append(members[idx])
+    return torch.cat(chosen).sort().values
+
+
+def stratified_quotas(counts: Tensor, k: int, weights: Tensor | None = None) -> Tensor:
+    """Shares of ``k`` points for labels with ``counts`` points each: in proportion to
+    ``weights`` (``None`` or all zero: equal shares), a label with fewer points than its share
+    keeping them all and the rest going to the others in the same proportions (whole points
+    by largest remainders, ties to the smaller label); the quotas of
+    :func:`sample_stratified` and :func:`sample_reservoir`.
+
+    Example:
+        >>> stratified_quotas(torch.tensor([10, 10, 2]), 9).tolist()  # label 2 keeps its 2
+        [4, 3, 2]
+        >>> stratified_quotas(torch.tensor([10, 10]), 5, torch.tensor([4.0, 1.0])).tolist()
+        [4, 1]
+    """
     counts = counts.cpu()  # the quotas are a few integers: worked out on the CPU
-    w = torch.ones(values.shape[0], dtype=torch.float64, device=counts.device)
+    w = torch.ones(counts.shape[0], dtype=torch.float64, device=counts.device)
     if weights is not None:
         given = torch.as_tensor(weights, dtype=torch.float64, device=counts.device).reshape(-1)
-        if given.shape[0] != values.shape[0]:
+        if given.shape[0] != counts.shape[0]:
             raise ValueError(
-                f"sample_stratified: {given.shape[0]} weights for {values.shape[0]} labels"
+                f"sample_stratified: {given.shape[0]} weights for {counts.shape[0]} labels"
             )
         if not bool((torch.isfinite(given) & (given >= 0)).all()):
             raise ValueError(
@@ -194,11 +225,64 @@ def sample_stratified(
         quota += add
         left -= int(add.sum())
         open_ = quota < counts
+    return quota
+
+
+def sample_reservoir(
+    labels: Tensor,
+    new: Tensor,
+    k: int,
+    offered: Tensor,
+    weights: Tensor | None = None,
+    generator: torch.Generator | None = None,
+) -> Tensor:
+    """Indices of ``k`` of the ``n`` points of a full memory and the points just added to it
+    (``new``), such that every label's part stays a uniform sample of *all* the points of
+    that label ever offered to the memory (reservoir sampling, Vitter's Algorithm R, in
+    batches): the shares per label are those of :func:`sample_stratified`; of a label's share
+    ``Q``, the number taken from its ``k_new`` new points is the number of new points among
+    ``Q`` drawn without replacement from its ``offered + k_new`` points (hypergeometric), the
+    rest uniformly from its old memory points. Evicting uniformly from the memory and the new
+    points together instead (``sample_stratified`` with ``"random"``) keeps a point for
+    ``t`` later updates with probability decaying geometrically in ``t``: a window over the
+    recent stream, not a sample of it.
+
+    Args:
+        labels: ``(n,)`` class index (``0 ... C - 1``) of each point (all zero without labels).
+        new: ``(n,)`` bool, the points added in this update.
+        k: points to keep.
+        offered: ``(C,)`` points of each class offered to the memory before this update.
+        weights: ``(C,)`` share weights (the labels seen so far), ``None``: equal shares.
+        generator: torch generator of the draws.
+
+    Example:
+        >>> labels = torch.zeros(12, dtype=torch.long)
+        >>> new = torch.arange(12) >= 10  # a memory of 10 points standing for 990 offered
+        >>> g = torch.Generator().manual_seed(0)
+        >>> kept = sample_reservoir(labels, new, 10, torch.tensor([990]), generator=g)
+        >>> len(kept), int(new[kept].sum()) <= 2  # a new point enters with prob. 10 / 1000
+        (10, True)
+    """
+    n = labels.shape[-1]
+    if k >= n:
+        return torch.arange(n, device=labels.device)
+    num = int(offered.numel())
+    counts = torch.bincount(labels, minlength=num)
+    present = torch.nonzero(counts > 0).squeeze(-1)
+    w = None if weights is None else torch.as_tensor(weights).reshape(-1)[present.cpu()]
+    quota = stratified_quotas(counts[present], k, w)
+    dev = "cpu" if generator is None else generator.device
     chosen = []
-    for j in range(values.shape[0]):
-        members = torch.nonzero(inverse == j).squeeze(-1)
-        idx = sample_by_score(scores[members], int(quota[j]), method, generator)
-        chosen.append(members[idx])
+    for c, q in zip(present.tolist(), quota.tolist(), strict=True):
+        old = torch.nonzero((labels == c) & ~new).squeeze(-1)
+        fresh = torch.nonzero((labels == c) & new).squeeze(-1)
+        total = int(offered[c]) + fresh.numel()
+        draws = torch.randperm(max(total, 1), generator=generator, device=dev)[:q]
+        j = int((draws >= total - fresh.numel()).sum())  # new points among q of all offered
+        j = min(max(j, q - old.numel()), fresh.numel(), q)
+        for members, size in ((fresh, j), (old, q - j)):
+            perm = torch.randperm(members.numel(), generator=generator, device=dev)
+            chosen.append(members[perm[:size].to(members.device)])
     return torch.cat(chosen).sort().values
 
 

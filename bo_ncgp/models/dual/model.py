@@ -39,7 +39,8 @@ One call of :meth:`DualSVGP.update` is one step of Algorithm 1
    label with ``memory_selection="bls_stratified"``; uniformly within each label with the
    default ``"random_stratified"``); the sites of
    the others are folded into ``(lam_rest, B_rest)``; beyond ``memory_cap`` points the memory
-   evicts by the same rule.
+   evicts by the same rule (``"reservoir_stratified"``: as a reservoir, so that each label's
+   memory stays a uniform sample of all its points offered to the memory).
 
 :meth:`DualSVGP.condition` adds the sites of new points at the current posterior with
 ``rho = 1`` (hyperparameters fixed) and conditions the Eq. 10 process on them in function
@@ -270,6 +271,10 @@ class DualSVGP(InducingState, ResizableModule, LatentGP):
         self.register_buffer("_prior_var_ref", Z.new_zeros(0))
         # how many points of each class label the model has seen (the stratified memory)
         self.register_buffer("_label_counts", Z.new_zeros(streaming.num_label_classes(likelihood)))
+        # how many points of each class (one count without labels) were offered to the memory
+        # (the reservoir memory, ``memory_selection="reservoir_stratified"``)
+        num_offered = max(streaming.num_label_classes(likelihood), 1)
+        self.register_buffer("_offered_counts", Z.new_zeros(num_offered))
         self.memory = Memory(d, C, dtype=Z.dtype, device=Z.device)
 
     # -------------------------------------------------------------- properties
@@ -323,6 +328,8 @@ class DualSVGP(InducingState, ResizableModule, LatentGP):
         # saved before the counts were kept: none counted (the stratified memory then shares
         # the memory equally between the labels)
         state_dict.setdefault(prefix + "_label_counts", torch.zeros_like(self._label_counts))
+        # saved before the offered points were counted: the memory stands for itself
+        state_dict.setdefault(prefix + "_offered_counts", torch.zeros_like(self._offered_counts))
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def _on_state_loaded(self) -> None:

@@ -41,6 +41,7 @@ from bo_ncgp.models.dual.inducing import select_inducing_points
 from bo_ncgp.models.dual.memory import (
     bayesian_leverage_scores,
     sample_by_score,
+    sample_reservoir,
     sample_stratified,
 )
 from bo_ncgp.models.dual.posterior import dual_factors, dual_predict
@@ -511,15 +512,42 @@ def fold(model: DualSVGP, X: Tensor, eta: Tensor, beta: Tensor) -> None:
 def _select(model: DualSVGP, scores: Tensor, y: Tensor, k: int) -> Tensor:
     """``k`` indices by the model's ``memory_selection`` rule (``y``: the points' targets)."""
     rule = model.memory_selection
-    stratified = ("bls_balanced", "bls_stratified", "random_stratified")
-    if rule in stratified and num_label_classes(model.likelihood):
+    uniform = ("random", "random_stratified", "reservoir_stratified")
+    if rule in _STRATIFIED and num_label_classes(model.likelihood):
         weights = None
         if rule != "bls_balanced":  # shares in proportion to the labels seen so far
             weights = model._label_counts[label_classes(model.likelihood, torch.unique(y))]
-        method = "random" if rule == "random_stratified" else "bls"
+        method = "random" if rule in uniform else "bls"
         return sample_stratified(scores, y, k, weights, model.generator, method)
-    method = "random" if rule in ("random", "random_stratified") else "bls"
+    method = "random" if rule in uniform else "bls"
     return sample_by_score(scores, k, method, model.generator)
+
+
+_STRATIFIED = ("bls_balanced", "bls_stratified", "random_stratified", "reservoir_stratified")
+
+
+def _memory_classes(model: DualSVGP, y: Tensor) -> Tensor:
+    """The class index of each target for the reservoir memory (all zero without labels)."""
+    if num_label_classes(model.likelihood):
+        return label_classes(model.likelihood, y)
+    return torch.zeros(y.shape[0], dtype=torch.long, device=y.device)
+
+
+def _evict_reservoir(model: DualSVGP, num_new: int) -> Tensor:
+    """Indices of the ``memory_cap`` memory points kept by the reservoir rule, the last
+    ``num_new`` points of the memory being this update's (:func:`sample_reservoir`); counts
+    them as offered."""
+    memory = model.memory
+    classes = _memory_classes(model, memory.y)
+    new = torch.arange(len(memory), device=classes.device) >= len(memory) - num_new
+    size = model._offered_counts.numel()
+    before = torch.bincount(classes[~new], minlength=size).to(model._offered_counts)
+    # a memory saved before the offered points were counted stands for itself
+    offered = torch.maximum(model._offered_counts, before)
+    weights = model._label_counts if num_label_classes(model.likelihood) else None
+    idx = sample_reservoir(classes, new, int(model.memory_cap), offered, weights, model.generator)
+    model._offered_counts = offered + torch.bincount(classes[new], minlength=size).to(offered)
+    return idx
 
 
 def num_label_classes(likelihood: Likelihood) -> int:
@@ -579,9 +607,16 @@ def add_to_memory(model: DualSVGP, X: Tensor, y: Tensor, eta: Tensor, beta: Tens
     keep[idx] = True
     fold(model, X[~keep], eta[:, ~keep], beta[:, ~keep])
     memory.add(X[keep], y[keep], eta[:, keep].mT, beta[:, keep].mT)
+    if model.memory_selection == "reservoir_stratified" and not need_mem:
+        num = model._offered_counts.numel()
+        counted = torch.bincount(_memory_classes(model, y[keep]), minlength=num)
+        model._offered_counts = model._offered_counts + counted.to(model._offered_counts)
     if need_mem:
-        h_mem = torch.cat([h[: len(h) - n], h_new[keep]])
-        idx = _select(model, h_mem, memory.y, int(model.memory_cap))
+        if model.memory_selection == "reservoir_stratified":
+            idx = _evict_reservoir(model, int(keep.sum()))
+        else:
+            h_mem = torch.cat([h[: len(h) - n], h_new[keep]])
+            idx = _select(model, h_mem, memory.y, int(model.memory_cap))
         Xr, _, eta_r, beta_r = memory.keep(idx)
         fold(model, Xr, eta_r.mT, beta_r.mT)
     model._touch()

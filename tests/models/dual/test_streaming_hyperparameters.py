@@ -19,7 +19,12 @@ from bo_ncgp.models.dual.diagnostics import (
     fit_offline,
     hyperparameter_distance,
 )
-from bo_ncgp.models.dual.memory import sample_balanced, sample_by_score, sample_stratified
+from bo_ncgp.models.dual.memory import (
+    sample_balanced,
+    sample_by_score,
+    sample_reservoir,
+    sample_stratified,
+)
 
 
 def rbf(lengthscale: float = 0.5, outputscale: float = 1.0) -> gpytorch.kernels.Kernel:
@@ -380,3 +385,66 @@ def test_a_round_that_runs_a_lengthscale_to_zero_is_undone(monkeypatch, optimize
         warnings.simplefilter("error", NumericalWarning)
         model.update(X[20:], y[20:])
     assert not torch.allclose(model.kernel.base_kernel.lengthscale, before)
+
+
+def _kept_arrivals(select, batches: int, batch: int, cap: int, seed: int) -> torch.Tensor:
+    """Arrival indices left in a memory of ``cap`` after ``batches`` batches of one label,
+    evicting by ``select(labels, new, offered, generator)`` whenever the memory overflows."""
+    g = torch.Generator().manual_seed(seed)
+    kept = torch.zeros(0, dtype=torch.long)
+    offered = torch.zeros(1, dtype=torch.long)
+    for t in range(batches):
+        fresh = torch.arange(t * batch, (t + 1) * batch)
+        new = torch.cat(
+            [torch.zeros(len(kept), dtype=torch.bool), torch.ones(batch, dtype=torch.bool)]
+        )
+        kept = torch.cat([kept, fresh])
+        if len(kept) > cap:
+            kept = kept[select(torch.zeros(len(kept), dtype=torch.long), new, offered, g)]
+        offered = offered + batch
+    return kept
+
+
+def test_reservoir_memory_is_a_uniform_sample_of_the_whole_stream():
+    # 200 batches of 10 into a memory of 100: the reservoir keeps each of the 2,000 points
+    # with probability 1/20, so half the memory comes from the first half of the stream;
+    # uniform eviction over the memory and the new points keeps a point for t more batches
+    # with probability (100/110)^t: almost all of the memory is from the last 50 batches
+    cap, batches, batch = 100, 200, 10
+    first_half = {"reservoir": 0, "uniform": 0}
+    for seed in range(5):
+        res = _kept_arrivals(
+            lambda y, new, off, g: sample_reservoir(y, new, cap, off, generator=g),
+            batches, batch, cap, seed,
+        )  # fmt: skip
+        uni = _kept_arrivals(
+            lambda y, new, off, g: sample_stratified(torch.ones(len(y)), y, cap, None, g, "random"),
+            batches, batch, cap, seed,
+        )  # fmt: skip
+        assert len(res) == len(uni) == cap and len(set(res.tolist())) == cap
+        first_half["reservoir"] += int((res < batches * batch // 2).sum())
+        first_half["uniform"] += int((uni < batches * batch // 2).sum())
+    # 500 kept points, each from the first half with probability 1/2: s.d. ~11
+    assert 200 <= first_half["reservoir"] <= 300
+    assert first_half["uniform"] <= 5
+
+
+def test_reservoir_memory_keeps_the_shares_and_counts_what_it_was_offered():
+    g = torch.Generator().manual_seed(0)
+    X = torch.rand(600, 1, generator=g, dtype=torch.float64) * 6
+    rare = (torch.rand(600, generator=g, dtype=torch.float64) < 0.1).double()
+    model = stream_labels(X, rare, "reservoir_stratified", cap=50, batch=40)
+    assert len(model.memory_targets) == 50
+    assert 2 <= int(model.memory_targets.sum()) <= 8  # about the base rate, as stratified
+    # 10 of each batch of 40 offered: 150 points, by label
+    offered = model._offered_counts
+    assert float(offered.sum()) == 150 and 5 <= float(offered[1]) <= 30
+    # the counts travel with the state, and a state saved without them still loads
+    fresh = stream_labels(X[:40], rare[:40], "reservoir_stratified", cap=50, batch=40)
+    fresh.load_state_dict(model.state_dict())
+    assert torch.equal(fresh._offered_counts, offered)
+    old = {k: v for k, v in model.state_dict().items() if not k.endswith("_offered_counts")}
+    fresh.load_state_dict(old)
+    assert float(fresh._offered_counts.sum()) == 0
+    fresh.update(X[:40], rare[:40])  # the memory then stands for the points it holds
+    assert float(fresh._offered_counts.sum()) == 60 and len(fresh.memory_targets) == 50
