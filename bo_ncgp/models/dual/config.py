@@ -17,12 +17,17 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 from bo_ncgp.exceptions import InputDataError
 from bo_ncgp.linalg._args import check_count, check_number, check_positive
 
-__all__ = ["DualSVGPConfig"]
+__all__ = ["DualSVGPConfig", "MemoryRule"]
+
+#: the memory selection rules (:attr:`DualSVGPConfig.memory_selection`)
+MemoryRule = Literal[
+    "bls", "bls_balanced", "bls_stratified", "random_stratified", "reservoir_stratified", "random"
+]
 
 
 @dataclass(frozen=True)
@@ -105,14 +110,7 @@ class DualSVGPConfig:
     num_hyper_steps: int = 50
     num_latents: int | None = None
     inducing_update: Literal["pivoted_cholesky", "fixed"] = "pivoted_cholesky"
-    memory_selection: Literal[
-        "bls",
-        "bls_balanced",
-        "bls_stratified",
-        "random_stratified",
-        "reservoir_stratified",
-        "random",
-    ] = "random_stratified"
+    memory_selection: MemoryRule = "random_stratified"
     memory_cap: int | None = 1000
     hyper_objective: Literal["dual", "elbo"] = "dual"
     hyper_optimizer: Literal["auto", "lbfgs", "adam"] = "auto"
@@ -142,14 +140,7 @@ class DualSVGPConfig:
                 "DualSVGP: inducing_update must be 'pivoted_cholesky' or 'fixed', got "
                 f"{self.inducing_update!r}"
             )
-        rules = (
-            "bls",
-            "bls_balanced",
-            "bls_stratified",
-            "random_stratified",
-            "reservoir_stratified",
-            "random",
-        )
+        rules = get_args(MemoryRule)
         if self.memory_selection not in rules:
             raise InputDataError(
                 f"DualSVGP: memory_selection must be one of {', '.join(map(repr, rules))}, "
