@@ -127,6 +127,11 @@ def test_options_at_their_default_are_left_out_of_saved_configs_and_others_kept(
     matched_fantasy = build_strategy("continuous", "dual-matched-fantasy")
     assert matched_fantasy.config()["standardize"] is True
     assert matched_fantasy.rule.rule == "fantasy"
+    for name, rule in (("dual-std", "joint"), ("dual-std-fantasy", "fantasy")):
+        std = build_strategy("continuous", name)  # standardised, fitted from both starts
+        assert std.config()["standardize"] is True and std.config()["warm_start"] is True
+        assert std.rule.rule == rule
+        assert std.read_saved_config(std.config()) == std.config()
     hot = build_strategy("hotspots", "entropy", num_candidates=64).config()
     assert hot["num_candidates"] == 64 and "learn_mean_constant" not in hot
 

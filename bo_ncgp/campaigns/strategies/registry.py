@@ -173,10 +173,28 @@ def _blackbox(family: str) -> tuple[StrategySpec, ...]:
         ),
         _objective(
             family,
+            "dual-std",
+            True,
+            "joint",
+            f"streaming DualSVGP, standardised (SingleTaskGP's outputscale), fits from both "
+            f"starts x {joint}",
+            bb.StandardizedObjectiveConfig,
+        ),
+        _objective(
+            family,
             "dual-fantasy",
             True,
             "fantasy",
             "streaming DualSVGP x fantasy batches, sampled fantasies (Alg. 2, ours)",
+        ),
+        _objective(
+            family,
+            "dual-std-fantasy",
+            True,
+            "fantasy",
+            "streaming DualSVGP, standardised, fits from both starts x fantasy batches, "
+            "sampled fantasies (Alg. 2, ours)",
+            bb.StandardizedObjectiveConfig,
         ),
         _objective(
             family,
