@@ -71,6 +71,7 @@ SUITES: dict[str, dict[str, Any]] = {
             "botorch",
             "botorch-believer",
             "dual",
+            "dual-std",
             "dual-fantasy",
             "dual-fantasy-mean",
         ),
