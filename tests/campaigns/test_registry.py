@@ -127,7 +127,9 @@ def test_options_at_their_default_are_left_out_of_saved_configs_and_others_kept(
     matched_fantasy = build_strategy("continuous", "dual-matched-fantasy")
     assert matched_fantasy.config()["standardize"] is True
     assert matched_fantasy.rule.rule == "fantasy"
-    for name, rule in (("dual-std", "joint"), ("dual-std-fantasy", "fantasy")):
+    std_rules = {"dual-std": "joint", "dual-std-fantasy": "fantasy"}
+    std_rules["dual-std-fantasy-mean"] = "fantasy-mean"
+    for name, rule in std_rules.items():
         std = build_strategy("continuous", name)  # standardised, fitted from both starts
         assert std.config()["standardize"] is True and std.config()["warm_start"] is True
         assert std.rule.rule == rule

@@ -214,6 +214,15 @@ def _blackbox(family: str) -> tuple[StrategySpec, ...]:
         ),
         _objective(
             family,
+            "dual-std-fantasy-mean",
+            True,
+            "fantasy-mean",
+            "streaming DualSVGP, standardised, fits from both starts x fantasy batches, "
+            "posterior-mean fantasies (ours)",
+            bb.StandardizedObjectiveConfig,
+        ),
+        _objective(
+            family,
             "botorch-believer",
             False,
             "believer",
