@@ -74,6 +74,7 @@ SUITES: dict[str, dict[str, Any]] = {
             "dual-std",
             "dual-fantasy",
             "dual-fantasy-mean",
+            "dual-std-fantasy-mean",
         ),
         "baseline": "botorch",
         "evaluations": 62,
