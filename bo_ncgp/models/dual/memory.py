@@ -269,11 +269,7 @@ def sample_reservoir(
     num = int(offered.numel())
     counts = torch.bincount(labels, minlength=num)
     present = torch.nonzero(counts > 0).squeeze(-1)
-    w = (
-        None
-        if weights is None
-        else torch.as_tensor(weights, device=labels.device).reshape(-1)[present]
-    )
+    w = None if weights is None else weights.to(labels.device).reshape(-1)[present]
     quota = stratified_quotas(counts[present], k, w)
     dev = "cpu" if generator is None else generator.device
     chosen = []

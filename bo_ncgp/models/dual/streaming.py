@@ -509,6 +509,9 @@ def fold(model: DualSVGP, X: Tensor, eta: Tensor, beta: Tensor) -> None:
     model._rest_totals = model._rest_totals + torch.stack([eta.sum(-1), beta.sum(-1)], -1)
 
 
+_STRATIFIED = ("bls_balanced", "bls_stratified", "random_stratified", "reservoir_stratified")
+
+
 def _select(model: DualSVGP, scores: Tensor, y: Tensor, k: int) -> Tensor:
     """``k`` indices by the model's ``memory_selection`` rule (``y``: the points' targets)."""
     rule = model.memory_selection
@@ -523,9 +526,6 @@ def _select(model: DualSVGP, scores: Tensor, y: Tensor, k: int) -> Tensor:
     return sample_by_score(scores, k, method, model.generator)
 
 
-_STRATIFIED = ("bls_balanced", "bls_stratified", "random_stratified", "reservoir_stratified")
-
-
 def _memory_classes(model: DualSVGP, y: Tensor) -> Tensor:
     """The class index of each target for the reservoir memory (all zero without labels)."""
     if num_label_classes(model.likelihood):
@@ -533,21 +533,10 @@ def _memory_classes(model: DualSVGP, y: Tensor) -> Tensor:
     return torch.zeros(y.shape[0], dtype=torch.long, device=y.device)
 
 
-def _evict_reservoir(model: DualSVGP, num_new: int) -> Tensor:
-    """Indices of the ``memory_cap`` memory points kept by the reservoir rule, the last
-    ``num_new`` points of the memory being this update's (:func:`sample_reservoir`); counts
-    them as offered."""
-    memory = model.memory
-    classes = _memory_classes(model, memory.y)
-    new = torch.arange(len(memory), device=classes.device) >= len(memory) - num_new
+def _class_counts(model: DualSVGP, y: Tensor) -> Tensor:
+    """How many of the targets ``y`` fall in each class of :func:`_memory_classes`."""
     size = model._offered_counts.numel()
-    before = torch.bincount(classes[~new], minlength=size).to(model._offered_counts)
-    # a memory saved before the offered points were counted stands for itself
-    offered = torch.maximum(model._offered_counts, before)
-    weights = model._label_counts if num_label_classes(model.likelihood) else None
-    idx = sample_reservoir(classes, new, int(model.memory_cap), offered, weights, model.generator)
-    model._offered_counts = offered + torch.bincount(classes[new], minlength=size).to(offered)
-    return idx
+    return torch.bincount(_memory_classes(model, y), minlength=size).to(model._offered_counts)
 
 
 def num_label_classes(likelihood: Likelihood) -> int:
@@ -606,17 +595,22 @@ def add_to_memory(model: DualSVGP, X: Tensor, y: Tensor, eta: Tensor, beta: Tens
     keep = torch.zeros(n, dtype=torch.bool, device=X.device)
     keep[idx] = True
     fold(model, X[~keep], eta[:, ~keep], beta[:, ~keep])
+    reservoir = model.memory_selection == "reservoir_stratified"
+    if reservoir:  # a memory saved before the offered points were counted stands for itself
+        offered = torch.maximum(model._offered_counts, _class_counts(model, memory.y))
     memory.add(X[keep], y[keep], eta[:, keep].mT, beta[:, keep].mT)
-    if model.memory_selection == "reservoir_stratified" and not need_mem:
-        num = model._offered_counts.numel()
-        counted = torch.bincount(_memory_classes(model, y[keep]), minlength=num)
-        model._offered_counts = model._offered_counts + counted.to(model._offered_counts)
     if need_mem:
-        if model.memory_selection == "reservoir_stratified":
-            idx = _evict_reservoir(model, int(keep.sum()))
+        if reservoir:  # the last points of the memory are this update's
+            classes = _memory_classes(model, memory.y)
+            new = torch.arange(len(memory), device=classes.device) >= len(memory) - int(keep.sum())
+            weights = model._label_counts if num_label_classes(model.likelihood) else None
+            cap = int(model.memory_cap)
+            idx = sample_reservoir(classes, new, cap, offered, weights, model.generator)
         else:
             h_mem = torch.cat([h[: len(h) - n], h_new[keep]])
             idx = _select(model, h_mem, memory.y, int(model.memory_cap))
         Xr, _, eta_r, beta_r = memory.keep(idx)
         fold(model, Xr, eta_r.mT, beta_r.mT)
+    if reservoir:
+        model._offered_counts = offered + _class_counts(model, y[keep])
     model._touch()
