@@ -25,6 +25,8 @@ from __future__ import annotations
 import contextlib
 import copy
 import warnings
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import torch
@@ -443,7 +445,8 @@ class LatentGPModel(Model, FantasizeMixin):
                 blocks = cov.reshape(*cov.shape[:-2], m, q, m, q)[..., idx, :, :, :][..., idx, :]
                 cov = blocks.reshape(*cov.shape[:-2], len(idx) * q, len(idx) * q)
             m = len(idx)
-        scale = self._prior_scale(X_tf) if m == 1 and self.num_outputs == 1 else None
+        # the round-off scale is read only where the plain factorisation fails: computed then
+        scale = partial(self._prior_scale, X_tf) if m == 1 and self.num_outputs == 1 else None
         posterior = GPyTorchPosterior(self._distribution(mean, cov, independent, m, scale))
         if hasattr(self, "outcome_transform"):
             posterior = self.outcome_transform.untransform_posterior(posterior, X=X)
@@ -469,10 +472,15 @@ class LatentGPModel(Model, FantasizeMixin):
 
     @staticmethod
     def _distribution(
-        mean: Tensor, cov: Tensor, independent: bool, m: int, prior_scale: Tensor | None = None
+        mean: Tensor,
+        cov: Tensor,
+        independent: bool,
+        m: int,
+        prior_scale: Tensor | Callable[[], Tensor | None] | None = None,
     ):
         """The Gaussian of ``mean`` and the dense covariance ``cov`` held as a
-        :class:`_JointCovariance` (with the ``prior_scale`` of a single output): variances
+        :class:`_JointCovariance` (with the ``prior_scale`` of a single output, or the
+        function that gives it when first needed): variances
         read its diagonal; samples and log densities use its one Cholesky factor, computed
         when first needed."""
         cov = _JointCovariance(cov, prior_scale if m == 1 else None)
@@ -719,7 +727,9 @@ class _OutputSubset(LatentGPModel):
         raise NotImplementedError
 
 
-def _joint_factor(cov: Tensor, prior_scale: Tensor | None = None) -> Tensor:
+def _joint_factor(
+    cov: Tensor, prior_scale: Tensor | Callable[[], Tensor | None] | None = None
+) -> Tensor:
     """Lower Cholesky factor of a posterior covariance ``(..., q, q)``, the one factorisation
     of a posterior.
 
@@ -730,7 +740,8 @@ def _joint_factor(cov: Tensor, prior_scale: Tensor | None = None) -> Tensor:
     even the largest of those does not help, a shift by twice the smallest eigenvalue's
     deficit where that is within 1e-2 of the largest variance, or of ``prior_scale`` ``(...,)``
     (the largest prior variance at the points, where the model gives it: the scale of the
-    round-off; another warning), else ``NotPSDError``.
+    round-off; another warning; a function giving it is called only then), else
+    ``NotPSDError``.
 
     Example:
         >>> cov = torch.tensor([[4.0, 2.0], [2.0, 2.0]])
@@ -749,6 +760,8 @@ def _joint_factor(cov: Tensor, prior_scale: Tensor | None = None) -> Tensor:
     # (measured: variances 1e-7 to 8e-7 at 58 observed points, smallest eigenvalue -3.8e-10,
     # so that 1e-3 of the mean variance was still too little): a deficit up to 1e-2 of the
     # largest variance is shifted away
+    if callable(prior_scale):
+        prior_scale = prior_scale()
     jitter = psd_jitter(
         cov.detach(),
         max_tries=8,
@@ -772,6 +785,10 @@ class _JointCovariance(DenseLinearOperator):
 
     Args:
         tsr: the symmetric covariance ``(..., q, q)``.
+        prior_scale: the largest prior variance of each matrix ``(...,)`` (the scale of its
+            round-off, :func:`_joint_factor`), or a function giving it (or ``None``), called
+            once where it is first read: only a factorisation that fails reads it, so an
+            acquisition that reads variances alone never computes it.
 
     Example:
         >>> cov = _JointCovariance(torch.tensor([[4.0, 2.0], [2.0, 2.0]]))
@@ -782,16 +799,28 @@ class _JointCovariance(DenseLinearOperator):
                 [1., 1.]])
     """
 
-    def __init__(self, tsr: Tensor, prior_scale: Tensor | None = None) -> None:
+    def __init__(
+        self, tsr: Tensor, prior_scale: Tensor | Callable[[], Tensor | None] | None = None
+    ) -> None:
         super().__init__(tsr)
         self._factor: Tensor | None = None
-        #: the largest prior variance of each matrix ``(...,)``, if known (:func:`_joint_factor`)
-        self.prior_scale = prior_scale
+        self._prior_scale = prior_scale
+
+    @property
+    def prior_scale(self) -> Tensor | None:
+        """The largest prior variance of each matrix ``(...,)``, if known
+        (:func:`_joint_factor`); a function given for it is called here, once."""
+        return self._read_prior_scale()
+
+    def _read_prior_scale(self) -> Tensor | None:
+        if callable(self._prior_scale):
+            self._prior_scale = self._prior_scale()
+        return self._prior_scale
 
     def factor(self) -> Tensor:
         """The lower Cholesky factor ``(..., q, q)`` (computed once)."""
         if self._factor is None:
-            self._factor = _joint_factor(self.tensor, self.prior_scale)
+            self._factor = _joint_factor(self.tensor, self._read_prior_scale)
         return self._factor
 
     def _cholesky(self, upper: bool = False) -> TriangularLinearOperator:

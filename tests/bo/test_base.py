@@ -138,6 +138,20 @@ def test_slightly_indefinite_joint_covariance_is_repaired_with_a_warning():
     assert torch.isfinite(L).all() and ((L @ L.mT) - near).abs().max() < 2e-6
     with pytest.raises(ValueError, match="NaN"):
         _joint_factor(torch.full((2, 2), float("nan")))
+    # the scale may come as a function: called only where the plain factorisation fails
+    calls = []
+
+    def scale():
+        calls.append(1)
+        return torch.tensor(1.0, dtype=torch.float64)
+
+    torch.testing.assert_close(
+        _joint_factor(good.double(), scale), torch.linalg.cholesky(good.double())
+    )
+    assert calls == []
+    with pytest.warns(NumericalWarning, match="shifted by"):
+        L = _joint_factor(near, scale)
+    assert calls == [1] and ((L @ L.mT) - near).abs().max() < 2e-6
 
 
 def test_errors_of_the_generic_adapter():
@@ -173,7 +187,14 @@ def test_the_dual_adapter_gives_the_prior_variance_as_the_scale_of_round_off():
     adapter = DualSVGPModel.from_model(dual.update(X, X.sum(-1)))
     Xq = torch.rand(5, 4, 2, dtype=torch.float64)
     torch.testing.assert_close(adapter._prior_scale(Xq), torch.full((5,), 3.0).double())
+    calls = []
+    real = type(adapter)._prior_scale
+    adapter._prior_scale = lambda X: calls.append(1) or real(adapter, X)
     post = adapter.posterior(Xq)
+    _ = post.mean, post.variance, post.rsample(torch.Size([2]))  # factorised without a fallback
+    assert calls == []  # the scale is computed only where it is read
     assert post.distribution.lazy_covariance_matrix.prior_scale.shape == (5,)
+    assert calls == [1]
+    del adapter._prior_scale
     cond = adapter.condition_on_observations(Xq[0, :2], torch.zeros(2, 1, dtype=torch.float64))
     torch.testing.assert_close(cond._prior_scale(Xq), torch.full((5,), 3.0).double())
