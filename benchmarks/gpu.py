@@ -286,26 +286,39 @@ def case_conditioning(device: torch.device, cfg: dict, reps: int) -> dict:
 
 
 # -------------------------------------------------------------------------------- run
-def measure(device: torch.device, cfg: dict, cpu_column: bool) -> dict:
-    """All cases on ``device`` (``cpu_column``: the CPU sizes where they differ)."""
+def measure(
+    device: torch.device,
+    cfg: dict,
+    cpu_column: bool,
+    on_rows: Callable[[dict, list[dict]], None] | None = None,
+) -> dict:
+    """All cases on ``device`` (``cpu_column``: the CPU sizes where they differ).
+
+    ``on_rows(part, new_rows)`` is called after every case with the part measured so far and
+    the case's rows (the runner writes them to disk: an interrupted run keeps its finished
+    cases)."""
     reps = cfg["reps"]
     peak = {
         str(dt).removeprefix("torch."): matmul_peak(device, dt, cfg["matmul"])
         for dt in (torch.float32, torch.float64)
     }
-    rows = case_mvm(device, cfg["mvm"], peak["float32"], reps)
-    it = cfg["iterncgp"]
-    rows.append(case_iterncgp(device, it, it["n_cpu"] if cpu_column else it["n"], reps))
-    for M in cfg["whitening"]["M"]:
-        rows.append(case_whitening(device, M, cfg["whitening"]["num_obs"], reps))
-    rows.append(case_hotspot(device, cfg["hotspot"], reps))
-    rows.append(case_conditioning(device, cfg["conditioning"], reps))
-    return {
-        "device": str(device),
-        "name": device_name(device),
-        "matmul_peak_flops": peak,
-        "rows": rows,
-    }
+    part = {"device": str(device), "name": device_name(device), "matmul_peak_flops": peak}
+    part["rows"] = rows = []
+    it, wh = cfg["iterncgp"], cfg["whitening"]
+    cases: list[Callable[[], dict | list[dict]]] = [
+        lambda: case_mvm(device, cfg["mvm"], peak["float32"], reps),
+        lambda: case_iterncgp(device, it, it["n_cpu"] if cpu_column else it["n"], reps),
+        *(lambda M=M: case_whitening(device, M, wh["num_obs"], reps) for M in wh["M"]),
+        lambda: case_hotspot(device, cfg["hotspot"], reps),
+        lambda: case_conditioning(device, cfg["conditioning"], reps),
+    ]
+    for case in cases:
+        new = case()
+        new = new if isinstance(new, list) else [new]
+        rows.extend(new)
+        if on_rows is not None:
+            on_rows(part, new)
+    return part
 
 
 def device_name(device: torch.device) -> str:
@@ -314,13 +327,30 @@ def device_name(device: torch.device) -> str:
     return f"CPU, {torch.get_num_threads()} threads"
 
 
-def run(device: torch.device, preset: str, cpu: bool = True) -> dict:
+def run(
+    device: torch.device,
+    preset: str,
+    cpu: bool = True,
+    on_update: Callable[[dict], None] | None = None,
+) -> dict:
+    """Every case on ``device`` (and on the CPU unless ``cpu`` is False); ``on_update(result)``
+    after every case with the result so far (finished cases only)."""
     torch.manual_seed(0)
     cfg = PRESETS[preset]
     result = {"date": time.strftime("%Y-%m-%d"), "preset": preset, "torch": torch.__version__}
-    result["device"] = measure(device, cfg, cpu_column=device.type == "cpu")
+    parts = [("device", device)]
     if cpu and device.type != "cpu":
-        result["cpu"] = measure(torch.device("cpu"), cfg, cpu_column=True)
+        parts.append(("cpu", torch.device("cpu")))
+    for key, dev in parts:
+
+        def update(part, new, key=key):
+            result[key] = part
+            for r in new:
+                print(f"{key}: {r['case']} [{r['size']}] {_fmt(r)}", flush=True)
+            if on_update is not None:
+                on_update(result)
+
+        result[key] = measure(dev, cfg, cpu_column=dev.type == "cpu", on_rows=update)
     return result
 
 
@@ -378,13 +408,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     out = args.out or OUT / ("gpu_quick.json" if args.quick else "gpu.json")
-    result = run(device, "quick" if args.quick else "full", cpu=not args.no_cpu)
-    text = table(result)
     from bo_ncgp.campaigns.storage import write_json
 
-    write_json(out, result)
-    out.with_suffix(".md").write_text(text + "\n")
-    print(text)
+    def save(result: dict) -> None:  # after every case: an interrupted run keeps its rows
+        write_json(out, result)
+        out.with_suffix(".md").write_text(table(result) + "\n")
+
+    result = run(device, "quick" if args.quick else "full", cpu=not args.no_cpu, on_update=save)
+    save(result)
+    print(table(result))
     return 0
 
 

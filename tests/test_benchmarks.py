@@ -58,6 +58,20 @@ def test_gpu_benchmark_quick_on_the_cpu(tmp_path):
     assert "| HIP-GP whitening | 10000 |" in md and "0.0185 s (V100)" in md
 
 
+def test_gpu_benchmark_interrupted_keeps_its_finished_cases(tmp_path, monkeypatch, capsys):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(gpu, "case_iterncgp", interrupted)  # the second case
+    out = tmp_path / "gpu.json"
+    with pytest.raises(KeyboardInterrupt):
+        gpu.main(["--quick", "--device", "cpu", "--threads", "1", "--out", str(out)])
+    rows = json.loads(out.read_text())["device"]["rows"]
+    assert {r["case"] for r in rows} == {"kernel MVM"} and all(r["seconds"] > 0 for r in rows)
+    assert "| kernel MVM | N=2000, dense |" in out.with_suffix(".md").read_text()
+    assert "device: kernel MVM [N=2000, chunked]" in capsys.readouterr().out  # progress
+
+
 def test_gpu_benchmark_table_puts_the_cpu_beside_the_device():
     def part(name, seconds, n_iter):
         return {
