@@ -18,15 +18,33 @@ compiles it to faster code than the same kernel without the per-pair constants
 Gradients: inputs are rescaled in torch before entering KeOps, and the
 output scale multiplies the KeOps result in torch, so autograd reaches every hyperparameter
 and the inputs through pykeops' own backward formulas.
+
+Availability on a GPU: on CUDA, pykeops loads the CUDA driver and its run-time compiler into
+the process, and a broken combination of pykeops, CUDA and driver can end the process with a
+segmentation fault that no ``except`` catches (seen with pykeops 2.3, torch 2.11 + CUDA 13.0 and
+driver 580 on an H200: pykeops' own ``test_torch_bindings`` died with signal 11). So before the
+first KeOps product on a device type of :data:`PROBED_DEVICE_TYPES`,
+:func:`keops_available` runs one small KeOps reduction on that device in a child process and
+compares it with torch; a child that crashes, fails or disagrees disables KeOps on that device
+type for the process, with one warning, and every product falls back to the chunked torch
+backend. A probe that passed is remembered in pykeops' build folder (keyed by the pykeops and
+torch versions and the device's name), so it runs once per environment. On the CPU, KeOps
+compiles with the system C++ compiler, whose failures raise ordinary exceptions (caught by
+:class:`~bo_ncgp.linalg.KernelOperator`), and no probe runs. ``BO_NCGP_KEOPS_PROBE=0`` skips the
+probe.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import math
 import os
+import signal
+import subprocess
 import sys
 import warnings
+from pathlib import Path
 
 import gpytorch
 import torch
@@ -35,9 +53,35 @@ from torch import Tensor
 from bo_ncgp._extras import require
 from bo_ncgp.exceptions import MissingExtraError
 
-__all__ = ["keops_available", "keops_matmul", "keops_supports"]
+__all__ = ["PROBED_DEVICE_TYPES", "keops_available", "keops_matmul", "keops_supports"]
 
 _BROKEN = False
+#: device types on which KeOps failed its probe in this process -> why
+_BROKEN_ON: dict[str, str] = {}
+#: device types that passed the probe in this process
+_PASSED_ON: set[str] = set()
+#: device types whose first KeOps use is probed in a child process (module docstring)
+PROBED_DEVICE_TYPES: tuple[str, ...] = ("cuda",)
+#: seconds the probe may take (it compiles one formula on a cold cache)
+PROBE_TIMEOUT_S = 600.0
+#: the probe: one Gaussian-kernel sum reduction by KeOps on ``argv[1]``, checked against torch
+PROBE_SCRIPT = """
+import os, sys
+os.environ["PYKEOPS_VERBOSE"] = os.environ["KEOPS_VERBOSE"] = "0"
+import torch
+import pykeops
+from pykeops.torch import LazyTensor
+pykeops.set_verbose(False)
+dev = torch.device(sys.argv[1])
+g = torch.Generator().manual_seed(0)
+x = torch.rand(64, 3, generator=g).to(dev)
+v = torch.rand(64, 2, generator=g).to(dev)
+out = (-LazyTensor(x[:, None, :]).sqdist(LazyTensor(x[None, :, :]))).exp() @ v
+ref = torch.exp(-torch.cdist(x, x) ** 2) @ v
+err = float((out - ref).abs().max())
+if not err < 1e-3:
+    sys.exit(f"KeOps and torch disagree by {err:.3g}")
+"""
 
 
 def _kernel_classes() -> tuple[tuple[type, ...], tuple[type, ...]]:
@@ -80,15 +124,100 @@ def missing_extra() -> str | None:
     return None
 
 
-def keops_available() -> bool:
-    """True when pykeops imports and no earlier KeOps call in this process has failed."""
+def keops_available(device: torch.device | str | None = None) -> bool:
+    """True when pykeops imports, no earlier KeOps call in this process has failed and, given
+    ``device``, KeOps runs there: the first ask for a device type of
+    :data:`PROBED_DEVICE_TYPES` runs the probe of the module docstring (a child process, once
+    per environment when it passes).
+
+    Example:
+        >>> isinstance(keops_available("cpu"), bool)  # no probe on the CPU
+        True
+    """
     if _BROKEN:
         return False
     try:
         _import_keops()
     except Exception:
         return False
-    return True
+    if device is None:
+        return True
+    kind = torch.device(device).type
+    if kind not in PROBED_DEVICE_TYPES or kind in _PASSED_ON:
+        return True
+    if kind in _BROKEN_ON:
+        return False
+    if os.environ.get("BO_NCGP_KEOPS_PROBE", "1").strip() == "0":
+        _PASSED_ON.add(kind)
+        return True
+    failure = _probe(torch.device(device))
+    if failure is None:
+        _PASSED_ON.add(kind)
+        return True
+    _BROKEN_ON[kind] = failure
+    warnings.warn(
+        f"KeOps does not run on {kind}: {failure}; the chunked torch backend is used there for "
+        "the rest of this process (BO_NCGP_KEOPS_PROBE=0 skips this check)",
+        RuntimeWarning,
+        stacklevel=2,
+    )
+    return False
+
+
+def _probe_marker(device: torch.device) -> Path:
+    """The file that records a passed probe: in pykeops' build folder, keyed by the versions of
+    pykeops and torch, the Python executable and the device's name."""
+    import pykeops
+
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else device.type
+    key = "|".join((pykeops.__version__, torch.__version__, sys.executable, name))
+    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+    return Path(pykeops.get_build_folder()) / f"bo_ncgp_probe_{device.type}_{digest}.ok"
+
+
+def _probe(device: torch.device) -> str | None:
+    """Run :data:`PROBE_SCRIPT` on ``device`` in a child process: ``None`` when it passed, else
+    why not (the exit signal or status and the last line the child wrote)."""
+    try:
+        marker = _probe_marker(device)
+    except Exception as err:  # no device name, no build folder: probe without remembering
+        marker = None
+        reason = f"{type(err).__name__}: {err}"
+        if device.type == "cuda" and not torch.cuda.is_available():
+            return f"torch finds no CUDA device ({reason})"
+    if marker is not None and marker.exists():
+        return None
+    env = dict(os.environ, PYKEOPS_VERBOSE="0", KEOPS_VERBOSE="0")
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", PROBE_SCRIPT, str(device)],
+            capture_output=True,
+            text=True,
+            timeout=PROBE_TIMEOUT_S,
+            env=env,
+        )
+    except subprocess.TimeoutExpired:
+        return f"a small KeOps reduction did not finish in {PROBE_TIMEOUT_S:.0f} s"
+    except OSError as err:
+        return f"the probe could not start ({err})"
+    if done.returncode == 0:
+        if marker is not None:
+            try:
+                marker.parent.mkdir(parents=True, exist_ok=True)
+                marker.write_text(f"{device}\n")
+            except OSError:
+                pass  # unwritable build folder: the probe runs again in the next process
+        return None
+    if done.returncode < 0:
+        try:
+            status = f"killed by signal {signal.Signals(-done.returncode).name}"
+        except ValueError:
+            status = f"killed by signal {-done.returncode}"
+    else:
+        status = f"exit status {done.returncode}"
+    lines = [ln for ln in (done.stderr or "").strip().splitlines() if ln.strip()]
+    last = f" ({lines[-1].strip()[:300]})" if lines else ""
+    return f"a small KeOps reduction in a child process ended with {status}{last}"
 
 
 def mark_keops_broken(err: BaseException) -> None:

@@ -19,8 +19,9 @@ A product ``K(X1, X2) @ V`` with ``K`` of shape ``(*batch, n1, n2)`` can
    the temporaries of the kernel's evaluation: squared distances, exponentials) fit in
    :data:`DENSE_MEMORY_FRACTION` of the memory available on ``K``'s device
    (:func:`available_memory_bytes`), or in an explicit ``dense_limit_bytes``;
-2. otherwise ``"keops"`` when pykeops works, supports the kernel and the product has at most
-   :data:`KEOPS_MAX_COLUMNS` columns (or an unknown number);
+2. otherwise ``"keops"`` when pykeops works on ``K``'s device (on a GPU: the child-process
+   probe of :func:`~bo_ncgp.linalg._keops.keops_available`), supports the kernel and the
+   product has at most :data:`KEOPS_MAX_COLUMNS` columns (or an unknown number);
 3. otherwise ``"chunked"``.
 
 The choice is logged at debug level (logger ``bo_ncgp.linalg.backend``).
@@ -138,7 +139,7 @@ def choose_backend(
     Args:
         requested: ``"auto" | "dense" | "chunked" | "keops"``. ``"dense"`` and ``"chunked"``
             are returned as they are; ``"keops"`` becomes ``"chunked"`` when pykeops does not
-            work or does not support ``kernel`` (or ``allow_keops`` is False).
+            work on ``device`` or does not support ``kernel`` (or ``allow_keops`` is False).
         kernel: the GPyTorch kernel of ``K``.
         shape: ``(*batch, n1, n2)`` of ``K`` (the batch includes every kernel/latent batch that
             a dense ``K`` would hold).
@@ -163,7 +164,7 @@ def choose_backend(
     """
 
     def keops_ok() -> bool:  # asked only when KeOps is a candidate: pykeops imports slowly
-        return allow_keops and _keops.keops_supports(kernel) and _keops.keops_available()
+        return allow_keops and _keops.keops_supports(kernel) and _keops.keops_available(device)
 
     if requested == "keops":
         if keops_ok():

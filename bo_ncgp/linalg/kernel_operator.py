@@ -133,7 +133,7 @@ class KernelOperator:
                 self.device,
                 dense_limit_bytes=self.dense_threshold_bytes,
             )
-        if self._resolved_backend == "keops" and not _keops.keops_available():
+        if self._resolved_backend == "keops" and not _keops.keops_available(self.device):
             return "chunked"
         return self._resolved_backend
 

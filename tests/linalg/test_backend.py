@@ -32,7 +32,7 @@ def keops(monkeypatch):
     """``keops(True/False)``: pretend pykeops works (or is missing)."""
 
     def set_keops(ok):
-        monkeypatch.setattr(_keops, "keops_available", lambda: ok)
+        monkeypatch.setattr(_keops, "keops_available", lambda device=None: ok)
 
     return set_keops
 

@@ -6,8 +6,11 @@ import pytest
 import torch
 
 from bo_ncgp.linalg import KernelOperator, _keops
+from tests.conftest import selected_device
 
-pytestmark = pytest.mark.skipif(not _keops.keops_available(), reason="pykeops not installed")
+pytestmark = pytest.mark.skipif(
+    not _keops.keops_available(selected_device()), reason="KeOps does not run on the test device"
+)
 
 BATCH = torch.Size([2])
 

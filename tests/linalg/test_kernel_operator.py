@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from bo_ncgp.linalg import KernelOperator, _keops
+from tests.conftest import selected_device
 
 
 def kernels():
@@ -21,7 +22,9 @@ def kernels():
     return {"rbf": k_rbf, "m12": k_m12, "m32": k_m32, "m52": k_m52, "sum": k_sum}
 
 
-needs_keops = pytest.mark.skipif(not _keops.keops_available(), reason="pykeops not installed")
+needs_keops = pytest.mark.skipif(
+    not _keops.keops_available(selected_device()), reason="KeOps does not run on the test device"
+)
 
 
 @pytest.mark.parametrize("name", list(kernels()))
@@ -96,7 +99,7 @@ def test_broken_keops_warns_once_and_falls_back(monkeypatch):
         raise RuntimeError("simulated compiler failure")
 
     monkeypatch.setattr(_keops, "keops_matmul", boom)
-    monkeypatch.setattr(_keops, "keops_available", lambda: True)
+    monkeypatch.setattr(_keops, "keops_available", lambda device=None: True)
     monkeypatch.setattr(_keops, "_BROKEN", False)
     k = gpytorch.kernels.RBFKernel().double()
     X = torch.rand(30, 2)

@@ -11,6 +11,7 @@ from bo_ncgp.likelihoods import Bernoulli, Gaussian, Poisson, Softmax
 from bo_ncgp.models import IterNCGP
 from bo_ncgp.models import training as training_module
 from bo_ncgp.models.iterncgp import UnitVectorPolicy
+from tests.conftest import selected_device
 from tests.models.contract import ModelContractTests
 from tests.models.iterncgp._reference import dense_laplace, rbf
 
@@ -341,8 +342,8 @@ def test_backends_agree(batched):
 def test_keops_backend_matches_dense(batched):
     from bo_ncgp.linalg._keops import keops_available
 
-    if not keops_available():
-        pytest.skip("pykeops is not available")
+    if not keops_available(selected_device()):
+        pytest.skip("KeOps does not run on the test device")
     X, y = softmax_data(60)
     k = rbf(batch_shape=torch.Size([3]) if batched else None)
     Xs = torch.rand(7, 2)
