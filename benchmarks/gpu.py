@@ -20,7 +20,10 @@ same measurement when ``--device cpu``), beside the paper's number where the pap
   point each) and the prediction of every fantasy model at its candidate. No paper number.
 
 Times are medians over repetitions after one warm-up call, with the device synchronised around
-each call. Results: ``benchmarks/results/gpu.json`` and ``gpu.md`` (a markdown table).
+each call. Results: ``benchmarks/results/gpu.json`` and ``gpu.md`` (a markdown table), written
+after every case, with the versions of torch, CUDA, gpytorch, botorch and pykeops; a case that
+raises (out of memory, a device bug) is recorded as failed with its error and the run goes on,
+and the name of each case is printed before it starts (a crash of the process names its case).
 
 Usage::
 
@@ -309,15 +312,33 @@ def measure(
     part = {"device": str(device), "name": device_name(device), "matmul_peak_flops": peak}
     part["rows"] = rows = []
     it, wh = cfg["iterncgp"], cfg["whitening"]
-    cases: list[Callable[[], dict | list[dict]]] = [
-        lambda: case_mvm(device, cfg["mvm"], peak["float32"], reps),
-        lambda: case_iterncgp(device, it, it["n_cpu"] if cpu_column else it["n"], reps),
-        *(lambda M=M: case_whitening(device, M, wh["num_obs"], reps) for M in wh["M"]),
-        lambda: case_hotspot(device, cfg["hotspot"], reps),
-        lambda: case_conditioning(device, cfg["conditioning"], reps),
+    n_it = it["n_cpu"] if cpu_column else it["n"]
+    cases: list[tuple[str, object, Callable[[], dict | list[dict]]]] = [
+        ("kernel MVM", "", lambda: case_mvm(device, cfg["mvm"], peak["float32"], reps)),
+        ("IterNCGP GMM", n_it, lambda: case_iterncgp(device, it, n_it, reps)),
+        *(
+            ("HIP-GP whitening", M, lambda M=M: case_whitening(device, M, wh["num_obs"], reps))
+            for M in wh["M"]
+        ),
+        (
+            "hotspot step",
+            cfg["hotspot"]["pool"],
+            lambda: case_hotspot(device, cfg["hotspot"], reps),
+        ),
+        (
+            "dual conditioning",
+            f"{cfg['conditioning']['candidates']} x {cfg['conditioning']['fantasies']}",
+            lambda: case_conditioning(device, cfg["conditioning"], reps),
+        ),
     ]
-    for case in cases:
-        new = case()
+    for name, size, case in cases:
+        print(f"{device}: {name} ...", flush=True)  # where a crash of the process happened
+        try:
+            new = case()
+        except Exception as err:  # one failing case (out of memory, a device bug) ends only itself
+            new = {"case": name, "size": size, "failed": f"{type(err).__name__}: {err}"[:500]}
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
         new = new if isinstance(new, list) else [new]
         rows.extend(new)
         if on_rows is not None:
@@ -331,6 +352,24 @@ def device_name(device: torch.device) -> str:
     return f"CPU, {torch.get_num_threads()} threads"
 
 
+def environment(device: torch.device) -> dict:
+    """The versions a GPU figure depends on: torch and its CUDA build, the device's compute
+    capability, gpytorch, botorch and pykeops (``None`` where absent)."""
+    import importlib.metadata as md
+
+    def version(dist: str) -> str | None:
+        try:
+            return md.version(dist)
+        except md.PackageNotFoundError:
+            return None
+
+    env = {"torch": torch.__version__, "cuda": torch.version.cuda}
+    env.update({d: version(d) for d in ("gpytorch", "botorch", "pykeops")})
+    if device.type == "cuda":
+        env["compute_capability"] = ".".join(map(str, torch.cuda.get_device_capability(device)))
+    return env
+
+
 def run(
     device: torch.device,
     preset: str,
@@ -341,7 +380,7 @@ def run(
     after every case with the result so far (finished cases only)."""
     torch.manual_seed(0)
     cfg = PRESETS[preset]
-    result = {"date": time.strftime("%Y-%m-%d"), "preset": preset, "torch": torch.__version__}
+    result = {"date": time.strftime("%Y-%m-%d"), "preset": preset, **environment(device)}
     parts = [("device", device)]
     if cpu and device.type != "cpu":
         parts.append(("cpu", torch.device("cpu")))
@@ -395,7 +434,11 @@ def table(result: dict) -> str:
 
 
 def _fmt(row: dict) -> str:
-    return f"{row['seconds']:.4g}" if "seconds" in row else row.get("skipped", "")
+    if "seconds" in row:
+        return f"{row['seconds']:.4g}"
+    if "failed" in row:
+        return f"failed ({row['failed']})"
+    return row.get("skipped", "")
 
 
 def main(argv: list[str] | None = None) -> int:

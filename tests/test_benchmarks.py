@@ -5,6 +5,7 @@ import json
 import math
 
 import pytest
+import torch
 
 from benchmarks import dual_svgp_timing, fantasy_batch, gpu, hipgp_step, hipgp_time_to_rmse
 
@@ -70,6 +71,28 @@ def test_gpu_benchmark_interrupted_keeps_its_finished_cases(tmp_path, monkeypatc
     assert {r["case"] for r in rows} == {"kernel MVM"} and all(r["seconds"] > 0 for r in rows)
     assert "| kernel MVM | N=2000, dense |" in out.with_suffix(".md").read_text()
     assert "device: kernel MVM [N=2000, chunked]" in capsys.readouterr().out  # progress
+
+
+def test_gpu_benchmark_records_a_failing_case_and_goes_on(tmp_path, monkeypatch, capsys):
+    def out_of_memory(*args, **kwargs):
+        raise RuntimeError("CUDA out of memory. Tried to allocate 80.00 GiB")
+
+    monkeypatch.setattr(gpu, "case_whitening", out_of_memory)
+    out = tmp_path / "gpu.json"
+    assert gpu.main(["--quick", "--device", "cpu", "--threads", "1", "--out", str(out)]) == 0
+    res = json.loads(out.read_text())
+    rows = res["device"]["rows"]
+    failed = [r for r in rows if "failed" in r]
+    assert [(r["case"], r["size"]) for r in failed] == [
+        ("HIP-GP whitening", 1000), ("HIP-GP whitening", 10_000)
+    ]  # fmt: skip
+    assert all("CUDA out of memory" in r["failed"] for r in failed)
+    # the cases after it ran
+    assert {r["case"] for r in rows if "seconds" in r} >= {"hotspot step", "dual conditioning"}
+    md = out.with_suffix(".md").read_text()
+    assert "| HIP-GP whitening | 1000 | failed (RuntimeError: CUDA out of memory." in md
+    assert "cpu: HIP-GP whitening ..." in capsys.readouterr().out
+    assert res["torch"] == torch.__version__ and "gpytorch" in res and "pykeops" in res
 
 
 def test_gpu_benchmark_table_puts_the_cpu_beside_the_device():
