@@ -12,6 +12,11 @@ acquisition step), ``acquisition`` and ``evaluation``, by the number of evaluati
 iteration started from (the bench's split, :func:`bo_ncgp.campaigns.bench_summary.timings`,
 per iteration instead of the run's mean).
 
+The report also gives, per strategy and by the same bins, how its batches spread: the share of
+its proposals with a near-duplicate in their own batch (another point closer than
+:data:`DUPLICATE` in the unit cube) and the share on the box's boundary (a coordinate within
+:data:`DUPLICATE` of a bound), over every seed (:func:`batch_spread`).
+
 ``--step RUN`` times one iteration at ``n`` evaluations on a fixed design (the first ``n`` points
 of a finished run): every strategy observes the first ``n - q`` points as one batch (not
 timed), then the last ``q`` (timed: ``fit``), then proposes a batch of ``q`` (timed:
@@ -20,6 +25,10 @@ same process, one torch thread.
 
     bo-ncgp long-budget experiments/chang2023/results/bench_long
     bo-ncgp long-budget --step RUN_DIR --n 1000 --strategies botorch,dual
+    bo-ncgp long-budget --probe RUN_DIR --n 1000 --strategies dual-fantasy
+
+``--probe RUN`` builds one batch of the first strategy on the same design and reports what its
+model says at the batch's points (:func:`probe`).
 
 Prints a Markdown table and writes JSON (``--out``).
 """
@@ -42,6 +51,38 @@ from bo_ncgp.campaigns.storage import read_json, write_json
 
 PROBLEM = "hartmann6-noisy"
 SPLIT = ("fit", "acquisition", "evaluation", "iteration")
+#: distance in the unit cube below which two points of a batch count as one point repeated
+DUPLICATE = 1e-3
+
+
+def batch_spread(state: dict, lo: np.ndarray, hi: np.ndarray) -> list[tuple[int, dict[str, float]]]:
+    """``(evaluations before the batch, {duplicate, boundary, points})`` of every batch after
+    the initial design: how many of its points have another point of the batch within
+    :data:`DUPLICATE` and how many lie within it of the box ``[lo, hi]``'s boundary (both in
+    the unit cube).
+
+    Example:
+        >>> st = {"evaluations": [{"point": p} for p in
+        ...       ([0.5, 0.5], [0.2, 0.3], [0.2, 0.3], [1.0, 0.4], [0.6, 0.6])],
+        ...       "batches": [[0], [1, 2, 3], [4]]}
+        >>> for n, r in batch_spread(st, np.zeros(2), np.ones(2)):
+        ...     print(n, r)
+        1 {'duplicate': 2, 'boundary': 1, 'points': 3}
+        4 {'duplicate': 0, 'boundary': 0, 'points': 1}
+    """
+    X = np.array([ev["point"] for ev in state["evaluations"]], dtype=float)
+    if not len(X):
+        return []
+    U = (X - lo) / (hi - lo)
+    out = []
+    for batch in state["batches"][1:]:
+        B = U[batch]
+        D = np.linalg.norm(B[:, None, :] - B[None, :, :], axis=-1)
+        np.fill_diagonal(D, np.inf)
+        dup = int((D.min(1) < DUPLICATE).sum()) if len(B) > 1 else 0
+        edge = int(((B < DUPLICATE) | (B > 1 - DUPLICATE)).any(1).sum())
+        out.append((int(batch[0]), {"duplicate": dup, "boundary": edge, "points": len(B)}))
+    return out
 
 
 def iteration_seconds(state: dict) -> list[tuple[int, dict[str, float]]]:
@@ -92,7 +133,8 @@ def report(
     evaluations it started from (``bins``: left edges) of every strategy (module docstring)."""
     from bo_ncgp.problems.registry import make_problem
 
-    optimum = make_problem(problem).optimal_value
+    spec = make_problem(problem)
+    optimum, (box_lo, box_hi) = spec.optimal_value, np.asarray(spec.bounds, dtype=float)
     runs = _runs(folders, problem)
     curves = {s: {k: metric_curve(st, optimum) for k, st in r.items()} for s, r in runs.items()}
     out: dict[str, Any] = {"problem": problem, "baseline": baseline, "strategies": {}}
@@ -114,12 +156,24 @@ def report(
             if sel:
                 by_bin[lo] = {k: mean_se_dict([r[k] for r in sel]) for k in SPLIT}
                 by_bin[lo]["steps"] = len(sel)
+        spread = [r for st in runs[strategy].values() for r in batch_spread(st, box_lo, box_hi)]
+        spread_by_bin = {}
+        for lo_n, hi_n in itertools.pairwise(edges):
+            sel = [r for n, r in spread if lo_n <= n < hi_n]
+            if sel:
+                total = sum(r["points"] for r in sel)
+                spread_by_bin[lo_n] = {
+                    "duplicate_share": sum(r["duplicate"] for r in sel) / total,
+                    "boundary_share": sum(r["boundary"] for r in sel) / total,
+                    "points": total,
+                }
         out["strategies"][strategy] = {
             "seeds": sorted(per_seed),
             "evaluations": {k: len(c) for k, c in per_seed.items()},
             "at": at,
             "paired": paired,
             "seconds_by_evaluations": by_bin,
+            "spread_by_evaluations": spread_by_bin,
         }
     return out
 
@@ -132,8 +186,9 @@ def _pm(d: dict[str, float], digits: int = 3) -> str:
 
 
 def report_markdown(rep: dict[str, Any]) -> str:
-    """Two Markdown tables of :func:`report`: regret (paired lead) by budget; seconds per
-    iteration (fit / acquisition / evaluation) by evaluations."""
+    """Three Markdown tables of :func:`report`: regret (paired lead) by budget; seconds per
+    iteration (fit / acquisition / evaluation) by evaluations; the batches' spread by
+    evaluations."""
     lines = [f"Regret on {rep['problem']} (lead over {rep['baseline']}, paired):", ""]
     budgets = sorted({int(b) for s in rep["strategies"].values() for b in s["at"]})
     lines += ["| strategy | " + " | ".join(f"@{b}" for b in budgets) + " |"]
@@ -161,6 +216,15 @@ def report_markdown(rep: dict[str, Any]) -> str:
             b = base.get(lo)
             ratio = f"{b['iteration']['mean'] / t['iteration']['mean']:.1f}" if b else "-"
             lines.append(f"| {name} | {lo} | " + " | ".join(cells) + f" | {t['steps']} | {ratio} |")
+    lines += ["", "Batch spread (share of the proposals; points):", ""]
+    lines += ["| strategy | from n | near-duplicate in its batch | on the boundary | points |"]
+    lines += ["|---|---|---|---|---|"]
+    for name, s in rep["strategies"].items():
+        for lo, t in s.get("spread_by_evaluations", {}).items():
+            lines.append(
+                f"| {name} | {lo} | {t['duplicate_share']:.3f} | {t['boundary_share']:.3f} "
+                f"| {t['points']} |"
+            )
     return "\n".join(lines)
 
 
@@ -225,6 +289,67 @@ def step(
     return out
 
 
+def probe(
+    run: Path, n: int, strategy: str = "dual-fantasy", q: int = 25, problem: str = PROBLEM
+) -> dict[str, Any]:
+    """One batch of ``strategy`` on the design of the finished run ``run`` at ``n``
+    evaluations, and what its model says there: the batch's spread (:func:`batch_spread`),
+    the incumbent it is given (the best observed standardised value) beside the best posterior
+    mean at the observed points, and at the batch's points the posterior variance ``v`` of the
+    objective and the noise variance ``s2`` of an observation, with the share of ``v`` that one
+    noisy observation at the same point removes (``v / (v + s2)``, the exact Gaussian update):
+    where it is small, conditioning on a fantasy there leaves the acquisition nearly as it
+    was."""
+    import torch
+
+    from bo_ncgp.campaigns.strategies.base import History
+    from bo_ncgp.campaigns.strategies.registry import build_strategy
+    from bo_ncgp.problems.base import Evaluation
+    from bo_ncgp.problems.registry import make_problem
+
+    torch.set_num_threads(1)
+    state = read_json(run / "state.json")
+    if len(state["evaluations"]) < n:
+        raise ValueError(f"{run} has {len(state['evaluations'])} evaluations, fewer than {n}")
+    X = np.array([ev["point"] for ev in state["evaluations"][:n]], dtype=float)
+    evs = [Evaluation(ev["value"]) for ev in state["evaluations"][:n]]
+    empty = History(np.zeros((0, X.shape[1])), np.zeros(0), np.zeros(0), None, [])
+    instance = make_problem(problem, seed=0)
+    strat = build_strategy("continuous", strategy)
+    strat.setup(instance, 0)
+    strat.observe(X, evs, empty)
+    if not hasattr(strat, "surrogate"):
+        raise ValueError(f"strategy {strategy!r} has no objective model to probe")
+    batch = strat.ask(empty, q, np.random.default_rng(0))
+    model = strat.surrogate.botorch_model()
+    U = strat._unit(batch)
+    with torch.no_grad():
+        observed_mean = model.posterior(strat.U).mean
+        post = model.posterior(U)
+        v = post.variance.squeeze(-1)
+        s2 = model.posterior(U, observation_noise=True).variance.squeeze(-1) - v
+    lo, hi = np.asarray(instance.bounds, dtype=float)
+    fake = {"evaluations": [{"point": list(p)} for p in batch], "batches": [[], list(range(q))]}
+    ((_, spread),) = batch_spread(fake, lo, hi)
+    removed = (v / (v + s2)).numpy()
+    return {
+        "run": str(run),
+        "n": n,
+        "q": q,
+        "strategy": strategy,
+        "spread": spread,
+        "incumbent_observed": float(strat.Y.max()),
+        "best_posterior_mean": float(observed_mean.max()),
+        "posterior_variance_median": float(v.median()),
+        "noise_variance_median": float(s2.median()),
+        "removed_by_one_observation": {
+            "median": float(np.median(removed)),
+            "min": float(removed.min()),
+            "max": float(removed.max()),
+        },
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command line (module docstring)."""
     from bo_ncgp.cli.common import HelpFormatter
@@ -240,6 +365,13 @@ def main(argv: list[str] | None = None) -> int:
         metavar="RUN",
         help="time one iteration of each strategy on this finished run folder (seed_<k>)",
     )
+    p.add_argument(
+        "--probe",
+        type=Path,
+        metavar="RUN",
+        help="one batch of the first of --strategies on this finished run's design, with the "
+        "spread of the batch and its model's variance and noise at the batch's points",
+    )
     p.add_argument("--n", type=int, default=1000, help="evaluations before the timed iteration")
     p.add_argument(
         "--strategies", default="botorch,dual,dual-fantasy", help="strategies --step times"
@@ -247,9 +379,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=1, help="timed iterations per strategy")
     p.add_argument("--out", type=Path, help="JSON file to write")
     args = p.parse_args(argv)
-    if (args.step is None) == (not args.folders):
-        p.error("give bench folders for the report, or --step RUN (not both)")
-    if args.step is None:
+    if sum((args.step is not None, args.probe is not None, bool(args.folders))) != 1:
+        p.error("give bench folders for the report, --step RUN or --probe RUN (one of them)")
+    if args.probe is not None:
+        rep = probe(args.probe, args.n, args.strategies.split(",")[0])
+        for key, value in rep.items():
+            print(f"{key}: {value}")
+    elif args.step is None:
         rep = report(list(args.folders), baseline=args.baseline)
         print(report_markdown(rep))
     else:

@@ -32,8 +32,13 @@ def test_report_pairs_runs_of_two_folders_by_budget_and_bins_the_iterations(tmp_
         t["iteration"]["mean"],
         t["fit"]["mean"] + t["acquisition"]["mean"] + t["evaluation"]["mean"],
     )
+    # the batches' spread, by the same bins: two batches of 5 per bin and seed
+    spread = rand["spread_by_evaluations"]
+    assert [b["points"] for b in spread.values()] == [20, 20]
+    assert all(b["duplicate_share"] == 0.0 for b in spread.values())  # uniform draws in 6-D
     table = L.report_markdown(rep)
     assert "| random | 20 |" in table and "| sobol | 20 |" in table
+    assert "| random | 20 | 0.000 |" in table.split("Batch spread")[1]
     assert "sobol's iteration / this one |" in table
     assert table.split("| sobol | 20 |")[1].split("\n")[0].rstrip().endswith("| 1.0 |")
     assert L.main([str(short), str(long), "--baseline", "sobol"]) == 0
@@ -63,3 +68,35 @@ def test_step_times_every_strategy_on_the_design_of_a_run(tmp_path, capsys):
     sobol = saved["strategies"]["sobol"]
     assert sobol["speedup"]["n"] == 2 and sobol["speedup"]["mean"] > 0
     assert "| sobol |" in capsys.readouterr().out
+
+
+def test_batch_spread_counts_repeated_and_boundary_points_in_the_unit_cube():
+    import numpy as np
+
+    pts = [[5.0, 5.0], [2.0, 3.0], [2.0, 3.0 + 1e-3], [10.0, 4.0], [6.0, 6.0], [0.0, 0.0]]
+    st = {"evaluations": [{"point": p} for p in pts], "batches": [[0], [1, 2, 3], [4, 5]]}
+    # box [0, 10]^2: the pair 1e-4 apart in the unit cube is one point repeated
+    spread = L.batch_spread(st, np.zeros(2), np.full(2, 10.0))
+    assert spread == [
+        (1, {"duplicate": 2, "boundary": 1, "points": 3}),
+        (4, {"duplicate": 0, "boundary": 1, "points": 2}),
+    ]
+
+
+def test_probe_reports_the_spread_and_the_models_variance_at_one_batch(tmp_path, capsys):
+    import pytest
+
+    common = {"batch_size": 5, "initial": 10, "progress": None, "plot": False}
+    run_bench([L.PROBLEM], ["random"], [0], tmp_path, evaluations=15, **common)
+    run = tmp_path / L.PROBLEM / "random" / "seed_0"
+    rep = L.probe(run, 15, "dual-fantasy", q=3)
+    assert rep["spread"]["points"] == 3
+    # the best posterior mean at the observed points lies within the observed values' range
+    assert rep["best_posterior_mean"] <= rep["incumbent_observed"] + 1.0
+    assert rep["posterior_variance_median"] > 0 and rep["noise_variance_median"] > 0
+    removed = rep["removed_by_one_observation"]
+    assert 0 < removed["min"] <= removed["median"] <= removed["max"] < 1
+    with pytest.raises(ValueError, match="no objective model"):
+        L.probe(run, 15, "random", q=3)
+    with pytest.raises(ValueError, match="fewer than 16"):
+        L.probe(run, 16, "dual-fantasy", q=3)
