@@ -228,6 +228,20 @@ def report_markdown(rep: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _design(run: Path, n: int) -> tuple[np.ndarray, list, Any]:
+    """The first ``n`` points and evaluations of the finished run ``run``, and an empty
+    history (what :func:`step` and :func:`probe` give the strategies)."""
+    from bo_ncgp.campaigns.strategies.base import History
+    from bo_ncgp.problems.base import Evaluation
+
+    state = read_json(run / "state.json")
+    if len(state["evaluations"]) < n:
+        raise ValueError(f"{run} has {len(state['evaluations'])} evaluations, fewer than {n}")
+    X = np.array([ev["point"] for ev in state["evaluations"][:n]], dtype=float)
+    evs = [Evaluation(ev["value"]) for ev in state["evaluations"][:n]]
+    return X, evs, History(np.zeros((0, X.shape[1])), np.zeros(0), np.zeros(0), None, [])
+
+
 def step(
     run: Path,
     n: int,
@@ -243,18 +257,11 @@ def step(
     strategy's, paired by repeat."""
     import torch
 
-    from bo_ncgp.campaigns.strategies.base import History
     from bo_ncgp.campaigns.strategies.registry import build_strategy
-    from bo_ncgp.problems.base import Evaluation
     from bo_ncgp.problems.registry import make_problem
 
     torch.set_num_threads(1)
-    state = read_json(run / "state.json")
-    if len(state["evaluations"]) < n:
-        raise ValueError(f"{run} has {len(state['evaluations'])} evaluations, fewer than {n}")
-    X = np.array([ev["point"] for ev in state["evaluations"][:n]], dtype=float)
-    evs = [Evaluation(ev["value"]) for ev in state["evaluations"][:n]]
-    empty = History(np.zeros((0, X.shape[1])), np.zeros(0), np.zeros(0), None, [])
+    X, evs, empty = _design(run, n)
     rows: dict[str, list[dict[str, float]]] = {s: [] for s in strategies}
     for r in range(repeats):
         for name in strategies:  # alternated, so that load hits every strategy alike
@@ -295,36 +302,33 @@ def probe(
     """One batch of ``strategy`` on the design of the finished run ``run`` at ``n``
     evaluations, and what its model says there: the batch's spread (:func:`batch_spread`),
     the incumbent it is given (the best observed standardised value) beside the best posterior
-    mean at the observed points, and at the batch's points the posterior variance ``v`` of the
+    mean at the observed points, and at the batch's points log EI against that incumbent on the
+    model before the batch, the posterior variance ``v`` of the
     objective and the noise variance ``s2`` of an observation, with the share of ``v`` that one
     noisy observation at the same point removes (``v / (v + s2)``, the exact Gaussian update):
     where it is small, conditioning on a fantasy there leaves the acquisition nearly as it
     was."""
     import torch
+    from botorch.acquisition import LogExpectedImprovement
 
-    from bo_ncgp.campaigns.strategies.base import History
     from bo_ncgp.campaigns.strategies.registry import build_strategy
-    from bo_ncgp.problems.base import Evaluation
     from bo_ncgp.problems.registry import make_problem
 
     torch.set_num_threads(1)
-    state = read_json(run / "state.json")
-    if len(state["evaluations"]) < n:
-        raise ValueError(f"{run} has {len(state['evaluations'])} evaluations, fewer than {n}")
-    X = np.array([ev["point"] for ev in state["evaluations"][:n]], dtype=float)
-    evs = [Evaluation(ev["value"]) for ev in state["evaluations"][:n]]
-    empty = History(np.zeros((0, X.shape[1])), np.zeros(0), np.zeros(0), None, [])
+    X, evs, empty = _design(run, n)
     instance = make_problem(problem, seed=0)
     strat = build_strategy("continuous", strategy)
     strat.setup(instance, 0)
     strat.observe(X, evs, empty)
     if not hasattr(strat, "surrogate"):
         raise ValueError(f"strategy {strategy!r} has no objective model to probe")
+    torch.manual_seed(0)  # the sampled fantasies and BoTorch's raw samples: one batch per call
     batch = strat.ask(empty, q, np.random.default_rng(0))
     model = strat.surrogate.botorch_model()
     U = strat._unit(batch)
     with torch.no_grad():
         observed_mean = model.posterior(strat.U).mean
+        log_ei = LogExpectedImprovement(model, best_f=float(strat.Y.max()))(U.unsqueeze(-2))
         post = model.posterior(U)
         v = post.variance.squeeze(-1)
         s2 = model.posterior(U, observation_noise=True).variance.squeeze(-1) - v
@@ -340,6 +344,7 @@ def probe(
         "spread": spread,
         "incumbent_observed": float(strat.Y.max()),
         "best_posterior_mean": float(observed_mean.max()),
+        "log_ei_at_batch": {"median": float(log_ei.median()), "max": float(log_ei.max())},
         "posterior_variance_median": float(v.median()),
         "noise_variance_median": float(s2.median()),
         "removed_by_one_observation": {

@@ -232,7 +232,7 @@ class WideObjectiveConfig(ObjectiveModelConfig):
     budgets. The strategy ``dual-fantasy-m256`` of the box-bounded problems: on the noisy
     Hartmann6 of the long suite at 1,000 evaluations, 64 inducing points leave what they
     cannot represent to the noise (noise variance 0.094 of the standardised values against a
-    refitted ``SingleTaskGP``'s 0.0082 on the same design; 256 points: 0.0083), so a fantasy
+    refitted ``SingleTaskGP``'s 0.0082 on the same design; 256 points: 0.0084), so a fantasy
     removes little variance where it is conditioned and fantasy batches repeat points
     (``experiments/chang2023/RESULTS.md``, Sec. 10, long budget).
 

@@ -94,6 +94,7 @@ def test_probe_reports_the_spread_and_the_models_variance_at_one_batch(tmp_path,
     # the best posterior mean at the observed points lies within the observed values' range
     assert rep["best_posterior_mean"] <= rep["incumbent_observed"] + 1.0
     assert rep["posterior_variance_median"] > 0 and rep["noise_variance_median"] > 0
+    assert rep["log_ei_at_batch"]["median"] <= rep["log_ei_at_batch"]["max"] < 1.0
     removed = rep["removed_by_one_observation"]
     assert 0 < removed["min"] <= removed["median"] <= removed["max"] < 1
     with pytest.raises(ValueError, match="no objective model"):
