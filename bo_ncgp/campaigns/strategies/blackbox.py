@@ -77,6 +77,7 @@ __all__ = [
     "DualConstrainedBO",
     "LabelGPConstrainedBO",
     "MatchedObjectiveConfig",
+    "MediumObjectiveConfig",
     "ObjectiveBO",
     "ObjectiveModelConfig",
     "SobolSearch",
@@ -242,6 +243,20 @@ class WideObjectiveConfig(ObjectiveModelConfig):
     """
 
     num_inducing: int = 256
+
+
+@dataclass(frozen=True)
+class MediumObjectiveConfig(ObjectiveModelConfig):
+    """:class:`ObjectiveModelConfig` with up to 128 inducing points: the middle of the sweep
+    64 / 128 / 256 of the long suite (strategy ``dual-fantasy-m128``; see
+    :class:`WideObjectiveConfig`).
+
+    Example:
+        >>> MediumObjectiveConfig().num_inducing
+        128
+    """
+
+    num_inducing: int = 128
 
 
 def _objective_kernel(

@@ -189,6 +189,15 @@ def _blackbox(family: str) -> tuple[StrategySpec, ...]:
         ),
         _objective(
             family,
+            "dual-fantasy-m128",
+            True,
+            "fantasy",
+            "streaming DualSVGP with up to 128 inducing points x fantasy batches, sampled "
+            "fantasies (Alg. 2, ours; for long budgets)",
+            bb.MediumObjectiveConfig,
+        ),
+        _objective(
+            family,
             "dual-fantasy-m256",
             True,
             "fantasy",
