@@ -511,6 +511,25 @@ class ObjectiveBO(_UnitCube):
     ) -> None:
         self.name, self.model_config, self.surrogate, self.rule = name, model, surrogate, rule
 
+    def report(self, history: History) -> dict[str, float]:
+        """:class:`_UnitCube`'s metrics and, with a streaming surrogate, its model after the
+        last update: ``noise`` (the Gaussian noise variance of the standardised values),
+        ``outputscale``, ``num_inducing`` and ``mean_constant``, so that a campaign's record
+        shows how the model's fit moves as the data arrive."""
+        out = super().report(history)
+        model = getattr(self.surrogate, "model", None)
+        if isinstance(self.surrogate, StreamingDualReward) and model is not None:
+            with torch.no_grad():
+                noise = getattr(model.likelihood, "noise", None)
+                if noise is not None:
+                    out["noise"] = float(noise.reshape(-1)[0])
+                scale = getattr(model.kernel, "outputscale", None)
+                if scale is not None:
+                    out["outputscale"] = float(scale.reshape(-1)[0])
+                out["num_inducing"] = float(model.num_inducing)
+                out["mean_constant"] = float(torch.as_tensor(model.mean_constant).reshape(-1)[0])
+        return out
+
     def config(self) -> dict[str, Any]:
         """``{"name", **model config (streaming surrogates), **batch config}`` (the name
         stands for the surrogate and the batch rule)."""

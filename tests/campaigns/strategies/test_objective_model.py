@@ -4,6 +4,7 @@ refitted exact GP finds on the same data, also from a start where they were trap
 from __future__ import annotations
 
 import copy
+import math
 
 import numpy as np
 import pytest
@@ -254,3 +255,23 @@ def test_the_fit_is_the_refitted_singletaskgps_with_standardized_values():
         mean, var = m.predict_f(Ut)
     assert torch.allclose(mean, post.mean.squeeze(-1), atol=1e-5)
     assert torch.allclose(var, post.variance.squeeze(-1), atol=1e-5)
+
+
+def test_report_records_the_streaming_models_fit_after_each_update():
+    problem = make_problem("hartmann6-noisy", seed=0)
+    ours = build_strategy("continuous", "dual-fantasy")
+    ours.setup(problem, 0)
+    rng = np.random.default_rng(0)
+    X = rng.random((20, 6))
+    _observe(ours, problem, X)
+    rec = ours.report(_history(X, np.zeros(20)))
+    m = ours.surrogate.model
+    assert rec["noise"] == pytest.approx(float(m.likelihood.noise.reshape(-1)[0]))
+    assert rec["outputscale"] == pytest.approx(float(m.kernel.outputscale.reshape(-1)[0]))
+    assert rec["num_inducing"] == 20.0  # every point inducing below the cap of 64
+    assert math.isfinite(rec["mean_constant"])
+    # a refitted exact GP has no streaming model to record
+    exact = build_strategy("continuous", "botorch")
+    exact.setup(problem, 0)
+    _observe(exact, problem, X)
+    assert not {"noise", "outputscale"} & set(exact.report(_history(X, np.zeros(20))))
