@@ -55,11 +55,28 @@ SPLIT = ("fit", "acquisition", "evaluation", "iteration")
 DUPLICATE = 1e-3
 
 
-def batch_spread(state: dict, lo: np.ndarray, hi: np.ndarray) -> list[tuple[int, dict[str, float]]]:
-    """``(evaluations before the batch, {duplicate, boundary, points})`` of every batch after
-    the initial design: how many of its points have another point of the batch within
-    :data:`DUPLICATE` and how many lie within it of the box ``[lo, hi]``'s boundary (both in
-    the unit cube).
+def spread(U: np.ndarray) -> dict[str, int]:
+    """``{duplicate, boundary, points}`` of one batch ``U`` in the unit cube: how many of its
+    points have another point of the batch within :data:`DUPLICATE` and how many lie within it
+    of the cube's boundary.
+
+    Example:
+        >>> spread(np.array([[0.2, 0.3], [0.2, 0.3], [1.0, 0.4]]))
+        {'duplicate': 2, 'boundary': 1, 'points': 3}
+    """
+    from bo_ncgp.campaigns.strategies.blackbox import nearest_distances
+
+    return {
+        "duplicate": int((nearest_distances(U) < DUPLICATE).sum()),
+        "boundary": int(((U < DUPLICATE) | (U > 1 - DUPLICATE)).any(1).sum()),
+        "points": len(U),
+    }
+
+
+def batch_spread(state: dict, lo: np.ndarray, hi: np.ndarray) -> list[tuple[int, dict[str, int]]]:
+    """``(evaluations before the batch, spread)`` of every batch of a campaign state after the
+    initial design (:func:`spread`, the points scaled from the box ``[lo, hi]`` to the unit
+    cube).
 
     Example:
         >>> st = {"evaluations": [{"point": p} for p in
@@ -74,15 +91,7 @@ def batch_spread(state: dict, lo: np.ndarray, hi: np.ndarray) -> list[tuple[int,
     if not len(X):
         return []
     U = (X - lo) / (hi - lo)
-    out = []
-    for batch in state["batches"][1:]:
-        B = U[batch]
-        D = np.linalg.norm(B[:, None, :] - B[None, :, :], axis=-1)
-        np.fill_diagonal(D, np.inf)
-        dup = int((D.min(1) < DUPLICATE).sum()) if len(B) > 1 else 0
-        edge = int(((B < DUPLICATE) | (B > 1 - DUPLICATE)).any(1).sum())
-        out.append((int(batch[0]), {"duplicate": dup, "boundary": edge, "points": len(B)}))
-    return out
+    return [(int(b[0]), spread(U[b])) for b in state["batches"][1:]]
 
 
 def iteration_seconds(state: dict) -> list[tuple[int, dict[str, float]]]:
@@ -156,10 +165,10 @@ def report(
             if sel:
                 by_bin[lo] = {k: mean_se_dict([r[k] for r in sel]) for k in SPLIT}
                 by_bin[lo]["steps"] = len(sel)
-        spread = [r for st in runs[strategy].values() for r in batch_spread(st, box_lo, box_hi)]
+        batches = [r for st in runs[strategy].values() for r in batch_spread(st, box_lo, box_hi)]
         spread_by_bin = {}
         for lo_n, hi_n in itertools.pairwise(edges):
-            sel = [r for n, r in spread if lo_n <= n < hi_n]
+            sel = [r for n, r in batches if lo_n <= n < hi_n]
             if sel:
                 total = sum(r["points"] for r in sel)
                 spread_by_bin[lo_n] = {
@@ -300,14 +309,15 @@ def probe(
     run: Path, n: int, strategy: str = "dual-fantasy", q: int = 25, problem: str = PROBLEM
 ) -> dict[str, Any]:
     """One batch of ``strategy`` on the design of the finished run ``run`` at ``n``
-    evaluations, and what its model says there: the batch's spread (:func:`batch_spread`),
+    evaluations, and what its model says there: the batch's spread (:func:`spread`),
     the incumbent it is given (the best observed standardised value) beside the best posterior
     mean at the observed points, and at the batch's points log EI against that incumbent on the
     model before the batch, the posterior variance ``v`` of the
     objective and the noise variance ``s2`` of an observation, with the share of ``v`` that one
     noisy observation at the same point removes (``v / (v + s2)``, the exact Gaussian update):
     where it is small, conditioning on a fantasy there leaves the acquisition nearly as it
-    was."""
+    was. The model is the strategy's after observing the design (a refitted exact GP is
+    fitted once more for it)."""
     import torch
     from botorch.acquisition import LogExpectedImprovement
 
@@ -332,16 +342,13 @@ def probe(
         post = model.posterior(U)
         v = post.variance.squeeze(-1)
         s2 = model.posterior(U, observation_noise=True).variance.squeeze(-1) - v
-    lo, hi = np.asarray(instance.bounds, dtype=float)
-    fake = {"evaluations": [{"point": list(p)} for p in batch], "batches": [[], list(range(q))]}
-    ((_, spread),) = batch_spread(fake, lo, hi)
     removed = (v / (v + s2)).numpy()
     return {
         "run": str(run),
         "n": n,
         "q": q,
         "strategy": strategy,
-        "spread": spread,
+        "spread": spread(U.numpy()),
         "incumbent_observed": float(strat.Y.max()),
         "best_posterior_mean": float(observed_mean.max()),
         "log_ei_at_batch": {"median": float(log_ei.median()), "max": float(log_ei.max())},

@@ -86,10 +86,24 @@ __all__ = [
     "WideObjectiveConfig",
     "constrained_log_ei",
     "min_distance",
+    "nearest_distances",
 ]
 
 #: the batch rules of :class:`BatchRule`
 RULES = ("joint", "fantasy", "fantasy-mean", "believer")
+
+
+def nearest_distances(X: np.ndarray) -> np.ndarray:
+    """Euclidean distance from each row of ``X`` to its nearest other row (``inf`` for one row).
+
+    Example:
+        >>> nearest_distances(np.array([[0.0, 0.0], [0.0, 0.5], [1.0, 1.0]])).round(3).tolist()
+        [0.5, 0.5, 1.118]
+    """
+    X = np.asarray(X, dtype=float)
+    D = np.linalg.norm(X[:, None, :] - X[None, :, :], axis=-1)
+    np.fill_diagonal(D, np.inf)
+    return D.min(1) if len(X) else np.zeros(0)
 
 
 def min_distance(X: np.ndarray) -> float:
@@ -99,11 +113,9 @@ def min_distance(X: np.ndarray) -> float:
         >>> min_distance(np.array([[0.0, 0.0], [0.0, 0.5], [1.0, 1.0]]))
         0.5
     """
-    X = np.asarray(X, dtype=float)
     if len(X) < 2:
         return float("nan")
-    D = np.linalg.norm(X[:, None, :] - X[None, :, :], axis=-1)
-    return float(D[np.triu_indices(len(X), 1)].min())
+    return float(nearest_distances(X).min())
 
 
 class SobolSearch(Strategy):
