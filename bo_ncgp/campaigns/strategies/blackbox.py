@@ -242,12 +242,12 @@ class StandardizedObjectiveConfig(ObjectiveModelConfig):
 @dataclass(frozen=True)
 class WideObjectiveConfig(ObjectiveModelConfig):
     """:class:`ObjectiveModelConfig` with up to 256 inducing points instead of 64, for long
-    budgets. The strategy ``dual-fantasy-m256`` of the box-bounded problems: on the noisy
-    Hartmann6 of the long suite at 1,000 evaluations, 64 inducing points leave what they
-    cannot represent to the noise (noise variance 0.094 of the standardised values against a
-    refitted ``SingleTaskGP``'s 0.0082 on the same design; 256 points: 0.0084), so a fantasy
-    removes little variance where it is conditioned and fantasy batches repeat points
-    (``experiments/chang2023/RESULTS.md``, Sec. 10, long budget).
+    budgets: the strategy ``dual-fantasy-m256`` of the box-bounded problems. On the noisy
+    Hartmann6 of the long suite at 1,000 evaluations, fitted on the points at once, 64 inducing
+    points put 11x a refitted ``SingleTaskGP``'s noise variance into the noise and 256 points
+    about the same as it; streamed through a campaign, the noise of both grows far above
+    that, and the fantasy batches of both repeat points (``experiments/chang2023/RESULTS.md``,
+    Sec. 10, long budget).
 
     Example:
         >>> WideObjectiveConfig().num_inducing
