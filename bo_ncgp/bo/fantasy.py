@@ -8,7 +8,12 @@ label, or a sampled label), condition every model on its fantasy with its own ch
 conditioning (dual conditioning for :class:`~bo_ncgp.bo.models.DualSVGPModel`, exact GP
 updates for BoTorch's ``SingleTaskGP``), raise the incumbent ``best_f`` to the fantasised
 objective value where that is higher (an improvement-based acquisition then stops rewarding
-the point it has already "observed"), and rebuild the acquisition.
+the point it has already "observed"), and rebuild the acquisition. With noisy observations the
+incumbent can instead be the plug-in one (Picheny et al. 2013, "A benchmark of kriging-based
+infill criteria for noisy optimization"): the largest posterior mean of the objective model at
+the observed points and the batch so far, recomputed on the conditioned model after every step
+(``incumbent_at``), so that one lucky noisy value or fantasy does not lift it above what the
+model believes.
 
 :func:`kriging_believer_batch` is the baseline of Sec. 4.1: the same loop where models that
 cannot be conditioned (e.g. a classifier of another library) stay unchanged within the batch.
@@ -88,6 +93,12 @@ def fantasy_observation(
     return post.mean + post.variance.sqrt() * eps
 
 
+def _plug_in_incumbent(model: Model, X: Tensor) -> Tensor:
+    """The largest posterior mean of ``model``'s first output at ``X`` (a 0-d tensor)."""
+    with torch.no_grad():
+        return model.posterior(X).mean[..., 0].max().detach().reshape(())
+
+
 def _is_soft(model: Model) -> bool:
     if not isinstance(model, LatentGPModel):
         return False
@@ -108,6 +119,7 @@ def build_fantasy_batch(
     options: dict | None = None,
     generator: torch.Generator | None = None,
     best_f: float | Tensor | None = None,
+    incumbent_at: Tensor | None = None,
 ) -> FantasyBatch:
     """Build a batch of ``q`` points by fantasising (Chang et al. 2023, Algorithm 2).
 
@@ -130,6 +142,10 @@ def build_fantasy_batch(
             of the first model (the objective) where that is higher, and the factory gets
             the current incumbent as its second argument. ``None``: the factory is called
             with the models only.
+        incumbent_at: ``n x d`` observed points: the incumbent is the plug-in one instead, the
+            largest posterior mean of the first model at these points and at the batch's
+            points so far, recomputed after every conditioning (module docstring); the factory
+            gets it as its second argument. Not with ``best_f``.
 
     Returns:
         :class:`FantasyBatch` with the points, their acquisition values and timings.
@@ -155,6 +171,11 @@ def build_fantasy_batch(
             build_fantasy_batch(model, lambda ms, best: LogExpectedImprovement(ms[0], best),
                                 q=4, bounds=bounds, best_f=train_Y.max())
 
+        With noisy observations, the plug-in incumbent at the observed points::
+
+            build_fantasy_batch(model, lambda ms, best: LogExpectedImprovement(ms[0], best),
+                                q=4, bounds=bounds, incumbent_at=train_X)
+
         For a reward model and a success classifier (the lunar-lander acquisition)::
 
             build_fantasy_batch(
@@ -173,7 +194,19 @@ def build_fantasy_batch(
         raise InputDataError(
             f"build_fantasy_batch: fantasy must be 'mean' or 'sample', got {fantasy!r}"
         )
-    if best_f is not None:
+    if incumbent_at is not None:
+        if best_f is not None:
+            raise InputDataError(
+                "build_fantasy_batch: give best_f or incumbent_at, not both (incumbent_at "
+                "makes the incumbent the largest posterior mean there)"
+            )
+        if incumbent_at.ndim != 2 or incumbent_at.shape[0] == 0:
+            raise InputDataError(
+                "build_fantasy_batch: incumbent_at must be a non-empty n x d tensor of observed "
+                f"points, got shape {tuple(incumbent_at.shape)}"
+            )
+        best_f = _plug_in_incumbent(models[0], incumbent_at)
+    elif best_f is not None:
         if not isinstance(best_f, Tensor):
             where = bounds if bounds is not None else choices
             best_f = torch.tensor(float(best_f), dtype=torch.float64, device=where.device)
@@ -216,8 +249,8 @@ def build_fantasy_batch(
                 continue
             with torch.no_grad():
                 Y = fantasy_observation(model, x, fantasy, generator).detach()
-            if i == 0 and best_f is not None:  # the incumbent includes the fantasy
-                best_f = torch.maximum(best_f.to(Y), Y.max())
+            if i == 0 and best_f is not None and incumbent_at is None:
+                best_f = torch.maximum(best_f.to(Y), Y.max())  # the incumbent includes the fantasy
             if not cond:
                 new_models.append(model)
                 continue
@@ -225,6 +258,8 @@ def build_fantasy_batch(
             with soft_targets() if soft else contextlib.nullcontext():
                 new_models.append(model.condition_on_observations(x, Y))
         models = new_models
+        if incumbent_at is not None:  # the plug-in incumbent of the conditioned model
+            best_f = _plug_in_incumbent(models[0], torch.cat([incumbent_at, *xs]))
         t_cond.append(time.perf_counter() - t0)
     return FantasyBatch(
         X=torch.cat(xs, 0),

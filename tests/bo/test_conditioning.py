@@ -121,6 +121,53 @@ def test_the_incumbent_rises_to_a_fantasised_value_above_it():
         kriging_believer_batch(model, ucb, q=1, bounds=unit, best_f=float("nan"))
 
 
+@pytest.mark.parametrize("fantasy", ["mean", "sample"])
+def test_the_plug_in_incumbent_is_the_best_posterior_mean_of_the_conditioned_model(fantasy):
+    """With ``incumbent_at``, every step's incumbent is the largest posterior mean of the model
+    the step's acquisition is built from, at the observed points and the batch's points so
+    far."""
+    from botorch.acquisition import LogExpectedImprovement
+
+    from bo_ncgp.bo import build_fantasy_batch
+
+    model, _, unit = _multimodal_model()
+    X_obs = model.model.memory.X
+    seen = []
+
+    def logei(models, best):
+        seen.append((models[0], float(best)))
+        return LogExpectedImprovement(models[0], best_f=best)
+
+    torch.manual_seed(0)
+    batch = build_fantasy_batch(
+        model, logei, q=3, bounds=unit, fantasy=fantasy, num_restarts=2, raw_samples=64,
+        generator=torch.Generator().manual_seed(0), incumbent_at=X_obs,
+    )  # fmt: skip
+    assert len(seen) == 3
+    with torch.no_grad():
+        for j, (m, best) in enumerate(seen):
+            at = torch.cat([X_obs, batch.X[:j]])
+            assert best == pytest.approx(float(m.posterior(at).mean.max()), rel=1e-9)
+
+
+def test_the_plug_in_incumbent_refuses_a_second_incumbent_and_a_bad_design():
+    from botorch.acquisition import LogExpectedImprovement
+
+    from bo_ncgp.bo import build_fantasy_batch
+    from bo_ncgp.exceptions import InputDataError
+
+    model, y, unit = _multimodal_model()
+
+    def logei(ms, best):
+        return LogExpectedImprovement(ms[0], best_f=best)
+
+    X_obs = model.model.memory.X
+    with pytest.raises(InputDataError, match="give best_f or incumbent_at, not both"):
+        build_fantasy_batch(model, logei, q=1, bounds=unit, best_f=y.max(), incumbent_at=X_obs)
+    with pytest.raises(InputDataError, match="incumbent_at must be a non-empty n x d tensor"):
+        build_fantasy_batch(model, logei, q=1, bounds=unit, incumbent_at=X_obs[:0])
+
+
 def test_gibbon_with_pending_points_runs_on_the_adapter_as_on_an_exact_gp():
     """qLowerBoundMaxValueEntropy with X_pending evaluates ``model(X)``: with Z = the data the
     adapter's values equal SingleTaskGP's (same kernel, noise, max-value samples), and a

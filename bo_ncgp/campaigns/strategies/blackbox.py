@@ -17,6 +17,10 @@ Batch rules (:class:`BatchRule`, ``BatchConfig`` settings of ``optimize_acqf``):
   over the observed points for ``q > 1`` (one joint optimisation of the batch);
 * ``"fantasy"`` / ``"fantasy-mean"``: :func:`~bo_ncgp.bo.build_fantasy_batch` (Chang et al.
   2023, Alg. 2) with LogEI, sampled or posterior-mean fantasies;
+* ``"fantasy-plugin"``: sampled fantasies with the plug-in incumbent of noisy problems (the
+  largest posterior mean at the observed points and the batch so far, recomputed on the
+  conditioned model; ``incumbent_at`` of :func:`~bo_ncgp.bo.build_fantasy_batch`), also for
+  ``q = 1``;
 * ``"believer"``: the Kriging believer (:func:`~bo_ncgp.bo.fantasy.kriging_believer_batch`).
 
 :class:`SobolSearch` draws the points of one scrambled Sobol sequence per seed.
@@ -90,7 +94,7 @@ __all__ = [
 ]
 
 #: the batch rules of :class:`BatchRule`
-RULES = ("joint", "fantasy", "fantasy-mean", "believer")
+RULES = ("joint", "fantasy", "fantasy-mean", "fantasy-plugin", "believer")
 
 
 def nearest_distances(X: np.ndarray) -> np.ndarray:
@@ -464,6 +468,10 @@ class BatchRule:
         d = U.shape[-1]
         bounds = torch.stack([torch.zeros(d, dtype=DTYPE), torch.ones(d, dtype=DTYPE)])
         opts = {"num_restarts": self.config.num_restarts, "raw_samples": self.config.raw_samples}
+        plugin = self.rule == "fantasy-plugin"
+        if plugin and q == 1:  # the plug-in incumbent: the best posterior mean observed
+            with torch.no_grad():
+                best = float(model.posterior(U).mean.max())
         if self.rule == "joint" or q == 1:
             if q == 1:
                 acq = LogExpectedImprovement(model, best_f=best)
@@ -471,14 +479,15 @@ class BatchRule:
                 acq = qLogNoisyExpectedImprovement(model, X_baseline=U, prune_baseline=True)
             X, _ = optimize_acqf(acq, bounds, q=q, **opts)
             return X.detach()
-        fantasy = "sample" if self.rule == "fantasy" else "mean"
+        fantasy = "sample" if self.rule in ("fantasy", "fantasy-plugin") else "mean"
         batch = build_fantasy_batch(
             model,
             lambda ms, incumbent: LogExpectedImprovement(ms[0], best_f=incumbent),
             q=q,
             bounds=bounds,
             fantasy=fantasy,
-            best_f=best,  # raised to the fantasised values inside the batch
+            best_f=None if plugin else best,  # raised to the fantasised values inside the batch
+            incumbent_at=U if plugin else None,
             **opts,
         )
         return batch.X.detach()
@@ -527,7 +536,10 @@ class ObjectiveBO(_UnitCube):
         """:class:`_UnitCube`'s metrics and, with a streaming surrogate, its model after the
         last update: ``noise`` (the Gaussian noise variance of the standardised values),
         ``outputscale``, ``num_inducing`` and ``mean_constant``, so that a campaign's record
-        shows how the model's fit moves as the data arrive."""
+        shows how the model's fit moves as the data arrive, and ``value_scale``, the standard
+        deviation the values are divided by (that of the first values observed): ``noise *
+        value_scale**2`` is the noise variance in the problem's units, which compares across
+        runs and with models standardised otherwise."""
         out = super().report(history)
         model = getattr(self.surrogate, "model", None)
         if isinstance(self.surrogate, StreamingDualReward) and model is not None:
@@ -540,6 +552,8 @@ class ObjectiveBO(_UnitCube):
                     out["outputscale"] = float(scale.reshape(-1)[0])
                 out["num_inducing"] = float(model.num_inducing)
                 out["mean_constant"] = float(torch.as_tensor(model.mean_constant).reshape(-1)[0])
+            if self.y_std is not None:
+                out["value_scale"] = float(self.y_std)
         return out
 
     def config(self) -> dict[str, Any]:

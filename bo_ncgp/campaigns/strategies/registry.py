@@ -189,6 +189,14 @@ def _blackbox(family: str) -> tuple[StrategySpec, ...]:
         ),
         _objective(
             family,
+            "dual-fantasy-plugin",
+            True,
+            "fantasy-plugin",
+            "streaming DualSVGP x fantasy batches, sampled fantasies, the plug-in incumbent "
+            "(largest posterior mean observed) of noisy problems (ours)",
+        ),
+        _objective(
+            family,
             "dual-fantasy-m128",
             True,
             "fantasy",

@@ -171,7 +171,7 @@ def test_a_fit_trapped_in_the_noise_explanation_is_left_by_the_restart():
     assert float(s.model.likelihood.noise) > 0.05  # without the restart: still mostly noise
 
 
-@pytest.mark.parametrize("rule", ["fantasy", "fantasy-mean"])
+@pytest.mark.parametrize("rule", ["fantasy", "fantasy-mean", "fantasy-plugin"])
 def test_fantasy_batches_raise_the_incumbent_so_the_batch_spreads(rule):
     from bo_ncgp.campaigns.strategies.blackbox import BatchRule, min_distance
     from bo_ncgp.campaigns.strategies.lunar import BatchConfig
@@ -187,6 +187,41 @@ def test_fantasy_batches_raise_the_incumbent_so_the_batch_spreads(rule):
     batch = BatchRule(rule, BatchConfig(num_restarts=2, raw_samples=64))
     X = batch.select(model, s.U, best=-10.0, q=3)
     assert min_distance(X.numpy()) > 0.05
+
+
+def test_the_plug_in_rule_takes_the_best_posterior_mean_as_the_incumbent(monkeypatch):
+    """``fantasy-plugin`` ignores the observed incumbent it is given: at ``q = 1`` log EI
+    runs against the largest posterior mean at the observed points, for batches
+    ``build_fantasy_batch`` gets those points as ``incumbent_at``."""
+    import botorch.acquisition as acquisition
+
+    import bo_ncgp.bo as bo
+    from bo_ncgp.campaigns.strategies.blackbox import BatchRule
+    from bo_ncgp.campaigns.strategies.lunar import BatchConfig
+
+    s = _streaming("branin", 12, 0)
+    model = s.surrogate.botorch_model()
+    with torch.no_grad():
+        plug_in = float(model.posterior(s.U).mean.max())
+    seen = {}
+    real_logei, real_batch = acquisition.LogExpectedImprovement, bo.build_fantasy_batch
+
+    def logei(m, best_f):
+        seen["best_f"] = float(best_f)
+        return real_logei(m, best_f=best_f)
+
+    def batch(*args, **kwargs):
+        seen["kwargs"] = kwargs
+        return real_batch(*args, **kwargs)
+
+    monkeypatch.setattr(acquisition, "LogExpectedImprovement", logei)
+    monkeypatch.setattr(bo, "build_fantasy_batch", batch)
+    rule = BatchRule("fantasy-plugin", BatchConfig(num_restarts=2, raw_samples=32))
+    rule.select(model, s.U, best=1e3, q=1)
+    assert seen["best_f"] == pytest.approx(plug_in)
+    rule.select(model, s.U, best=1e3, q=2)
+    assert seen["kwargs"]["best_f"] is None and torch.equal(seen["kwargs"]["incumbent_at"], s.U)
+    assert seen["kwargs"]["fantasy"] == "sample"
 
 
 def test_a_fit_that_starts_nowhere_is_refused():
@@ -270,6 +305,8 @@ def test_report_records_the_streaming_models_fit_after_each_update():
     assert rec["outputscale"] == pytest.approx(float(m.kernel.outputscale.reshape(-1)[0]))
     assert rec["num_inducing"] == 20.0  # every point inducing below the cap of 64
     assert math.isfinite(rec["mean_constant"])
+    # the values were divided by value_scale: standardised, the first batch has unit spread
+    assert rec["value_scale"] > 0 and float(ours.Y.std(unbiased=False)) == pytest.approx(1.0)
     # a refitted exact GP has no streaming model to record
     exact = build_strategy("continuous", "botorch")
     exact.setup(problem, 0)
