@@ -30,6 +30,14 @@ same process, one torch thread.
 ``--probe RUN`` builds one batch of the first strategy on the same design and reports what its
 model says at the batch's points (:func:`probe`).
 
+``--noise RUN`` (repeatable) compares, at the evaluations of ``--budgets``, the noise variance
+and outputscale the run's streaming model recorded with those of the same strategy's model
+fitted on the run's first ``n`` points at once, both in the problem's units
+(:func:`noise_record`): a campaign standardises by its first values, a fit at once by all
+``n``, so the recorded values compare only after that conversion.
+
+    bo-ncgp long-budget --noise RUN_DIR --noise RUN_DIR2 --budgets 139,514,1000
+
 Prints a Markdown table and writes JSON (``--out``).
 """
 
@@ -362,6 +370,57 @@ def probe(
     }
 
 
+def noise_record(run: Path, budgets: list[int], problem: str = PROBLEM) -> list[dict[str, float]]:
+    """For the finished streaming run ``run`` and every ``n`` of ``budgets``: the noise variance
+    and outputscale its model recorded after the update that reached ``n`` evaluations (the
+    last one at or below ``n``) and those of the same strategy's model fitted on the run's
+    first ``n`` points in one update, all multiplied by the square of the standard deviation
+    the values were divided by (the problem's units; the run's ``value_scale``, or the
+    first batch's spread for runs recorded before it was logged)."""
+    import torch
+
+    from bo_ncgp.campaigns.strategies.registry import build_strategy
+    from bo_ncgp.problems.registry import make_problem
+
+    torch.set_num_threads(1)
+    state = read_json(run / "state.json")
+    name = state["strategy"]["name"]
+    values = np.array([ev["value"] for ev in state["evaluations"]], dtype=float)
+    first = values[state["batches"][0]]
+    recorded = {
+        it["num_evaluations"]: it["metrics"]
+        for it in state["iterations"]
+        if "noise" in it.get("metrics", {})
+    }
+    if not recorded:
+        raise ValueError(f"{run} recorded no model fit (noise) in its iterations")
+    rows = []
+    for n in budgets:
+        X, evs, empty = _design(run, n)
+        at = max((k for k in recorded if k <= n), default=None)
+        if at is None:
+            raise ValueError(f"{run} recorded no model fit at or below {n} evaluations")
+        metrics = recorded[at]
+        scale = metrics.get("value_scale", float(first[np.isfinite(first)].std()))
+        strat = build_strategy("continuous", name)
+        strat.setup(make_problem(problem, seed=0), 0)
+        strat.observe(X, evs, empty)
+        model = strat.surrogate.model
+        once = float(strat.y_std) ** 2
+        with torch.no_grad():
+            rows.append(
+                {
+                    "n": n,
+                    "recorded_at": at,
+                    "streamed_noise": metrics["noise"] * scale**2,
+                    "streamed_outputscale": metrics["outputscale"] * scale**2,
+                    "at_once_noise": float(model.likelihood.noise.reshape(-1)[0]) * once,
+                    "at_once_outputscale": float(model.kernel.outputscale.reshape(-1)[0]) * once,
+                }
+            )
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command line (module docstring)."""
     from bo_ncgp.cli.common import HelpFormatter
@@ -384,6 +443,17 @@ def main(argv: list[str] | None = None) -> int:
         help="one batch of the first of --strategies on this finished run's design, with the "
         "spread of the batch and its model's variance and noise at the batch's points",
     )
+    p.add_argument(
+        "--noise",
+        type=Path,
+        action="append",
+        metavar="RUN",
+        help="a finished streaming run whose recorded noise is compared with a fit at once "
+        "(repeatable; at the evaluations of --budgets)",
+    )
+    p.add_argument(
+        "--budgets", default="139,514,1000", help="evaluation counts of --noise (comma-separated)"
+    )
     p.add_argument("--n", type=int, default=1000, help="evaluations before the timed iteration")
     p.add_argument(
         "--strategies", default="botorch,dual,dual-fantasy", help="strategies --step times"
@@ -391,9 +461,24 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=1, help="timed iterations per strategy")
     p.add_argument("--out", type=Path, help="JSON file to write")
     args = p.parse_args(argv)
-    if sum((args.step is not None, args.probe is not None, bool(args.folders))) != 1:
-        p.error("give bench folders for the report, --step RUN or --probe RUN (one of them)")
-    if args.probe is not None:
+    modes = (args.step is not None, args.probe is not None, bool(args.noise), bool(args.folders))
+    if sum(modes) != 1:
+        p.error(
+            "give bench folders for the report, --step RUN, --probe RUN or --noise RUN "
+            "(one of them)"
+        )
+    if args.noise:
+        budgets = [int(b) for b in args.budgets.split(",")]
+        rep = {str(run): noise_record(run, budgets) for run in args.noise}
+        print("| run | n | noise: streamed / at once | outputscale: streamed / at once |")
+        print("|---|---|---|---|")
+        for run, rows in rep.items():
+            for r in rows:
+                print(
+                    f"| {run} | {r['n']} | {r['streamed_noise']:.4f} / {r['at_once_noise']:.4f} "
+                    f"| {r['streamed_outputscale']:.4f} / {r['at_once_outputscale']:.4f} |"
+                )
+    elif args.probe is not None:
         rep = probe(args.probe, args.n, args.strategies.split(",")[0])
         for key, value in rep.items():
             print(f"{key}: {value}")

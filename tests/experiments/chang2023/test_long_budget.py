@@ -101,3 +101,24 @@ def test_probe_reports_the_spread_and_the_models_variance_at_one_batch(tmp_path,
         L.probe(run, 15, "random", q=3)
     with pytest.raises(ValueError, match="fewer than 16"):
         L.probe(run, 16, "dual-fantasy", q=3)
+
+
+def test_noise_record_puts_the_streamed_and_the_at_once_fit_in_the_problems_units(tmp_path, capsys):
+    import pytest
+
+    common = {"batch_size": 5, "initial": 10, "progress": None, "plot": False}
+    run_bench([L.PROBLEM], ["dual-fantasy", "random"], [0], tmp_path, evaluations=20, **common)
+    run = tmp_path / L.PROBLEM / "dual-fantasy" / "seed_0"
+    first, last = L.noise_record(run, [10, 20])
+    # after the first batch the streamed model is the fit on those points at once
+    assert first["recorded_at"] == 10
+    assert first["streamed_noise"] == pytest.approx(first["at_once_noise"], rel=1e-6)
+    assert first["streamed_outputscale"] == pytest.approx(first["at_once_outputscale"], rel=1e-6)
+    # later the at-once fit divides by the spread of all 20 values, the campaign by the first
+    # 10's: converted, both are variances of the same values' noise, so of the same order
+    assert last["recorded_at"] == 20
+    assert 0.01 < last["streamed_noise"] / last["at_once_noise"] < 100
+    assert L.main(["--noise", str(run), "--budgets", "10,20"]) == 0
+    assert f"| {run} | 20 |" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="recorded no model fit"):
+        L.noise_record(tmp_path / L.PROBLEM / "random" / "seed_0", [20])
